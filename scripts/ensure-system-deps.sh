@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the system packages sluice needs at run time when they are missing:
+# libfuse2 (fuse-native links libfuse.so.2) and fuse (fusermount, used to unmount).
+# As root it installs them with apt-get; otherwise it prints one line saying how.
+set -eu
+missing=""
+ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2 ' || missing="$missing libfuse2"
+command -v fusermount >/dev/null 2>&1 || missing="$missing fuse"
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "sluice: installing missing system packages:$missing" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+else
+  echo "sluice: missing system packages:$missing. Install them with: sudo apt-get install -y$missing" >&2
+  exit 1
+fi

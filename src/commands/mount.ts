@@ -1,0 +1,8 @@
+/** `sluice mount`: not built yet (see the open issues). */
+import { InvalidArgumentError } from '../errors.js';
+
+export const summary = '';
+
+export async function run(_argv: string[]): Promise<number> {
+  throw new InvalidArgumentError('sluice mount is not available in this build yet');
+}

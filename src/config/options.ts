@@ -1,0 +1,189 @@
+/**
+ * Every option sluice takes, declared once: flag, environment variable, type,
+ * default, documentation and validation. `parseOptions()` turns argv + env
+ * into a typed, validated object at startup; `helpFor()` renders --help from
+ * the same table, and docs/CONFIGURATION.md is checked against it by a test.
+ *
+ * Precedence: flag > environment variable > default.
+ * Sizes accept suffixes: 64KiB, 8MiB, 2GiB (binary), 64KB, 8MB (decimal), or plain bytes.
+ */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { InvalidArgumentError } from '../errors.js';
+
+export type OptionType = 'string' | 'boolean' | 'int' | 'size' | 'duration-ms' | 'string[]';
+
+export interface OptionSpec<T = unknown> {
+  /** Long flag name without dashes, e.g. 'cache-size'. */
+  flag: string;
+  /** Environment variable consulted when the flag is absent. */
+  env?: string;
+  type: OptionType;
+  default?: T | (() => T);
+  /** One or two sentences for --help and docs/CONFIGURATION.md. */
+  doc: string;
+  /** Returns an error message when the value is out of range. */
+  validate?: (v: T) => string | undefined;
+}
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const GiB = 1024 * MiB;
+
+/**
+ * Default block cache: 1/8 of the machine's memory, clamped to [256 MiB, 8 GiB].
+ * A training host's memory belongs to the training job; 1/8 leaves it almost all,
+ * while keeping several max-prefetch windows (64 MiB each) for every open file.
+ */
+export function defaultCacheSize(totalmem = os.totalmem()): number {
+  return Math.min(8 * GiB, Math.max(256 * MiB, Math.floor(totalmem / 8)));
+}
+
+const positive = (what: string) => (v: number) => (v > 0 ? undefined : `${what} must be > 0`);
+
+/** The table. Commands choose subsets of it by flag name. */
+export const OPTIONS = {
+  endpoint: { flag: 'endpoint', env: 'SLUICE_ENDPOINT', type: 'string', doc: 'S3-compatible endpoint URL, e.g. http://127.0.0.1:9000. Default: AWS S3 for the region (also read from AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL).' },
+  region: { flag: 'region', env: 'AWS_REGION', type: 'string', doc: 'AWS region. Default: AWS_REGION, AWS_DEFAULT_REGION, the profile, then us-east-1.' },
+  pathStyle: { flag: 'path-style', env: 'SLUICE_PATH_STYLE', type: 'boolean', default: false, doc: 'Address buckets as endpoint/bucket/key instead of bucket.endpoint/key (most S3-compatible stores need this).' },
+  maxConnections: { flag: 'max-connections', env: 'SLUICE_MAX_CONNECTIONS', type: 'int', default: 64, doc: 'Keep-alive connections in the data-path pool. 64 saturates a 25 Gbit/s NIC at ~50 MB/s per S3 stream.', validate: (v: number) => (v >= 1 && v <= 1024 ? undefined : 'max-connections must be between 1 and 1024') },
+  maxAttempts: { flag: 'max-attempts', env: 'SLUICE_MAX_ATTEMPTS', type: 'int', default: 10, doc: 'Attempts per S3 request (first try plus retries) for throttling, 5xx, resets and timeouts.', validate: (v: number) => (v >= 1 && v <= 100 ? undefined : 'max-attempts must be between 1 and 100') },
+  requestTimeout: { flag: 'request-timeout', env: 'SLUICE_REQUEST_TIMEOUT', type: 'duration-ms', default: 10_000, doc: 'Deadline for one S3 request attempt with no progress (headers or body bytes), in ms. A stalled attempt is aborted and retried.', validate: positive('request-timeout') },
+  cacheSize: { flag: 'cache-size', env: 'SLUICE_CACHE_SIZE', type: 'size', default: () => defaultCacheSize(), doc: 'Bytes of the in-memory block cache. Default: 1/8 of RAM, between 256 MiB and 8 GiB.', validate: (v: number) => (v >= 4 * MiB ? undefined : 'cache-size must be at least 4MiB') },
+  partSize: { flag: 'part-size', env: 'SLUICE_PART_SIZE', type: 'size', default: 8 * MiB, doc: 'Size of one ranged GET and one cache block. 8 MiB is the size AWS recommends per ranged GET: large enough to amortise ~20 ms time-to-first-byte, small enough to parallelise.', validate: (v: number) => (v >= 64 * KiB && v <= 256 * MiB ? undefined : 'part-size must be between 64KiB and 256MiB') },
+  maxPrefetch: { flag: 'max-prefetch', env: 'SLUICE_MAX_PREFETCH', type: 'size', default: 64 * MiB, doc: 'Largest read-ahead window of one sequential reader. 64 MiB keeps 8 parts of 8 MiB in flight: at 80 MB/s per stream and 25 ms TTFB that fills a 5 Gbit/s share per file.', validate: positive('max-prefetch') },
+  maxInflight: { flag: 'max-inflight', env: 'SLUICE_MAX_INFLIGHT', type: 'size', default: 512 * MiB, doc: 'Bound on bytes being fetched at once across all readers (prefetch included). Bounds memory together with --cache-size.', validate: positive('max-inflight') },
+  crossFilePrefetch: { flag: 'cross-file-prefetch', env: 'SLUICE_CROSS_FILE_PREFETCH', type: 'int', default: 32, doc: 'When files of a folder are read one after another, fetch up to this many next files (in listing order) ahead. 0 disables.', validate: (v: number) => (v >= 0 && v <= 4096 ? undefined : 'cross-file-prefetch must be between 0 and 4096') },
+  crossFileMaxSize: { flag: 'cross-file-max-size', env: 'SLUICE_CROSS_FILE_MAX_SIZE', type: 'size', default: 4 * MiB, doc: 'Only files up to this size are fetched ahead whole by cross-file prefetch.', validate: positive('cross-file-max-size') },
+  metricsPort: { flag: 'metrics-port', env: 'SLUICE_METRICS_PORT', type: 'int', default: 9400, doc: 'Port of the Prometheus /metrics, /healthz and /readyz endpoint. 0 picks a free port; -1 disables.', validate: (v: number) => (v >= -1 && v <= 65535 ? undefined : 'metrics-port must be between -1 and 65535') },
+  metricsHost: { flag: 'metrics-host', env: 'SLUICE_METRICS_HOST', type: 'string', default: '127.0.0.1', doc: 'Address the metrics endpoint binds to. Use 0.0.0.0 only when Prometheus scrapes from outside the pod.' },
+  readyFile: { flag: 'ready-file', env: 'SLUICE_READY_FILE', type: 'string', doc: 'Write this file once the mount answers (for scripts and readiness probes).' },
+  allowOther: { flag: 'allow-other', env: 'SLUICE_ALLOW_OTHER', type: 'boolean', default: false, doc: 'Let users other than the one running sluice read the mount (FUSE allow_other).' },
+  logLevel: { flag: 'log-level', env: 'SLUICE_LOG_LEVEL', type: 'string', default: 'info', doc: 'Log level: fatal, error, warn, info, debug or trace. Logs are JSON lines on stderr.', validate: (v: string) => (['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(v) ? undefined : 'log-level must be one of fatal, error, warn, info, debug, trace, silent') },
+} as const satisfies Record<string, OptionSpec<any>>;
+
+export type OptionName = keyof typeof OPTIONS;
+
+type ValueOf<S> = S extends { type: 'boolean' } ? boolean
+  : S extends { type: 'int' | 'size' | 'duration-ms' } ? number
+  : S extends { type: 'string[]' } ? string[]
+  : string;
+type HasDefault<S> = S extends { default: unknown } ? true : false;
+
+/** The parsed values of the chosen options; those without a default may be undefined. */
+export type Options<N extends OptionName> = {
+  [K in N]: HasDefault<(typeof OPTIONS)[K]> extends true ? ValueOf<(typeof OPTIONS)[K]> : ValueOf<(typeof OPTIONS)[K]> | undefined;
+};
+
+const SIZE_RE = /^(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?$/i;
+const SIZE_UNITS: Record<string, number> = {
+  b: 1, k: KiB, kib: KiB, kb: 1000, m: MiB, mib: MiB, mb: 1000 ** 2, g: GiB, gib: GiB, gb: 1000 ** 3,
+  t: 1024 * GiB, tib: 1024 * GiB, tb: 1000 ** 4,
+};
+
+export function parseSize(text: string, what = 'size'): number {
+  const m = SIZE_RE.exec(text.trim());
+  if (!m) throw new InvalidArgumentError(`${what}: ${JSON.stringify(text)} is not a size`, { hint: 'Use bytes or a suffix, e.g. 512MiB or 2GiB' });
+  const n = Math.floor(Number(m[1]) * SIZE_UNITS[(m[2] ?? 'b').toLowerCase()]!);
+  if (!Number.isSafeInteger(n)) throw new InvalidArgumentError(`${what}: ${JSON.stringify(text)} is too large`);
+  return n;
+}
+
+function parseInt10(text: string, what: string): number {
+  if (!/^-?\d+$/.test(text.trim())) throw new InvalidArgumentError(`${what}: ${JSON.stringify(text)} is not an integer`);
+  return Number(text.trim());
+}
+
+function parseBool(text: string, what: string): boolean {
+  const t = text.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(t)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(t)) return false;
+  throw new InvalidArgumentError(`${what}: ${JSON.stringify(text)} is not true or false`);
+}
+
+function convert(spec: OptionSpec, raw: string | boolean | string[], source: string): unknown {
+  const what = `${source}`;
+  switch (spec.type) {
+    case 'boolean': return typeof raw === 'boolean' ? raw : parseBool(String(raw), what);
+    case 'int': return parseInt10(String(raw), what);
+    case 'duration-ms': return parseInt10(String(raw), what);
+    case 'size': return parseSize(String(raw), what);
+    case 'string[]': return Array.isArray(raw) ? raw : [String(raw)];
+    default: return String(raw);
+  }
+}
+
+export interface ParseResult<N extends OptionName> {
+  options: Options<N>;
+  positionals: string[];
+  /** Everything after a literal `--` (the training command for `sluice run`). */
+  rest: string[];
+  /** Extra command-specific flags declared by the caller, raw. */
+  extra: Record<string, string | boolean | string[] | undefined>;
+}
+
+export interface ExtraFlag {
+  type: 'string' | 'boolean';
+  multiple?: boolean;
+  short?: string;
+}
+
+/**
+ * Parse argv for one command. `names` picks the shared options the command takes;
+ * `extra` declares flags that only this command has (validated by the command).
+ * Unknown flags are an InvalidArgumentError naming the flag and pointing at --help.
+ */
+export function parseOptions<N extends OptionName>(
+  command: string,
+  argv: string[],
+  names: readonly N[],
+  extra: Record<string, ExtraFlag> = {},
+  env: NodeJS.ProcessEnv = process.env,
+): ParseResult<N> {
+  const dd = argv.indexOf('--');
+  const head = dd === -1 ? argv : argv.slice(0, dd);
+  const rest = dd === -1 ? [] : argv.slice(dd + 1);
+  const parseSpec: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {};
+  for (const n of names) {
+    const s = OPTIONS[n] as OptionSpec;
+    parseSpec[s.flag] = { type: s.type === 'boolean' ? 'boolean' : 'string', ...(s.type === 'string[]' ? { multiple: true } : {}) };
+  }
+  for (const [k, v] of Object.entries(extra)) parseSpec[k] = v;
+  let parsed;
+  try {
+    parsed = parseArgs({ args: head, options: parseSpec, allowPositionals: true, strict: true });
+  } catch (err) {
+    const msg = err instanceof Error ? err.message.split('\n')[0]! : String(err);
+    throw new InvalidArgumentError(`sluice ${command}: ${msg.replace(/^Unknown option/, 'unknown option')}`, { hint: `See sluice ${command} --help` });
+  }
+  const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
+  const out: Record<string, unknown> = {};
+  for (const n of names) {
+    const s = OPTIONS[n] as OptionSpec;
+    let v: unknown;
+    const fromFlag = values[s.flag];
+    if (fromFlag !== undefined) v = convert(s, fromFlag, `--${s.flag}`);
+    else if (s.env && env[s.env] !== undefined && env[s.env] !== '') v = convert(s, env[s.env]!, s.env);
+    else v = typeof s.default === 'function' ? (s.default as () => unknown)() : s.default;
+    if (v !== undefined && s.validate) {
+      const problem = (s.validate as (x: unknown) => string | undefined)(v);
+      if (problem) throw new InvalidArgumentError(problem, { hint: `See sluice ${command} --help` });
+    }
+    out[n] = v;
+  }
+  const extraOut: Record<string, string | boolean | string[] | undefined> = {};
+  for (const k of Object.keys(extra)) extraOut[k] = values[k];
+  return { options: out as Options<N>, positionals: parsed.positionals, rest, extra: extraOut };
+}
+
+/** --help lines for the chosen options, from the same table. */
+export function helpFor(names: readonly OptionName[]): string {
+  const lines: string[] = [];
+  for (const n of names) {
+    const s = OPTIONS[n] as OptionSpec;
+    const arg = s.type === 'boolean' ? '' : s.type === 'size' ? ' BYTES' : s.type === 'int' ? ' N' : s.type === 'duration-ms' ? ' MS' : ' VALUE';
+    const env = s.env ? ` [env ${s.env}]` : '';
+    lines.push(`  --${s.flag}${arg}${env}\n      ${s.doc}`);
+  }
+  return lines.join('\n');
+}

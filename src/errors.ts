@@ -1,0 +1,291 @@
+/**
+ * Every error sluice raises on purpose, in one file, each with a stable code.
+ *
+ * Errors are plain classes that carry:
+ *  - `code`: a stable `SLUICE_*` string that tests, logs and metrics use
+ *    (never match on message text);
+ *  - `hint`: one sentence on the likely fix, shown to the user after the message;
+ *  - `userError`: true when the cause is the user's input or environment
+ *    (bad URI, missing bucket, missing /dev/fuse, ...). The CLI prints such
+ *    errors as one line and exits non-zero, without a stack trace.
+ *
+ * Errors become errnos in exactly one place: `errnoFor()` below, used by the
+ * FUSE adapter. They become exit codes in exactly one place: `exitCodeFor()`,
+ * used by `cli.ts`.
+ */
+
+export type ErrorCode =
+  | 'SLUICE_INVALID_ARGUMENT'
+  | 'SLUICE_BAD_URI'
+  | 'SLUICE_CONFIG'
+  | 'SLUICE_MANIFEST'
+  | 'SLUICE_RECORDIO'
+  | 'SLUICE_UNSAFE_KEY'
+  | 'SLUICE_NO_SUCH_BUCKET'
+  | 'SLUICE_NO_SUCH_KEY'
+  | 'SLUICE_ACCESS_DENIED'
+  | 'SLUICE_INVALID_CREDENTIALS'
+  | 'SLUICE_MISSING_CREDENTIALS'
+  | 'SLUICE_ENDPOINT_UNREACHABLE'
+  | 'SLUICE_OBJECT_CHANGED'
+  | 'SLUICE_BAD_RANGE_REPLY'
+  | 'SLUICE_S3_ERROR'
+  | 'SLUICE_TIMEOUT'
+  | 'SLUICE_RETRIES_EXHAUSTED'
+  | 'SLUICE_ABORTED'
+  | 'SLUICE_MOUNTPOINT'
+  | 'SLUICE_FUSE_UNAVAILABLE'
+  | 'SLUICE_NOT_FOUND'
+  | 'SLUICE_READ_ONLY'
+  | 'SLUICE_IS_DIRECTORY'
+  | 'SLUICE_NOT_DIRECTORY'
+  | 'SLUICE_BAD_HANDLE'
+  | 'SLUICE_CHILD_FAILED'
+  | 'SLUICE_INTERNAL';
+
+export interface SluiceErrorOptions {
+  hint?: string;
+  cause?: unknown;
+}
+
+export class SluiceError extends Error {
+  readonly code: ErrorCode;
+  readonly hint: string | undefined;
+  /** True when the user can fix it (input, environment); printed without a stack. */
+  readonly userError: boolean;
+
+  constructor(code: ErrorCode, message: string, opts: SluiceErrorOptions = {}, userError = false) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.hint = opts.hint;
+    this.userError = userError;
+  }
+
+  /** One line for a person: the problem, then the fix. */
+  oneLine(): string {
+    return this.hint ? `${this.message}. ${this.hint}` : this.message;
+  }
+}
+
+// ---- user input and environment -------------------------------------------------
+
+export class InvalidArgumentError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_INVALID_ARGUMENT', message, opts, true);
+  }
+}
+
+export class BadUriError extends SluiceError {
+  constructor(uri: string, why: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_BAD_URI', `bad S3 URI ${JSON.stringify(uri)}: ${why}`, {
+      hint: 'Use the form s3://bucket/prefix/',
+      ...opts,
+    }, true);
+  }
+}
+
+export class ConfigError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_CONFIG', message, opts, true);
+  }
+}
+
+export class ManifestError extends SluiceError {
+  readonly line: number | undefined;
+  constructor(message: string, line?: number, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_MANIFEST', line === undefined ? message : `manifest line ${line}: ${message}`, opts, true);
+    this.line = line;
+  }
+}
+
+export class RecordIOError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_RECORDIO', message, opts, true);
+  }
+}
+
+export class UnsafeKeyError extends SluiceError {
+  constructor(key: string, why: string) {
+    super('SLUICE_UNSAFE_KEY', `object key ${JSON.stringify(key)} is unsafe: ${why}`, {
+      hint: 'Rename the object, or exclude it from the channel',
+    }, true);
+  }
+}
+
+export class MountpointError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_MOUNTPOINT', message, opts, true);
+  }
+}
+
+export class FuseUnavailableError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_FUSE_UNAVAILABLE', message, opts, true);
+  }
+}
+
+// ---- S3 ---------------------------------------------------------------------------
+
+export class NoSuchBucketError extends SluiceError {
+  constructor(readonly bucket: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_NO_SUCH_BUCKET', `bucket ${JSON.stringify(bucket)} does not exist`, {
+      hint: 'Check the bucket name, the --region and the --endpoint',
+      ...opts,
+    }, true);
+  }
+}
+
+export class NoSuchKeyError extends SluiceError {
+  constructor(readonly bucket: string, readonly key: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_NO_SUCH_KEY', `s3://${bucket}/${key} does not exist`, {
+      hint: 'It may have been deleted since it was listed',
+      ...opts,
+    }, true);
+  }
+}
+
+export class AccessDeniedError extends SluiceError {
+  constructor(readonly bucket: string, key: string | undefined, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_ACCESS_DENIED', `access denied to s3://${bucket}/${key ?? ''}`, {
+      hint: 'Grant s3:ListBucket on the bucket and s3:GetObject on the prefix to these credentials',
+      ...opts,
+    }, true);
+  }
+}
+
+export class InvalidCredentialsError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_INVALID_CREDENTIALS', message, {
+      hint: 'Check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or the role these credentials come from',
+      ...opts,
+    }, true);
+  }
+}
+
+export class MissingCredentialsError extends SluiceError {
+  constructor(opts: SluiceErrorOptions = {}) {
+    super('SLUICE_MISSING_CREDENTIALS', 'no AWS credentials found', {
+      hint: 'Set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run where a role is available (IMDS, ECS, EKS IRSA)',
+      ...opts,
+    }, true);
+  }
+}
+
+export class EndpointUnreachableError extends SluiceError {
+  constructor(readonly endpoint: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_ENDPOINT_UNREACHABLE', `cannot reach S3 endpoint ${endpoint}`, {
+      hint: 'Check --endpoint, the network, and that the server is up',
+      ...opts,
+    }, true);
+  }
+}
+
+/** The object's ETag differs from the one pinned when it was listed or opened. */
+export class ObjectChangedError extends SluiceError {
+  constructor(readonly bucket: string, readonly key: string, readonly expectedEtag: string, readonly actualEtag: string | undefined, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_OBJECT_CHANGED', `s3://${bucket}/${key} changed while it was being read (ETag ${expectedEtag} -> ${actualEtag ?? 'unknown'})`, {
+      hint: 'Reopen the file to read the new version; remount to see new listings',
+      ...opts,
+    });
+  }
+}
+
+/** The server answered a ranged GET with bytes we cannot trust (wrong Content-Range, short body after retries, ...). */
+export class BadRangeReplyError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_BAD_RANGE_REPLY', message, opts);
+  }
+}
+
+/** Any other S3 error reply, with its status and S3 error code. */
+export class S3Error extends SluiceError {
+  constructor(message: string, readonly status: number | undefined, readonly s3Code: string | undefined, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_S3_ERROR', message, opts);
+  }
+}
+
+export class TimeoutError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_TIMEOUT', message, opts);
+  }
+}
+
+export class RetriesExhaustedError extends SluiceError {
+  constructor(message: string, readonly attempts: number, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_RETRIES_EXHAUSTED', message, opts);
+  }
+}
+
+export class AbortedError extends SluiceError {
+  constructor(message = 'operation aborted', opts: SluiceErrorOptions = {}) {
+    super('SLUICE_ABORTED', message, opts);
+  }
+}
+
+// ---- filesystem core -------------------------------------------------------------
+
+export class NotFoundError extends SluiceError {
+  constructor(path: string) { super('SLUICE_NOT_FOUND', `no such file or directory: ${path}`); }
+}
+export class ReadOnlyError extends SluiceError {
+  constructor(op: string) { super('SLUICE_READ_ONLY', `read-only filesystem: ${op} is not supported`); }
+}
+export class IsDirectoryError extends SluiceError {
+  constructor(path: string) { super('SLUICE_IS_DIRECTORY', `is a directory: ${path}`); }
+}
+export class NotDirectoryError extends SluiceError {
+  constructor(path: string) { super('SLUICE_NOT_DIRECTORY', `not a directory: ${path}`); }
+}
+export class BadHandleError extends SluiceError {
+  constructor(fh: number) { super('SLUICE_BAD_HANDLE', `bad file handle ${fh}`); }
+}
+
+export class ChildFailedError extends SluiceError {
+  constructor(message: string, readonly exitCode: number, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_CHILD_FAILED', message, opts, true);
+  }
+}
+
+// ---- the two mapping points -------------------------------------------------------
+
+/** Linux errno values used by the FUSE adapter (fuse-native wants them negated). */
+export const Errno = {
+  EPERM: 1, ENOENT: 2, EIO: 5, EBADF: 9, EAGAIN: 11, EACCES: 13, ENOTDIR: 20, EISDIR: 21,
+  EINVAL: 22, EROFS: 30, ENAMETOOLONG: 36, ENOSYS: 38, ENODATA: 61, ETIMEDOUT: 110, ESTALE: 116,
+} as const;
+
+/**
+ * The one place where errors become errnos. Unknown errors are EIO: the kernel
+ * must always get an answer, and EIO is what a reader of a failing disk expects.
+ */
+export function errnoFor(err: unknown): number {
+  if (!(err instanceof SluiceError)) return Errno.EIO;
+  switch (err.code) {
+    case 'SLUICE_NOT_FOUND': return Errno.ENOENT;
+    case 'SLUICE_NO_SUCH_KEY': return Errno.ESTALE; // listed, then deleted: the view is stale
+    case 'SLUICE_READ_ONLY': return Errno.EROFS;
+    case 'SLUICE_IS_DIRECTORY': return Errno.EISDIR;
+    case 'SLUICE_NOT_DIRECTORY': return Errno.ENOTDIR;
+    case 'SLUICE_BAD_HANDLE': return Errno.EBADF;
+    case 'SLUICE_OBJECT_CHANGED': return Errno.ESTALE;
+    case 'SLUICE_ACCESS_DENIED': return Errno.EACCES;
+    case 'SLUICE_INVALID_CREDENTIALS':
+    case 'SLUICE_MISSING_CREDENTIALS': return Errno.EACCES;
+    case 'SLUICE_TIMEOUT': return Errno.ETIMEDOUT;
+    case 'SLUICE_INVALID_ARGUMENT': return Errno.EINVAL;
+    default: return Errno.EIO;
+  }
+}
+
+/** The one place where errors become process exit codes (used only by cli.ts). */
+export function exitCodeFor(err: unknown): number {
+  if (err instanceof ChildFailedError) return err.exitCode;
+  if (err instanceof SluiceError) return err.userError ? 2 : 1;
+  return 1;
+}
+
+/** True for errors the CLI prints as one line without a stack. */
+export function isUserError(err: unknown): err is SluiceError {
+  return err instanceof SluiceError && err.userError;
+}

@@ -1,0 +1,43 @@
+/**
+ * The contract between the FUSE-free filesystem core (src/fs/) and the thin
+ * FUSE adapter (src/fuse/). The core never sees a FUSE type; the adapter never
+ * sees S3. Paths are absolute within the mount ('/', '/a/b.jpg').
+ *
+ * Every method throws (or rejects with) a SluiceError; the adapter turns it
+ * into an errno with errnoFor() from ../errors.ts, the only such place.
+ */
+
+export interface Attr {
+  /** Full st_mode: S_IFDIR | 0o555 for folders, S_IFREG | 0o444 for files. */
+  mode: number;
+  size: number;
+  mtime: Date;
+  nlink: number;
+  uid: number;
+  gid: number;
+}
+
+export interface StatFs {
+  bsize: number;
+  frsize: number;
+  blocks: number;
+  bfree: number;
+  bavail: number;
+  files: number;
+  ffree: number;
+  favail: number;
+  namemax: number;
+}
+
+export interface FsCore {
+  getattr(path: string): Attr;
+  readdir(path: string): string[];
+  /** Checks existence and type; returns a file handle number. */
+  open(path: string, flags: number): Promise<number>;
+  /** Fills `dst[0..n)` with bytes at `position`; n < length only at end of file. */
+  read(fh: number, dst: Buffer, length: number, position: number): Promise<number>;
+  release(fh: number): Promise<void>;
+  statfs(): StatFs;
+  /** Throws ReadOnlyError naming the operation; the adapter calls it for every write-like op. */
+  refuse(op: string): never;
+}

@@ -1,0 +1,48 @@
+/**
+ * The narrow interface every other layer uses to reach object storage.
+ *
+ * One ObjectClient serves one bucket. The real implementation (`S3ObjectClient`
+ * in ./s3-client.ts) lists and HEADs through @aws-sdk/client-s3 and reads
+ * through an undici Pool; tests use an in-memory fake (test/helpers/fake-client.ts)
+ * and a fault-injecting wrapper. Nothing outside src/s3/ may import the AWS SDK
+ * or undici for data.
+ *
+ * Contract, for every implementation:
+ *  - `getRange()` resolves with exactly `endExclusive - start` bytes of the object
+ *    version whose ETag is `etag`, or rejects. It never resolves with a short
+ *    buffer or with bytes of another version (ObjectChangedError).
+ *  - `getStream()` yields the bytes of [start, end) in order, of that version only.
+ *  - Errors are SluiceError subclasses from ../errors.ts.
+ */
+
+export interface ObjectInfo {
+  /** Full key, including the prefix. */
+  key: string;
+  size: number;
+  /** ETag exactly as the server sends it, quotes included (e.g. "\"9b2c...\""). */
+  etag: string;
+  lastModified: Date;
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal;
+}
+
+export interface StreamOptions extends RequestOptions {
+  /** First byte, default 0. */
+  start?: number;
+  /** End, exclusive; default the object's size (needs `size`). */
+  end?: number;
+  /** Object size, when known (saves a HEAD). */
+  size?: number;
+}
+
+export interface ObjectClient {
+  readonly bucket: string;
+  /** Every object under `prefix` (no delimiter), each exactly once. Order is not guaranteed; callers sort. */
+  list(prefix: string, opts?: RequestOptions): AsyncIterable<ObjectInfo>;
+  head(key: string, opts?: RequestOptions): Promise<ObjectInfo>;
+  getRange(key: string, start: number, endExclusive: number, etag: string, opts?: RequestOptions): Promise<Buffer>;
+  getStream(key: string, etag: string, opts?: StreamOptions): AsyncIterable<Buffer>;
+  close(): Promise<void>;
+}
