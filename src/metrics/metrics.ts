@@ -58,3 +58,95 @@ export const s3InflightRequests = new client.Gauge({
   labelNames: ['operation'] as const,
   registers: [registry],
 });
+
+// ---- filesystem (FastFile) -------------------------------------------------------
+
+export const fuseOps = new client.Counter({
+  name: 'sluice_fuse_operations_total',
+  help: 'FUSE operations answered, by operation (getattr, readdir, open, read, release, statfs, ...) and result (ok or the errno name).',
+  labelNames: ['op', 'result'] as const,
+  registers: [registry],
+});
+export const fuseOpSeconds = new client.Histogram({
+  name: 'sluice_fuse_operation_seconds',
+  help: 'Latency of FUSE operations as the kernel sees them, by operation.',
+  labelNames: ['op'] as const,
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+export const fuseReadBytes = new client.Histogram({
+  name: 'sluice_fuse_read_size_bytes',
+  help: 'Size of read requests from the kernel.',
+  buckets: SIZE_BUCKETS,
+  registers: [registry],
+});
+export const servedBytes = new client.Counter({
+  name: 'sluice_served_bytes_total',
+  help: 'Bytes delivered to the training process (through the mount, a pipe, or written by File mode), by channel and mode.',
+  labelNames: ['channel', 'mode'] as const,
+  registers: [registry],
+});
+export const openHandles = new client.Gauge({
+  name: 'sluice_open_handles',
+  help: 'Files currently open through the mount.',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
+
+// ---- starvation: is the GPU waiting on data? ------------------------------------
+
+export const readWaitSeconds = new client.Counter({
+  name: 'sluice_read_wait_seconds_total',
+  help: 'Seconds that reads spent blocked waiting on S3 (not served from cache or prefetch), by channel and mode. rate() of it is the fraction of time a reader was starving.',
+  labelNames: ['channel', 'mode'] as const,
+  registers: [registry],
+});
+export const readWait = new client.Histogram({
+  name: 'sluice_read_wait_seconds',
+  help: 'Per read: time spent waiting on S3 before the read could be answered (0 when served from cache or completed prefetch).',
+  labelNames: ['channel', 'mode'] as const,
+  buckets: [0, ...LATENCY_BUCKETS],
+  registers: [registry],
+});
+
+// ---- block cache -------------------------------------------------------------------
+
+export const cacheHits = new client.Counter({
+  name: 'sluice_cache_hits_total',
+  help: 'Block lookups served from the cache (including blocks still being fetched, which are shared).',
+  registers: [registry],
+});
+export const cacheMisses = new client.Counter({
+  name: 'sluice_cache_misses_total',
+  help: 'Block lookups that had to start a GET.',
+  registers: [registry],
+});
+export const cacheEvictions = new client.Counter({
+  name: 'sluice_cache_evictions_total',
+  help: 'Blocks evicted from the cache to stay within --cache-size.',
+  registers: [registry],
+});
+export const cacheBytes = new client.Gauge({
+  name: 'sluice_cache_bytes',
+  help: 'Bytes currently held by the block cache.',
+  registers: [registry],
+});
+export const cacheCapacityBytes = new client.Gauge({
+  name: 'sluice_cache_capacity_bytes',
+  help: 'The block cache budget (--cache-size).',
+  registers: [registry],
+});
+
+// ---- prefetch ----------------------------------------------------------------------
+
+export const prefetchBytes = new client.Counter({
+  name: 'sluice_prefetch_bytes_total',
+  help: 'Bytes fetched ahead of the reader, by kind (sequential window or cross_file) and outcome (used, or wasted: evicted or dropped unread).',
+  labelNames: ['kind', 'outcome'] as const,
+  registers: [registry],
+});
+export const inflightBytes = new client.Gauge({
+  name: 'sluice_inflight_bytes',
+  help: 'Bytes of GETs in flight (requested but not yet received), bounded by --max-inflight.',
+  registers: [registry],
+});
