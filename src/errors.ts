@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'SLUICE_CONFIG'
   | 'SLUICE_MANIFEST'
   | 'SLUICE_RECORDIO'
+  | 'SLUICE_DECOMPRESSION'
   | 'SLUICE_UNSAFE_KEY'
   | 'SLUICE_NO_SUCH_BUCKET'
   | 'SLUICE_NO_SUCH_KEY'
@@ -41,6 +42,7 @@ export type ErrorCode =
   | 'SLUICE_NOT_DIRECTORY'
   | 'SLUICE_BAD_HANDLE'
   | 'SLUICE_CHILD_FAILED'
+  | 'SLUICE_METRICS_UNAVAILABLE'
   | 'SLUICE_INTERNAL';
 
 export interface SluiceErrorOptions {
@@ -102,6 +104,16 @@ export class ManifestError extends SluiceError {
 export class RecordIOError extends SluiceError {
   constructor(message: string, opts: SluiceErrorOptions = {}) {
     super('SLUICE_RECORDIO', message, opts, true);
+  }
+}
+
+/** An object of a `CompressionType: Gzip` channel is not valid gzip data. */
+export class DecompressionError extends SluiceError {
+  constructor(what: string, why: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_DECOMPRESSION', `${what} is not valid gzip data: ${why}`, {
+      hint: 'Set CompressionType to None for this channel, or store the objects gzip-compressed',
+      ...opts,
+    }, true);
   }
 }
 
@@ -239,6 +251,16 @@ export class NotDirectoryError extends SluiceError {
 }
 export class BadHandleError extends SluiceError {
   constructor(fh: number) { super('SLUICE_BAD_HANDLE', `bad file handle ${fh}`); }
+}
+
+/** `sluice status` found no metrics endpoint (nothing listens, or not sluice's). */
+export class MetricsUnavailableError extends SluiceError {
+  constructor(readonly url: string, why: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_METRICS_UNAVAILABLE', `no sluice metrics at ${url}: ${why}`, {
+      hint: 'Check that sluice is running with --metrics-port (default 9400), or pass --url http://HOST:PORT/metrics',
+      ...opts,
+    }, true);
+  }
 }
 
 export class ChildFailedError extends SluiceError {

@@ -1,8 +1,119 @@
-/** `sluice mount`: not built yet (see the open issues). */
+/**
+ * `sluice mount s3://bucket/prefix/ /mnt/point [options]`: FastFile mode on its own.
+ *
+ * Sequence: parse and check every option; start the metrics endpoint (so /healthz
+ * answers and /readyz says "not ready" while the bucket is listed); mount
+ * (src/fuse/fastfile.ts); once the mount answers, mark it ready, write --ready-file and
+ * print exactly one line `ready <mountpoint>` on stdout. Then stay in the foreground
+ * until SIGINT or SIGTERM, unmount, remove the ready file and resolve with 0.
+ * A signal that arrives while mounting is honoured as soon as the mount is up; a second
+ * signal falls through to Node's default handler (the process dies, and the next
+ * `sluice mount` cleans up the stale mount point).
+ */
+import { rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { helpFor, parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
+import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
+import { log, setLogLevel } from '../log.js';
+import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
 
-export const summary = '';
+export const summary = 'Mount an S3 prefix read-only at a folder (SageMaker FastFile mode).';
 
-export async function run(_argv: string[]): Promise<number> {
-  throw new InvalidArgumentError('sluice mount is not available in this build yet');
+const NAMES = [...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'readyFile', 'logLevel'] as const;
+
+function help(): string {
+  return [
+    'Usage: sluice mount s3://bucket/prefix/ /mnt/point [options]',
+    '',
+    summary,
+    '',
+    'Lists the prefix once and shows it as a read-only folder tree: "/" in keys makes',
+    'folders, and the prefix is always a folder (s3://b/data means s3://b/data/). The view',
+    'does not change while mounted; remount to see new objects. Files are read from S3 on',
+    'demand, through a block cache and read-ahead, with each file pinned to the ETag it was',
+    'listed with: an object overwritten since then fails reads with ESTALE, never mixed bytes.',
+    '',
+    'Prints "ready <mountpoint>" on stdout once the mount answers, then stays in the',
+    'foreground until SIGINT or SIGTERM, and unmounts. A mount point left behind by a killed',
+    'run ("Transport endpoint is not connected") is cleaned up and reused.',
+    '',
+    'Options:',
+    helpFor(NAMES),
+    '  --help, -h',
+    '      Show this help.',
+    '',
+    'Example:',
+    '  sluice mount s3://my-bucket/train/ /mnt/train --cache-size 4GiB',
+  ].join('\n');
+}
+
+const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
+
+/** Resolves with the first SIGINT/SIGTERM; after it, the handlers are removed so a second one kills. */
+function firstSignal(): { promise: Promise<NodeJS.Signals>; received(): NodeJS.Signals | undefined; dispose(): void } {
+  let handler: ((s: NodeJS.Signals) => void) | undefined;
+  let got: NodeJS.Signals | undefined;
+  const dispose = () => { for (const s of SIGNALS) if (handler) process.off(s, handler); };
+  const promise = new Promise<NodeJS.Signals>((resolve) => {
+    handler = (s: NodeJS.Signals) => { got = s; dispose(); resolve(s); };
+    for (const s of SIGNALS) process.on(s, handler);
+  });
+  return { promise, received: () => got, dispose };
+}
+
+/** Writes the ready file atomically (temp file + rename), so a watcher never sees it half-written. */
+async function writeReadyFile(file: string, mountpoint: string): Promise<void> {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
+  try {
+    await writeFile(tmp, `${mountpoint}\n`);
+    await rename(tmp, file);
+  } catch (err) {
+    await rm(tmp, { force: true }).catch(() => undefined);
+    throw new InvalidArgumentError(`cannot write --ready-file ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { hint: 'Choose a path in a writable folder' });
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(help() + '\n');
+    return 0;
+  }
+  const { options, positionals } = parseOptions('mount', argv, NAMES);
+  setLogLevel(options.logLevel);
+  if (positionals.length !== 2) {
+    throw new InvalidArgumentError(`sluice mount takes an S3 URI and a mount point, got ${positionals.length} argument${positionals.length === 1 ? '' : 's'}`, {
+      hint: 'Example: sluice mount s3://bucket/prefix/ /mnt/data (see sluice mount --help)',
+    });
+  }
+  const [uri, mountpointArg] = positionals as [string, string];
+  const mountpoint = path.resolve(mountpointArg);
+  const readyName = `mount ${mountpoint}`;
+  const signal = firstSignal();
+  let metrics: MetricsServer | undefined;
+  try {
+    if (options.metricsPort >= 0) {
+      metrics = await startMetricsServer({ host: options.metricsHost, port: options.metricsPort });
+      metrics.setReady(readyName, false);
+      log.info({ url: `${metrics.url}/metrics` }, `metrics at ${metrics.url}/metrics`);
+    }
+    const mount = await mountFastFile({ uri, mountpoint, options });
+    try {
+      if (signal.received() === undefined) {
+        metrics?.setReady(readyName, true);
+        if (options.readyFile) await writeReadyFile(options.readyFile, mountpoint);
+        process.stdout.write(`ready ${mountpoint}\n`);
+      }
+      const got = await signal.promise;
+      log.info({ signal: got }, 'unmounting');
+    } finally {
+      metrics?.setReady(readyName, false);
+      await mount.unmount();
+      if (options.readyFile) await rm(options.readyFile, { force: true }).catch(() => undefined);
+    }
+    return 0;
+  } finally {
+    signal.dispose();
+    await metrics?.close();
+  }
 }

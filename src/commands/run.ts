@@ -1,8 +1,304 @@
-/** `sluice run`: not built yet (see the open issues). */
-import { InvalidArgumentError } from '../errors.js';
+/**
+ * `sluice run`: give a training command SageMaker's input environment, then run it.
+ *
+ * Steps, cheapest first so that a bad config fails before anything slow:
+ *  1. parse options and channels (--input-data-config, --channel), decide the host
+ *     identity (channels/hosts.ts), write <root>/input/config/inputdataconfig.json and
+ *     resourceconfig.json;
+ *  2. prepare each channel in order:
+ *       File      list (or read the manifest), keep this host's shard, download
+ *                 into <root>/input/data/<channel> (channels/file-mode.ts);
+ *       FastFile  mount the prefix at <root>/input/data/<channel> (fuse/fastfile.ts);
+ *       Pipe      list, then serve FIFOs <root>/input/data/<channel>_<epoch>
+ *                 (pipe/pipe-channel.ts) with each epoch's shard, shuffled when a
+ *                 ShuffleConfig.Seed is set;
+ *  3. run the command as a child with the SM_* variables (channels/sagemaker-env.ts),
+ *     stdio inherited;
+ *  4. when it exits: stop the pipes (their FIFOs are removed), unmount, close the S3
+ *     clients, and exit with its code (killed by signal n: 128 + n, as a shell does).
+ * SIGTERM/SIGINT: forwarded to the child while it runs (it decides how to stop, then
+ * step 4); during step 2 they abort the preparation, undo it, and exit 128 + n.
+ * A Pipe channel that fails (object vanished, S3 down) stops the child with SIGTERM and
+ * sluice reports the channel's error.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, readFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setLogLevel, log } from '../log.js';
+import { helpFor, parseOptions, type Options } from '../config/options.js';
+import { AbortedError, ChildFailedError, ConfigError, InvalidArgumentError } from '../errors.js';
+import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
+import { channelEpoch } from '../metrics/metrics.js';
+import type { ObjectClient } from '../s3/object-client.js';
+import { createObjectClient } from '../s3/s3-client.js';
+import { parseS3Uri } from '../s3/uri.js';
+import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
+import { startPipeChannel, type PipeChannel } from '../pipe/pipe-channel.js';
+import { downloadChannel } from '../channels/file-mode.js';
+import { resolveHosts, type HostIdentity } from '../channels/hosts.js';
+import { checkChannels, parseChannelFlag, parseInputDataConfigText, type ChannelConfig, type InputMode } from '../channels/input-config.js';
+import { sagemakerEnv, sagemakerPaths, writeConfigFiles, type SageMakerPaths } from '../channels/sagemaker-env.js';
+import { shardObjects } from '../channels/shard.js';
+import { shuffled } from '../channels/shuffle.js';
+import { listChannel, type ChannelItem, type ChannelUnit, type ClientFor } from '../channels/sources.js';
 
-export const summary = '';
+export const summary = 'Give a training command the SageMaker input environment: File, FastFile and Pipe channels, then run it.';
 
-export async function run(_argv: string[]): Promise<number> {
-  throw new InvalidArgumentError('sluice run is not available in this build yet');
+const RUN_OPTION_NAMES = [
+  'inputDataConfig', 'channel', 'root', 'inputMode', 'hostConfig', 'currentHost', 'hosts', 'hostCount', 'epochs', 'progress',
+  ...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'logLevel',
+] as const;
+type RunOptions = Options<(typeof RUN_OPTION_NAMES)[number]>;
+
+export function help(): string {
+  return [
+    'Usage: sluice run (--input-data-config FILE | --channel NAME=s3://bucket/prefix/[,...])... [options] -- <training command...>',
+    '',
+    'Prepares every channel as SageMaker would, then runs the command with SageMaker\'s environment:',
+    '  ROOT/input/config/inputdataconfig.json and resourceconfig.json; SM_CHANNEL_<NAME>, SM_CHANNELS,',
+    '  SM_HOSTS, SM_CURRENT_HOST, SM_INPUT_DATA_CONFIG (and SM_MODEL_DIR, SM_OUTPUT_DATA_DIR, ...);',
+    '  the data under ROOT/input/data/:',
+    '    File      downloaded to ROOT/input/data/NAME before the command starts (present files with the',
+    '              same size and ETag are kept);',
+    '    FastFile  mounted read-only at ROOT/input/data/NAME (needs /dev/fuse);',
+    '    Pipe      streamed through FIFOs ROOT/input/data/NAME_0, NAME_1, ... one per epoch.',
+    '',
+    'Channels: --input-data-config takes SageMaker\'s InputDataConfig list (or a whole CreateTrainingJob',
+    'request); --channel is the short form, e.g.',
+    '  --channel train=s3://bucket/train/,mode=Pipe,distribution=ShardedByS3Key,seed=7',
+    '',
+    'Host identity (for ShardedByS3Key), first present: ROOT/input/config/resourceconfig.json or',
+    '--host-config; RANK and WORLD_SIZE; JOB_COMPLETION_INDEX with --host-count; --current-host with',
+    '--hosts or --host-count; else the single host algo-1.',
+    '',
+    'The command\'s exit code becomes sluice\'s (128 + n when killed by signal n). SIGTERM and SIGINT are',
+    'passed to it; when it exits, sluice unmounts, removes its FIFOs and stops.',
+    '',
+    'Options:',
+    helpFor(RUN_OPTION_NAMES),
+  ].join('\n');
+}
+
+/** Channels from --input-data-config and every --channel, with their warnings. */
+async function loadChannels(o: RunOptions): Promise<{ channels: ChannelConfig[]; warnings: string[] }> {
+  const mode = o.inputMode as InputMode;
+  const channels: ChannelConfig[] = [];
+  const warnings: string[] = [];
+  if (o.inputDataConfig !== undefined) {
+    let text: string;
+    try {
+      text = await readFile(o.inputDataConfig, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`cannot read --input-data-config ${o.inputDataConfig} (${(err as NodeJS.ErrnoException).code ?? String(err)})`, { hint: 'Pass the path of a JSON file with the InputDataConfig list' });
+    }
+    const parsed = parseInputDataConfigText(text, o.inputDataConfig, mode);
+    channels.push(...parsed.channels);
+    warnings.push(...parsed.warnings);
+  }
+  for (const flag of o.channel ?? []) {
+    const parsed = parseChannelFlag(flag, mode);
+    channels.push(...parsed.channels);
+    warnings.push(...parsed.warnings);
+  }
+  if (channels.length === 0) {
+    throw new ConfigError('no channels defined', { hint: 'Pass --input-data-config FILE or --channel NAME=s3://bucket/prefix/' });
+  }
+  checkChannels(channels);
+  return { channels, warnings };
+}
+
+const signalNumber = (sig: NodeJS.Signals): number => os.constants.signals[sig] ?? 15;
+
+/** Undo steps, run in reverse order of registration; each failure is logged, not thrown. */
+class Cleanup {
+  private readonly steps: { what: string; fn: () => Promise<void> }[] = [];
+  add(what: string, fn: () => Promise<void>): void { this.steps.push({ what, fn }); }
+  async run(): Promise<void> {
+    while (this.steps.length > 0) {
+      const s = this.steps.pop()!;
+      try { await s.fn(); } catch (err) { log.warn({ err, step: s.what }, 'cleanup step failed'); }
+    }
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const dd = argv.indexOf('--');
+  const head = dd < 0 ? argv : argv.slice(0, dd);
+  if (head.includes('--help') || head.includes('-h')) {
+    process.stdout.write(help() + '\n');
+    return 0;
+  }
+  const { options: o, rest, positionals } = parseOptions('run', argv, RUN_OPTION_NAMES);
+  setLogLevel(o.logLevel);
+  if (positionals.length > 0) throw new InvalidArgumentError(`sluice run: unexpected argument ${JSON.stringify(positionals[0])}`, { hint: 'Put the training command after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
+  if (rest.length === 0) throw new InvalidArgumentError('sluice run: no training command', { hint: 'Add it after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
+
+  const { channels, warnings } = await loadChannels(o);
+  for (const w of warnings) log.warn(w);
+  const paths = sagemakerPaths(o.root);
+  const id = await resolveHosts(paths.configDir, {
+    ...(o.hostConfig !== undefined ? { hostConfig: o.hostConfig } : {}),
+    ...(o.currentHost !== undefined ? { currentHost: o.currentHost } : {}),
+    ...(o.hosts !== undefined ? { hosts: o.hosts } : {}),
+    ...(o.hostCount !== undefined ? { hostCount: o.hostCount } : {}),
+  });
+  log.info({ currentHost: id.currentHost, hosts: id.hosts, source: id.source }, 'host identity');
+  await writeConfigFiles(paths, channels, id);
+
+  const cleanup = new Cleanup();
+  const abort = new AbortController();
+  let child: ChildProcess | undefined;
+  let stopSignal: NodeJS.Signals | undefined;
+  const onSignal = (sig: NodeJS.Signals) => {
+    stopSignal ??= sig;
+    if (child && child.exitCode === null && child.signalCode === null) {
+      log.info({ signal: sig }, 'passing the signal to the training command');
+      child.kill(sig);
+    } else {
+      abort.abort(new AbortedError(`stopped by ${sig}`));
+    }
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  try {
+    const pipes: { name: string; pipe: PipeChannel }[] = [];
+    const metrics = await startMetrics(o, cleanup);
+    const clientFor = clientCache(o, cleanup);
+    for (const c of channels) metrics?.setReady(`channel ${c.name}`, false);
+    for (const c of channels) {
+      if (abort.signal.aborted) break;
+      try {
+        const pipe = await prepareChannel(c, o, paths, id, clientFor, cleanup, abort.signal);
+        if (pipe) pipes.push({ name: c.name, pipe });
+        metrics?.setReady(`channel ${c.name}`, true);
+      } catch (err) {
+        if (abort.signal.aborted) break;
+        throw err;
+      }
+    }
+    if (abort.signal.aborted) {
+      log.info({ signal: stopSignal }, 'stopped before the training command started');
+      return 128 + signalNumber(stopSignal ?? 'SIGTERM');
+    }
+
+    const env = { ...process.env, ...sagemakerEnv(paths, channels, id) };
+    log.info({ command: rest }, 'starting the training command');
+    const c = spawn(rest[0]!, rest.slice(1), { stdio: 'inherit', env });
+    child = c;
+    let pipeError: unknown;
+    for (const { name, pipe } of pipes) {
+      pipe.done.catch((err: unknown) => {
+        if (pipeError !== undefined) return;
+        pipeError = err;
+        log.error({ err, channel: name }, 'Pipe channel failed; stopping the training command');
+        if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+      });
+    }
+    const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null } | Error>((resolve) => {
+      c.once('error', (err) => resolve(err));
+      c.once('exit', (code, signal) => resolve({ code, signal }));
+    });
+    if (outcome instanceof Error) {
+      const code = (outcome as NodeJS.ErrnoException).code;
+      throw new ChildFailedError(`cannot start the training command ${JSON.stringify(rest[0])} (${code ?? outcome.message})`, code === 'ENOENT' ? 127 : 126, {
+        hint: code === 'ENOENT' ? 'Check the command name and PATH' : 'Check the command is executable',
+      });
+    }
+    const exitCode = outcome.code ?? 128 + signalNumber(outcome.signal ?? 'SIGTERM');
+    log.info({ exitCode, signal: outcome.signal }, 'training command exited');
+    if (pipeError !== undefined) throw pipeError;
+    return exitCode;
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+    await cleanup.run();
+  }
+}
+
+async function startMetrics(o: RunOptions, cleanup: Cleanup): Promise<MetricsServer | undefined> {
+  if (o.metricsPort < 0) return undefined;
+  const server = await startMetricsServer({ host: o.metricsHost, port: o.metricsPort });
+  log.info({ url: server.url }, 'metrics endpoint');
+  cleanup.add('metrics server', () => server.close());
+  return server;
+}
+
+/** One ObjectClient per bucket (manifests may point at several), closed at cleanup. */
+function clientCache(o: RunOptions, cleanup: Cleanup): ClientFor {
+  const clients = new Map<string, ObjectClient>();
+  cleanup.add('S3 clients', async () => { await Promise.all([...clients.values()].map((c) => c.close())); });
+  return (bucket) => {
+    let c = clients.get(bucket);
+    if (!c) {
+      c = createObjectClient({
+        bucket,
+        ...(o.endpoint !== undefined ? { endpoint: o.endpoint } : {}),
+        ...(o.region !== undefined ? { region: o.region } : {}),
+        pathStyle: o.pathStyle,
+        maxConnections: o.maxConnections,
+        maxAttempts: o.maxAttempts,
+        requestTimeoutMs: o.requestTimeout,
+      });
+      clients.set(bucket, c);
+    }
+    return c;
+  };
+}
+
+/** Sharded (and, with a seed, shuffled) units of one epoch, in pipe order. */
+export function epochUnits(units: ChannelUnit[], c: ChannelConfig, id: HostIdentity, epoch: number): ChannelUnit[] {
+  const shard = shardObjects(units, {
+    distribution: c.distribution, hostIndex: id.hostIndex, hostCount: id.hostCount, epoch,
+    ...(c.seed !== undefined ? { seed: c.seed } : {}),
+  });
+  return c.seed === undefined ? shard : shuffled(shard, c.seed, epoch);
+}
+
+async function prepareChannel(
+  c: ChannelConfig, o: RunOptions, paths: SageMakerPaths, id: HostIdentity, clientFor: ClientFor, cleanup: Cleanup, signal: AbortSignal,
+): Promise<PipeChannel | undefined> {
+  const clog = log.child({ channel: c.name, mode: c.inputMode });
+  channelEpoch.set({ channel: c.name, mode: c.inputMode }, 0);
+  if (c.inputMode === 'FastFile') {
+    const mountpoint = path.join(paths.dataDir, c.name);
+    await mkdir(mountpoint, { recursive: true }).catch(() => undefined); // prepareMountpoint reports what is wrong
+    const mount = await mountFastFile({ uri: c.s3Uri, mountpoint, channel: c.name, options: o });
+    cleanup.add(`unmount ${mountpoint}`, () => mount.unmount());
+    clog.info({ mountpoint, files: mount.core.entryCount }, 'FastFile channel mounted');
+    return undefined;
+  }
+  const listing = await listChannel(c, clientFor, signal);
+  if (listing.units.length === 0) {
+    throw new ConfigError(`channel ${JSON.stringify(c.name)}: no objects under ${c.s3Uri}`, { hint: 'Check the S3Uri (a prefix matches keys that start with it)' });
+  }
+  if (c.inputMode === 'File') {
+    const mine = shardObjects(listing.objects, {
+      distribution: c.distribution, hostIndex: id.hostIndex, hostCount: id.hostCount, epoch: 0,
+      ...(c.seed !== undefined ? { seed: c.seed } : {}),
+    });
+    if (mine.length === 0) clog.warn({ objects: listing.objects.length, hosts: id.hostCount }, 'this host\'s shard is empty');
+    await downloadChannel({
+      channel: c.name, dataDir: paths.dataDir, objects: mine, partSize: o.partSize, maxInflight: o.maxInflight,
+      maxConnections: o.maxConnections, progress: o.progress as 'auto' | 'bar' | 'log' | 'none', signal,
+    });
+    return undefined;
+  }
+  // Pipe: the shard without a seed is the same every epoch; compute it once.
+  const fixed = c.seed === undefined ? epochUnits(listing.units, c, id, 0) : undefined;
+  const itemsForEpoch = (epoch: number): ChannelItem[] => (fixed ?? epochUnits(listing.units, c, id, epoch)).flatMap((u) => u.items);
+  const pipe = await startPipeChannel({
+    client: clientFor(parseS3Uri(c.s3Uri).bucket),
+    channel: c.name,
+    dataDir: paths.dataDir,
+    itemsForEpoch,
+    recordWrapper: c.recordWrapper,
+    compression: c.compression,
+    partSize: o.partSize,
+    maxRequests: o.maxConnections,
+    ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
+  });
+  cleanup.add(`stop Pipe channel ${c.name}`, () => pipe.stop());
+  clog.info({ fifo: pipe.fifoPath(0), units: listing.units.length }, 'Pipe channel ready');
+  return pipe;
 }

@@ -150,3 +150,62 @@ export const inflightBytes = new client.Gauge({
   help: 'Bytes of GETs in flight (requested but not yet received), bounded by --max-inflight.',
   registers: [registry],
 });
+
+// ---- the operator's view: milestones and S3 concurrency -------------------------
+// The two "first" gauges are set once per channel and mode by markFirstByte() and
+// markFirstFile() in src/metrics/milestones.ts.
+
+export const timeToFirstByte = new client.Gauge({
+  name: 'sluice_time_to_first_byte_seconds',
+  help: 'Seconds from sluice start to the first byte delivered on the channel (set once; absent until then).',
+  labelNames: ['channel', 'mode'] as const,
+  registers: [registry],
+});
+export const timeToFirstBatch = new client.Gauge({
+  name: 'sluice_time_to_first_batch_seconds',
+  help: 'Seconds from sluice start to the first whole file delivered on the channel: a proxy for the first training batch (set once; absent until then).',
+  labelNames: ['channel', 'mode'] as const,
+  registers: [registry],
+});
+export const s3ConcurrencyLimit = new client.Gauge({
+  name: 'sluice_s3_concurrency_limit',
+  help: 'Concurrent S3 GETs currently allowed, as the adaptive limiter sets it (it shrinks on 503 SlowDown and grows back).',
+  registers: [registry],
+});
+
+// ---- channels (sluice run) ---------------------------------------------------------
+
+export const channelObjects = new client.Counter({
+  name: 'sluice_channel_objects_total',
+  help: 'Objects (or augmented-manifest records) delivered to the training process, by channel and mode: downloaded or found present by File mode, streamed whole by Pipe mode.',
+  labelNames: ['channel', 'mode'] as const,
+  registers: [registry],
+});
+export const channelEpoch = new client.Gauge({
+  name: 'sluice_channel_epoch',
+  help: 'The epoch a Pipe channel is currently streaming (0 for the first; File and FastFile channels stay at 0).',
+  labelNames: ['channel', 'mode'] as const,
+  registers: [registry],
+});
+export const channelSkippedBytes = new client.Counter({
+  name: 'sluice_channel_skipped_bytes_total',
+  help: 'Bytes File mode did not download because the file was already present with the same size and ETag, by channel.',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
+
+// ---- Pipe mode: which side is slow? ------------------------------------------------
+// The reader's consumption rate is rate(sluice_served_bytes_total{mode="Pipe"}).
+
+export const pipeFullSeconds = new client.Counter({
+  name: 'sluice_pipe_full_seconds_total',
+  help: 'Seconds a Pipe channel waited with data ready because the FIFO was full: the training process reads slower than S3 delivers. rate() near 1 means the reader is the bottleneck.',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
+export const pipeEmptySeconds = new client.Counter({
+  name: 'sluice_pipe_empty_seconds_total',
+  help: 'Seconds a Pipe channel had nothing to write because it was waiting on S3 (the pipe drains while it waits). rate() near 1 means S3 is the bottleneck.',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});

@@ -1,0 +1,145 @@
+/*
+ * N-API glue for sluice_fifo.h: converts JavaScript arguments, calls the pure C
+ * API, and turns a -errno result into a thrown Error shaped like Node's own
+ * system errors (`code` such as 'EEXIST', `errno`, `syscall`, and `path` when
+ * there is one), so the TypeScript wrapper can treat both alike.
+ *
+ * Exports: mkfifo(path: string, mode: number): undefined
+ *          setPipeSize(fd: number, bytes: number): number   (size granted)
+ *          getPipeSize(fd: number): number
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <node_api.h>
+#include <uv.h>
+
+#include "sluice_fifo.h"
+
+/* PATH_MAX on Linux; longer paths fail in the kernel with ENAMETOOLONG anyway. */
+#define SLUICE_PATH_MAX 4096
+
+#define CHECK_NAPI(env, call)                                   \
+  do {                                                          \
+    if ((call) != napi_ok) {                                    \
+      napi_throw_error((env), "SLUICE_NATIVE", #call " failed"); \
+      return NULL;                                              \
+    }                                                           \
+  } while (0)
+
+/* Throw an Error for -errno `neg_errno` from `syscall`, with Node's system-error fields. */
+static napi_value throw_errno(napi_env env, int neg_errno, const char *syscall, const char *path) {
+  int err = -neg_errno;
+  const char *code = uv_err_name(neg_errno); /* libuv's errors are -errno on Unix */
+  char message[SLUICE_PATH_MAX + 256];
+  if (path != NULL) {
+    snprintf(message, sizeof message, "%s: %s, %s '%s'", code, strerror(err), syscall, path);
+  } else {
+    snprintf(message, sizeof message, "%s: %s, %s", code, strerror(err), syscall);
+  }
+  napi_value js_code, js_message, js_error, js_errno, js_syscall, js_path;
+  if (napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &js_code) != napi_ok ||
+      napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &js_message) != napi_ok ||
+      napi_create_error(env, js_code, js_message, &js_error) != napi_ok ||
+      napi_create_int32(env, neg_errno, &js_errno) != napi_ok ||
+      napi_create_string_utf8(env, syscall, NAPI_AUTO_LENGTH, &js_syscall) != napi_ok) {
+    napi_throw_error(env, "SLUICE_NATIVE", "cannot build the error object");
+    return NULL;
+  }
+  napi_set_named_property(env, js_error, "errno", js_errno);
+  napi_set_named_property(env, js_error, "syscall", js_syscall);
+  if (path != NULL && napi_create_string_utf8(env, path, NAPI_AUTO_LENGTH, &js_path) == napi_ok) {
+    napi_set_named_property(env, js_error, "path", js_path);
+  }
+  napi_throw(env, js_error);
+  return NULL;
+}
+
+/* Read `value` as an int32; throws a TypeError naming `what` and returns 0 when it is not a number. */
+static int get_int32(napi_env env, napi_value value, const char *what, int32_t *out) {
+  napi_valuetype type;
+  if (napi_typeof(env, value, &type) != napi_ok || type != napi_number) {
+    char message[128];
+    snprintf(message, sizeof message, "%s must be a number", what);
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", message);
+    return 0;
+  }
+  return napi_get_value_int32(env, value, out) == napi_ok;
+}
+
+static napi_value js_mkfifo(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2) {
+    napi_throw_type_error(env, "ERR_MISSING_ARGS", "mkfifo(path, mode) needs two arguments");
+    return NULL;
+  }
+  napi_valuetype type;
+  CHECK_NAPI(env, napi_typeof(env, argv[0], &type));
+  if (type != napi_string) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "path must be a string");
+    return NULL;
+  }
+  char path[SLUICE_PATH_MAX + 1];
+  size_t length = 0;
+  CHECK_NAPI(env, napi_get_value_string_utf8(env, argv[0], path, sizeof path, &length));
+  if (length >= SLUICE_PATH_MAX) return throw_errno(env, -ENAMETOOLONG, "mkfifo", NULL);
+  if (strlen(path) != length) { /* an embedded NUL would silently shorten the path */
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "path must not contain NUL bytes");
+    return NULL;
+  }
+  int32_t mode = 0;
+  if (!get_int32(env, argv[1], "mode", &mode)) return NULL;
+  int rc = sluice_mkfifo(path, (unsigned int)mode);
+  if (rc < 0) return throw_errno(env, rc, "mkfifo", path);
+  return NULL; /* undefined */
+}
+
+static napi_value js_set_pipe_size(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2) {
+    napi_throw_type_error(env, "ERR_MISSING_ARGS", "setPipeSize(fd, bytes) needs two arguments");
+    return NULL;
+  }
+  int32_t fd = -1, bytes = 0;
+  if (!get_int32(env, argv[0], "fd", &fd) || !get_int32(env, argv[1], "bytes", &bytes)) return NULL;
+  int rc = sluice_set_pipe_size(fd, bytes);
+  if (rc < 0) return throw_errno(env, rc, "fcntl(F_SETPIPE_SZ)", NULL);
+  napi_value result;
+  CHECK_NAPI(env, napi_create_int32(env, rc, &result));
+  return result;
+}
+
+static napi_value js_get_pipe_size(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1) {
+    napi_throw_type_error(env, "ERR_MISSING_ARGS", "getPipeSize(fd) needs one argument");
+    return NULL;
+  }
+  int32_t fd = -1;
+  if (!get_int32(env, argv[0], "fd", &fd)) return NULL;
+  int rc = sluice_get_pipe_size(fd);
+  if (rc < 0) return throw_errno(env, rc, "fcntl(F_GETPIPE_SZ)", NULL);
+  napi_value result;
+  CHECK_NAPI(env, napi_create_int32(env, rc, &result));
+  return result;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+    {"mkfifo", NULL, js_mkfifo, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"setPipeSize", NULL, js_set_pipe_size, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"getPipeSize", NULL, js_get_pipe_size, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

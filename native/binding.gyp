@@ -1,0 +1,14 @@
+{
+  # sluice's N-API addon: mkfifo and Linux pipe sizes for Pipe mode.
+  # Built by `node-gyp rebuild` in this folder; output stays in native/build/.
+  "targets": [
+    {
+      "target_name": "sluice_native",
+      "sources": ["binding.c", "src/fifo.c"],
+      "include_dirs": ["include"],
+      # N-API 8 is in every Node >= 12.22, far below our Node >= 20 floor.
+      "defines": ["NAPI_VERSION=8"],
+      "cflags_c": ["-std=gnu11", "-Wall", "-Wextra", "-O2"]
+    }
+  ]
+}

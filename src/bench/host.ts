@@ -1,0 +1,118 @@
+/**
+ * The process that runs sluice's File or Pipe mode for `sluice bench`
+ * (`node dist/bench/host.js ARGS.json`), so that its peak RSS and CPU time can be
+ * read from /proc like those of `sluice mount` (FastFile) and of the peers.
+ *
+ * File: list the prefix, download it with the File-mode downloader into
+ * <dataDir>/bench, print `{"done":...}`. Pipe: list the prefix, start one Pipe
+ * channel per reader (reader i gets its shard of keys, in the order given),
+ * print `{"fifos":[...]}`, and keep feeding until every channel is done.
+ * In both cases the process then waits for stdin to close (or SIGTERM), so the
+ * runner can read its figures before it exits. `--check MODE` prints whether
+ * the mode's modules are present in this build.
+ *
+ * Modules are loaded by URL at run time: this file is compiled before or
+ * without them, and a mode whose module is missing is reported "not available".
+ */
+import { readFile } from 'node:fs/promises';
+import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
+
+export interface HostArgs {
+  mode: 'File' | 'Pipe';
+  bucket: string;
+  prefix: string;
+  endpoint: string;
+  credentials: { accessKeyId: string; secretAccessKey: string };
+  dataDir: string;
+  partSize: number;
+  /** File: bytes requested at once; Pipe: split evenly among the channels. */
+  maxInflight: number;
+  maxConnections: number;
+  /** Pipe: the keys of each reader's channel, in order. */
+  shards?: string[][];
+}
+
+type CreateClient = (o: Record<string, unknown>) => ObjectClient;
+
+const MODULES: Record<HostArgs['mode'], string[]> = {
+  File: ['../s3/s3-client.js', '../channels/file-mode.js'],
+  Pipe: ['../s3/s3-client.js', '../pipe/pipe-channel.js'],
+};
+
+async function load(rel: string): Promise<Record<string, unknown>> {
+  return import(new URL(rel, import.meta.url).href) as Promise<Record<string, unknown>>;
+}
+
+/** Tries the modules of a mode; undefined when all load and export what the host calls. */
+async function checkMode(mode: HostArgs['mode']): Promise<string | undefined> {
+  const needs: Record<string, string> = { '../s3/s3-client.js': 'createObjectClient', '../channels/file-mode.js': 'downloadChannel', '../pipe/pipe-channel.js': 'startPipeChannel' };
+  for (const rel of MODULES[mode]) {
+    try {
+      const m = await load(rel);
+      if (typeof m[needs[rel]!] !== 'function') return `${rel.replace('../', 'src/').replace(/\.js$/, '.ts')} does not export ${needs[rel]}`;
+    } catch {
+      return `${rel.replace('../', 'src/').replace(/\.js$/, '.ts')} is not in this build`;
+    }
+  }
+  return undefined;
+}
+
+function say(obj: unknown): void {
+  process.stdout.write(JSON.stringify(obj) + '\n');
+}
+
+async function listAll(client: ObjectClient, prefix: string): Promise<ObjectInfo[]> {
+  const out: ObjectInfo[] = [];
+  for await (const o of client.list(prefix)) out.push(o);
+  out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return out;
+}
+
+async function main(): Promise<void> {
+  if (process.argv[2] === '--check') {
+    say({ reason: await checkMode(process.argv[3] as HostArgs['mode']) ?? null });
+    return;
+  }
+  const a = JSON.parse(await readFile(process.argv[2]!, 'utf8')) as HostArgs;
+  const { createObjectClient } = await load('../s3/s3-client.js') as { createObjectClient: CreateClient };
+  const client = createObjectClient({
+    bucket: a.bucket, endpoint: a.endpoint, region: 'us-east-1', pathStyle: true,
+    maxConnections: a.maxConnections, credentials: a.credentials,
+  });
+  const objects = await listAll(client, a.prefix);
+  if (a.mode === 'File') {
+    const { downloadChannel } = await load('../channels/file-mode.js') as { downloadChannel: (o: Record<string, unknown>) => Promise<{ downloaded: number; downloadedBytes: number }> };
+    const r = await downloadChannel({
+      channel: 'bench', dataDir: a.dataDir, partSize: a.partSize, maxInflight: a.maxInflight, maxConnections: a.maxConnections, progress: 'none',
+      objects: objects.map((o) => ({ key: o.key, size: o.size, etag: o.etag, rel: o.key.slice(a.prefix.length), client })),
+    });
+    say({ done: true, files: r.downloaded, bytes: r.downloadedBytes });
+  } else {
+    const { startPipeChannel } = await load('../pipe/pipe-channel.js') as { startPipeChannel: (o: Record<string, unknown>) => Promise<{ fifoPath(epoch: number): string; done: Promise<void>; stop(): Promise<void> }> };
+    const byKey = new Map(objects.map((o) => [o.key, o]));
+    const channels = await Promise.all((a.shards ?? []).map((keys, i) => startPipeChannel({
+      client, channel: `bench${i}`, dataDir: a.dataDir, epochs: 1, recordWrapper: 'None', compression: 'None', maxInflight: Math.max(2 * a.partSize, Math.floor(a.maxInflight / (a.shards ?? [[]]).length)), partSize: a.partSize,
+      itemsForEpoch: () => keys.map((k) => {
+        const info = byKey.get(k);
+        if (!info) throw new Error(`key ${k} is not listed under ${a.prefix}`);
+        return { kind: 'object', info };
+      }),
+    })));
+    say({ fifos: channels.map((c) => c.fifoPath(0)) });
+    await Promise.all(channels.map((c) => c.done));
+    say({ done: true });
+  }
+  // Stay alive until the runner has read our /proc figures.
+  await new Promise<void>((resolve) => {
+    process.stdin.on('end', resolve);
+    process.stdin.on('error', resolve);
+    process.on('SIGTERM', resolve);
+    process.stdin.resume();
+  });
+  await client.close();
+}
+
+main().then(() => process.exit(0), (err: unknown) => {
+  say({ error: err instanceof Error ? err.message : String(err) });
+  process.exit(1);
+});

@@ -1,0 +1,72 @@
+/**
+ * The link limit: what the emulated S3 link delivers to raw parallel ranged GETs
+ * with no filesystem, no cache and no FUSE in between. Every mode is reported as
+ * a fraction of it.
+ *
+ * `connections` workers share one undici Pool of as many keep-alive connections
+ * (one proxy token bucket each) and take `partSize` ranges of the dataset's large
+ * objects from one queue, so every connection stays busy until the last part.
+ * Requests are anonymous path-style GETs (s3rver accepts them): signing would add
+ * client CPU the limit should not include. The parts of each object are hashed
+ * in order once all of them arrived, so the limit's bytes are verified too.
+ */
+import { createHash } from 'node:crypto';
+import { Pool } from 'undici';
+import { epochMs } from './read-plan.js';
+
+export interface LimitResult {
+  bytes: number;
+  seconds: number;
+  mbps: number;
+  requests: number;
+  verified: boolean;
+  mismatches: string[];
+}
+
+export async function measureLimit(opts: {
+  endpoint: string;
+  bucket: string;
+  objects: { key: string; size: number; sha256: string }[];
+  connections: number;
+  partSize: number;
+}): Promise<LimitResult> {
+  const pool = new Pool(opts.endpoint, { connections: opts.connections, pipelining: 1 });
+  const parts: { obj: number; index: number; start: number; end: number }[] = [];
+  const buffers: Buffer[][] = opts.objects.map((o) => new Array(Math.ceil(o.size / opts.partSize)));
+  opts.objects.forEach((o, obj) => {
+    for (let start = 0, index = 0; start < o.size; start += opts.partSize, index++) parts.push({ obj, index, start, end: Math.min(o.size, start + opts.partSize) });
+  });
+  const remaining = buffers.map((b) => b.length);
+  const mismatches: string[] = [];
+  let bytes = 0;
+  let next = 0;
+  const t0 = epochMs();
+  const worker = async () => {
+    while (next < parts.length) {
+      const p = parts[next++]!;
+      const o = opts.objects[p.obj]!;
+      const path = `/${opts.bucket}/${o.key.split('/').map(encodeURIComponent).join('/')}`;
+      const res = await pool.request({ method: 'GET', path, headers: { range: `bytes=${p.start}-${p.end - 1}` } });
+      const chunks: Buffer[] = [];
+      for await (const c of res.body) chunks.push(c as Buffer);
+      const body = Buffer.concat(chunks);
+      if (res.statusCode !== 206 && !(res.statusCode === 200 && p.start === 0 && p.end === o.size)) throw new Error(`limit: GET ${o.key} ${p.start}-${p.end - 1} answered ${res.statusCode}`);
+      if (body.length !== p.end - p.start) throw new Error(`limit: GET ${o.key} ${p.start}-${p.end - 1} returned ${body.length} bytes`);
+      bytes += body.length;
+      buffers[p.obj]![p.index] = body;
+      if (--remaining[p.obj] === 0) {
+        const h = createHash('sha256');
+        for (const b of buffers[p.obj]!) h.update(b);
+        if (h.digest('hex') !== o.sha256) mismatches.push(o.key);
+        buffers[p.obj] = [];
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(opts.connections, parts.length) }, worker));
+  } finally {
+    await pool.close();
+  }
+  const seconds = (epochMs() - t0) / 1000;
+  return { bytes, seconds, mbps: bytes / 1e6 / seconds, requests: parts.length, verified: mismatches.length === 0, mismatches };
+}

@@ -1,0 +1,215 @@
+/**
+ * The benchmark's scenario file (YAML), parsed and checked once at startup.
+ *
+ * A file names latency profiles, datasets (seeded once into the local S3 server,
+ * each under its own prefix), the link-limit measurement, the targets' options,
+ * and scenarios. A scenario reads one dataset in one way (sequential / random /
+ * ttfb / list) under each of its profiles, with each of its sluice modes and
+ * peers, at each reader count, `repetitions` times. Anything missing takes the
+ * file's top-level default. Every problem is one line naming the field and the fix.
+ * See bench/scenarios/default.yaml for a commented example.
+ */
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { ConfigError } from '../errors.js';
+import { parseSize } from '../config/options.js';
+import type { DatasetSpec } from '../local/dataset.js';
+import { validateProfile, type LatencyProfile } from './latency-proxy.js';
+
+export const MODES = ['File', 'FastFile', 'Pipe'] as const;
+export const PEERS = ['s3fs', 'rclone', 'aws'] as const;
+export type ModeName = (typeof MODES)[number];
+export type PeerName = (typeof PEERS)[number];
+export type TargetName = ModeName | PeerName;
+export const SCENARIO_KINDS = ['sequential', 'random', 'ttfb', 'list'] as const;
+export type ScenarioKind = (typeof SCENARIO_KINDS)[number];
+
+export interface ScenarioDef {
+  name: string;
+  title: string;
+  kind: ScenarioKind;
+  dataset: string;
+  profiles: string[];
+  modes: ModeName[];
+  peers: PeerName[];
+  readers: number[];
+  /** sequential: 'files/s' for folders of small files, 'MB/s' for large ones. */
+  metric: 'MB/s' | 'files/s';
+  /** Bound on one run's reading time; the figure covers what was read by then. */
+  maxSeconds: number;
+  random: { threads: number; blockSize: number; ops: number };
+}
+
+export interface BenchConfig {
+  file: string;
+  repetitions: number;
+  bucket: string;
+  profiles: LatencyProfile[];
+  datasets: Record<string, DatasetSpec>;
+  limit: { dataset: string; connections: number; partSize: number };
+  /** Extra `sluice mount` flags (cache size etc.), also used by File and Pipe hosts where they apply. */
+  sluice: { cacheSize: number; args: string[] };
+  peerArgs: Record<PeerName, string[]>;
+  scenarios: ScenarioDef[];
+}
+
+type Obj = Record<string, unknown>;
+
+function fail(file: string, what: string, fix: string): never {
+  throw new ConfigError(`${file}: ${what}`, { hint: fix });
+}
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function num(file: string, v: unknown, field: string, min: number, max: number, dflt?: number): number {
+  if (v === undefined && dflt !== undefined) return dflt;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) fail(file, `${field} must be a number between ${min} and ${max}`, `Fix ${field} in the scenario file`);
+  return v;
+}
+
+function size(file: string, v: unknown, field: string, dflt?: number): number {
+  if (v === undefined && dflt !== undefined) return dflt;
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return v;
+  if (typeof v === 'string') {
+    try { return parseSize(v.replace(/\/s$/i, ''), field); } catch { /* below */ }
+  }
+  return fail(file, `${field}: ${JSON.stringify(v)} is not a size`, 'Use bytes or a suffix, e.g. 40KB, 64MiB, 80MB/s');
+}
+
+function strList<T extends string>(file: string, v: unknown, field: string, allowed: readonly T[], dflt: T[]): T[] {
+  if (v === undefined) return dflt;
+  if (!Array.isArray(v)) fail(file, `${field} must be a list`, `Write ${field}: [${allowed.join(', ')}]`);
+  for (const x of v) if (!allowed.includes(x as T)) fail(file, `${field}: unknown ${JSON.stringify(x)}`, `Use some of ${allowed.join(', ')}`);
+  return v as T[];
+}
+
+function intList(file: string, v: unknown, field: string, dflt: number[]): number[] {
+  if (v === undefined) return dflt;
+  if (!Array.isArray(v) || v.length === 0 || !v.every((x) => Number.isInteger(x) && x >= 1 && x <= 64)) fail(file, `${field} must be a list of integers between 1 and 64`, `Write e.g. ${field}: [1, 8]`);
+  return v as number[];
+}
+
+function dataset(file: string, name: string, v: unknown): DatasetSpec {
+  if (!isObj(v)) fail(file, `datasets.${name} must be a mapping`, 'Give smallFiles: {count, size} and/or largeFiles: {count, size}');
+  const out: DatasetSpec = { seed: num(file, v.seed, `datasets.${name}.seed`, 0, 2 ** 31, 1) };
+  if (v.smallFiles !== undefined) {
+    const s = v.smallFiles as Obj;
+    out.smallFiles = {
+      count: num(file, s.count, `datasets.${name}.smallFiles.count`, 1, 100_000),
+      size: size(file, s.size, `datasets.${name}.smallFiles.size`),
+      folders: num(file, s.folders, `datasets.${name}.smallFiles.folders`, 1, 10_000, 16),
+    };
+  }
+  if (v.largeFiles !== undefined) {
+    const s = v.largeFiles as Obj;
+    out.largeFiles = { count: num(file, s.count, `datasets.${name}.largeFiles.count`, 1, 1000), size: size(file, s.size, `datasets.${name}.largeFiles.size`) };
+  }
+  if (!out.smallFiles && !out.largeFiles) fail(file, `datasets.${name} has no files`, 'Give smallFiles and/or largeFiles');
+  return out;
+}
+
+/** Parses and checks a scenario file's text. `quick` keeps one repetition and halves time limits. */
+export function parseBenchConfig(text: string, file: string, opts: { quick?: boolean } = {}): BenchConfig {
+  let doc: unknown;
+  try { doc = parseYaml(text); } catch (err) {
+    fail(file, `not valid YAML (${err instanceof Error ? err.message.split('\n')[0] : String(err)})`, 'Fix the YAML syntax');
+  }
+  if (!isObj(doc)) fail(file, 'the top level must be a mapping', 'See bench/scenarios/default.yaml');
+  const d = doc;
+  const defaults = (isObj(d.defaults) ? d.defaults : {}) as Obj;
+
+  if (!Array.isArray(d.profiles) || d.profiles.length === 0) fail(file, 'profiles must be a non-empty list', 'Add e.g. - {name: s3-like, ttfbMs: 25, bandwidth: 80MB/s}');
+  const profiles: LatencyProfile[] = d.profiles.map((p: unknown, i: number) => {
+    if (!isObj(p)) fail(file, `profiles[${i}] must be a mapping`, 'Give name, ttfbMs and bandwidth');
+    const prof = { name: String(p.name ?? ''), ttfbMs: num(file, p.ttfbMs, `profiles[${i}].ttfbMs`, 0, 10_000, 0), bytesPerSec: p.bandwidth === 0 || p.bandwidth === 'none' || p.bandwidth === undefined ? 0 : size(file, p.bandwidth, `profiles[${i}].bandwidth`) };
+    const problem = validateProfile(prof);
+    if (problem) fail(file, problem, 'Fix the profile');
+    return prof;
+  });
+  const profileNames = profiles.map((p) => p.name);
+  if (new Set(profileNames).size !== profileNames.length) fail(file, 'profile names must be unique', 'Rename one of them');
+
+  if (!isObj(d.datasets)) fail(file, 'datasets must be a mapping of name -> spec', 'See bench/scenarios/default.yaml');
+  const datasets: Record<string, DatasetSpec> = {};
+  for (const [name, v] of Object.entries(d.datasets)) {
+    if (!/^[a-z0-9-]+$/.test(name)) fail(file, `dataset name ${JSON.stringify(name)} is not lower-case letters, digits and dashes`, 'Rename it (it becomes an S3 prefix)');
+    datasets[name] = dataset(file, name, v);
+  }
+  const dsName = (v: unknown, field: string): string => {
+    if (typeof v !== 'string' || !(v in datasets)) fail(file, `${field}: unknown dataset ${JSON.stringify(v)}`, `Use one of ${Object.keys(datasets).join(', ')}`);
+    return v;
+  };
+
+  const lim = (isObj(d.limit) ? d.limit : {}) as Obj;
+  const limit = {
+    dataset: dsName(lim.dataset, 'limit.dataset'),
+    connections: num(file, lim.connections, 'limit.connections', 1, 256, 16),
+    partSize: size(file, lim.partSize, 'limit.partSize', 8 * 1024 * 1024),
+  };
+  if (!datasets[limit.dataset]!.largeFiles) fail(file, 'limit.dataset must have largeFiles', 'Point limit.dataset at a dataset of large files');
+
+  const sl = (isObj(d.sluice) ? d.sluice : {}) as Obj;
+  const sluiceArgs = Array.isArray(sl.args) ? sl.args.map(String) : [];
+  const sluice = { cacheSize: size(file, sl.cacheSize, 'sluice.cacheSize', 512 * 1024 * 1024), args: sluiceArgs };
+  const pa = (isObj(d.peerArgs) ? d.peerArgs : {}) as Obj;
+  const peerArgs = Object.fromEntries(PEERS.map((p) => [p, Array.isArray(pa[p]) ? (pa[p] as unknown[]).map(String) : []])) as Record<PeerName, string[]>;
+
+  const dModes = strList(file, defaults.modes, 'defaults.modes', MODES, [...MODES]);
+  const dPeers = strList(file, defaults.peers, 'defaults.peers', PEERS, [...PEERS]);
+  const dReaders = intList(file, defaults.readers, 'defaults.readers', [1, 8]);
+  const dProfiles = strList(file, defaults.profiles, 'defaults.profiles', profileNames, [profileNames[0]!]);
+  const dMax = num(file, defaults.maxSeconds, 'defaults.maxSeconds', 1, 3600, 60);
+  const quick = opts.quick === true;
+
+  if (!Array.isArray(d.scenarios) || d.scenarios.length === 0) fail(file, 'scenarios must be a non-empty list', 'See bench/scenarios/default.yaml');
+  const names = new Set<string>();
+  const scenarios: ScenarioDef[] = d.scenarios.map((s: unknown, i: number) => {
+    if (!isObj(s)) fail(file, `scenarios[${i}] must be a mapping`, 'Give at least name, kind and dataset');
+    const name = String(s.name ?? '');
+    if (!/^[A-Za-z0-9_-]+$/.test(name) || names.has(name)) fail(file, `scenarios[${i}].name ${JSON.stringify(name)} is missing, repeated or not [A-Za-z0-9_-]`, 'Give each scenario a unique short name');
+    names.add(name);
+    const kind = s.kind ?? 'sequential';
+    if (!SCENARIO_KINDS.includes(kind as ScenarioKind)) fail(file, `scenarios.${name}.kind ${JSON.stringify(kind)} is unknown`, `Use one of ${SCENARIO_KINDS.join(', ')}`);
+    const ds = dsName(s.dataset, `scenarios.${name}.dataset`);
+    const spec = datasets[ds]!;
+    const small = spec.smallFiles && !spec.largeFiles;
+    const r = (isObj(s.random) ? s.random : {}) as Obj;
+    const maxSeconds = num(file, s.maxSeconds, `scenarios.${name}.maxSeconds`, 1, 3600, dMax);
+    const sc: ScenarioDef = {
+      name,
+      title: String(s.title ?? name),
+      kind: kind as ScenarioKind,
+      dataset: ds,
+      profiles: strList(file, s.profiles, `scenarios.${name}.profiles`, profileNames, dProfiles),
+      modes: strList(file, s.modes, `scenarios.${name}.modes`, MODES, dModes),
+      peers: strList(file, s.peers, `scenarios.${name}.peers`, PEERS, dPeers),
+      readers: intList(file, s.readers, `scenarios.${name}.readers`, dReaders),
+      metric: s.metric === 'MB/s' || s.metric === 'files/s' ? s.metric : small ? 'files/s' : 'MB/s',
+      maxSeconds: quick ? Math.max(1, Math.ceil(maxSeconds / 2)) : maxSeconds,
+      random: {
+        threads: num(file, r.threads, `scenarios.${name}.random.threads`, 1, 64, 8),
+        blockSize: size(file, r.blockSize, `scenarios.${name}.random.blockSize`, 64 * 1024),
+        ops: num(file, r.ops, `scenarios.${name}.random.ops`, 1, 1_000_000, 1000),
+      },
+    };
+    if (sc.kind === 'random' && !spec.largeFiles) fail(file, `scenarios.${name}: a random scenario needs a dataset with largeFiles`, 'Point it at a dataset of large files');
+    return sc;
+  });
+
+  return {
+    file,
+    repetitions: quick ? 1 : num(file, d.repetitions, 'repetitions', 1, 100, 3),
+    bucket: typeof d.bucket === 'string' && /^[a-z0-9.-]{3,63}$/.test(d.bucket) ? d.bucket : 'sluice-bench',
+    profiles, datasets, limit, sluice, peerArgs, scenarios,
+  };
+}
+
+export function loadBenchConfig(file: string, opts: { quick?: boolean } = {}): BenchConfig {
+  let text: string;
+  try { text = readFileSync(file, 'utf8'); } catch (err) {
+    throw new ConfigError(`cannot read scenario file ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { hint: 'Give the path of a YAML scenario file, e.g. bench/scenarios/default.yaml' });
+  }
+  return parseBenchConfig(text, file, opts);
+}

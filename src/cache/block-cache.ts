@@ -1,0 +1,242 @@
+/**
+ * The block cache: fixed-size, aligned blocks of objects in memory, bounded in bytes.
+ *
+ * A block is identified by (key, ETag, index); block i of an object covers bytes
+ * [i * blockSize, min(size, (i + 1) * blockSize)). The ETag is part of the identity,
+ * so bytes of two versions of an object can never be mixed: a reader pinned to one
+ * ETag only ever sees blocks of that version.
+ *
+ * Two maps:
+ *  - `resident`: an lru-cache bounded by `capacityBytes` (maxSize + sizeCalculation);
+ *    least recently used blocks are evicted first.
+ *  - `inflight`: blocks being fetched. Single-flight: a lookup of a block that is
+ *    already being fetched shares that fetch's promise instead of starting a GET.
+ *    A failed fetch is removed from `inflight` and never cached, so the next
+ *    lookup retries.
+ * One GET may fill several contiguous blocks (`fill()`): the fetcher asks for a
+ * run of blocks and the cache slices the reply.
+ *
+ * Prefetch accounting: a block fetched ahead of a reader carries its kind
+ * ('sequential' or 'cross_file') until a reader first uses it (counted "used"),
+ * or until it leaves the cache unread (counted "wasted"). So, once the cache is
+ * cleared, used + wasted equals the bytes prefetched.
+ *
+ * Metrics: cacheHits / cacheMisses count reader (demand) lookups only, so the hit
+ * ratio is the reader's; lookups made by the prefetcher are not counted.
+ */
+import { LRUCache } from 'lru-cache';
+import { cacheBytes, cacheCapacityBytes, cacheEvictions, cacheHits, cacheMisses, prefetchBytes } from '../metrics/metrics.js';
+
+export type PrefetchKind = 'sequential' | 'cross_file';
+
+export interface BlockId {
+  key: string;
+  etag: string;
+  index: number;
+}
+
+/** Counters of one cache, for tests and summaries (the Prometheus metrics are process-wide). */
+export interface BlockCacheStats {
+  hits: number;
+  misses: number;
+  evictions: number;
+  prefetchUsed: Record<PrefetchKind, number>;
+  prefetchWasted: Record<PrefetchKind, number>;
+}
+
+interface Resident {
+  data: Buffer;
+  /** Set while the block was prefetched and no reader has used it yet. */
+  kind: PrefetchKind | undefined;
+}
+
+interface Inflight {
+  promise: Promise<Buffer>;
+  kind: PrefetchKind | undefined;
+  /** A reader asked for the block while it was in flight. */
+  used: boolean;
+}
+
+export interface BlockCacheOptions {
+  /** Bytes the resident blocks may take in total. */
+  capacityBytes: number;
+  /** Bytes per block; the last block of an object may be shorter. */
+  blockSize: number;
+}
+
+/** The cache's narrow interface, as the prefetcher uses it. */
+export interface BlockStore {
+  readonly blockSize: number;
+  /** A resident block, or undefined. Does not count as a reader's hit. */
+  get(id: BlockId): Buffer | undefined;
+  /** Store a block (e.g. one fetched elsewhere). */
+  put(id: BlockId, data: Buffer, kind?: PrefetchKind): void;
+  /** Resident or being fetched. */
+  has(id: BlockId): boolean;
+}
+
+function cacheKey(key: string, etag: string, index: number): string {
+  // NUL cannot appear in an ETag or a safe key, so the fields cannot run together.
+  return `${key}\0${etag}\0${index}`;
+}
+
+export class BlockCache implements BlockStore {
+  readonly blockSize: number;
+  readonly capacityBytes: number;
+  readonly stats: BlockCacheStats = {
+    hits: 0, misses: 0, evictions: 0,
+    prefetchUsed: { sequential: 0, cross_file: 0 },
+    prefetchWasted: { sequential: 0, cross_file: 0 },
+  };
+
+  // INVARIANT: a cache key is in at most one of `resident` and `inflight`.
+  private readonly resident: LRUCache<string, Resident>;
+  private readonly inflight = new Map<string, Inflight>();
+  private closed = false;
+
+  constructor(opts: BlockCacheOptions) {
+    if (!(Number.isSafeInteger(opts.blockSize) && opts.blockSize > 0)) throw new RangeError('blockSize must be a positive integer');
+    if (!(Number.isSafeInteger(opts.capacityBytes) && opts.capacityBytes > 0)) throw new RangeError('capacityBytes must be a positive integer');
+    this.blockSize = opts.blockSize;
+    this.capacityBytes = opts.capacityBytes;
+    this.resident = new LRUCache<string, Resident>({
+      maxSize: opts.capacityBytes,
+      // lru-cache rejects size 0; an empty block cannot exist (blocks past EOF are never made).
+      sizeCalculation: (v) => Math.max(1, v.data.length),
+      dispose: (v, _k, reason) => this.onDispose(v, reason),
+    });
+    cacheCapacityBytes.set(opts.capacityBytes);
+  }
+
+  get(id: BlockId): Buffer | undefined {
+    return this.resident.get(cacheKey(id.key, id.etag, id.index))?.data;
+  }
+
+  has(id: BlockId): boolean {
+    const k = cacheKey(id.key, id.etag, id.index);
+    return this.inflight.has(k) || this.resident.has(k);
+  }
+
+  put(id: BlockId, data: Buffer, kind?: PrefetchKind): void {
+    if (this.closed) return;
+    const k = cacheKey(id.key, id.etag, id.index);
+    if (this.inflight.has(k)) return; // the fetch in flight will store the same bytes
+    this.resident.set(k, { data, kind });
+    this.updateGauge();
+  }
+
+  /**
+   * A reader's lookup: the resident block, the shared promise of a block in flight,
+   * or undefined (a miss: the caller must fetch it). Counts a hit or a miss, and
+   * marks a prefetched block as used.
+   */
+  lookup(id: BlockId): Buffer | Promise<Buffer> | undefined {
+    const k = cacheKey(id.key, id.etag, id.index);
+    const r = this.resident.get(k);
+    if (r) {
+      this.stats.hits++;
+      cacheHits.inc();
+      if (r.kind) {
+        this.countUsed(r.kind, r.data.length);
+        r.kind = undefined;
+      }
+      return r.data;
+    }
+    const f = this.inflight.get(k);
+    if (f) {
+      this.stats.hits++;
+      cacheHits.inc();
+      f.used = true;
+      return f.promise;
+    }
+    this.stats.misses++;
+    cacheMisses.inc();
+    return undefined;
+  }
+
+  /**
+   * Starts one fetch that fills `count` contiguous blocks from `first`. The caller
+   * makes sure none of them is resident or in flight. `run` resolves with the bytes
+   * of all of them (the last may be short). Returns one promise per block; each
+   * rejects if the fetch fails (and nothing is cached). `kind` marks a prefetch.
+   */
+  fill(key: string, etag: string, first: number, count: number, run: () => Promise<Buffer>, kind?: PrefetchKind): Promise<Buffer>[] {
+    const keys: string[] = [];
+    const records: Inflight[] = [];
+    // new Promise(): a run() that throws synchronously becomes a rejection like any other.
+    const stored = new Promise<Buffer>((resolve) => resolve(run())).then(
+      (buf) => {
+        const blocks: Buffer[] = [];
+        for (let i = 0; i < count; i++) {
+          const start = i * this.blockSize;
+          // Copy when one GET filled several blocks, so an evicted neighbour does not keep
+          // the whole GET's buffer alive: memory stays bounded by the cache size.
+          blocks.push(count === 1 ? buf : Buffer.from(buf.subarray(start, Math.min(buf.length, start + this.blockSize))));
+        }
+        for (let i = 0; i < count; i++) {
+          const rec = records[i]!;
+          if (this.inflight.get(keys[i]!) === rec) this.inflight.delete(keys[i]!);
+          if (this.closed) continue;
+          const data = blocks[i]!;
+          if (rec.used && rec.kind) this.countUsed(rec.kind, data.length);
+          this.resident.set(keys[i]!, { data, kind: rec.used ? undefined : rec.kind });
+        }
+        this.updateGauge();
+        return blocks;
+      },
+      (err: unknown) => {
+        for (let i = 0; i < count; i++) if (this.inflight.get(keys[i]!) === records[i]) this.inflight.delete(keys[i]!);
+        throw err;
+      },
+    );
+    const out: Promise<Buffer>[] = [];
+    for (let i = 0; i < count; i++) {
+      const promise = stored.then((blocks) => blocks[i]!);
+      // Nobody may be waiting on a prefetched block: its failure must not be an unhandled rejection.
+      promise.catch(() => undefined);
+      const rec: Inflight = { promise, kind, used: false };
+      keys.push(cacheKey(key, etag, first + i));
+      records.push(rec);
+      this.inflight.set(keys[i]!, rec);
+      out.push(promise);
+    }
+    return out;
+  }
+
+  /** Bytes held by resident blocks. */
+  get size(): number {
+    return this.resident.calculatedSize;
+  }
+
+  get inflightBlocks(): number {
+    return this.inflight.size;
+  }
+
+  /** Drops every block (unread prefetched blocks count as wasted); later fills are not stored. */
+  close(): void {
+    this.closed = true;
+    this.resident.clear();
+    this.inflight.clear();
+    this.updateGauge();
+  }
+
+  private countUsed(kind: PrefetchKind, n: number): void {
+    this.stats.prefetchUsed[kind] += n;
+    prefetchBytes.inc({ kind, outcome: 'used' }, n);
+  }
+
+  private onDispose(v: Resident, reason: LRUCache.DisposeReason): void {
+    if (reason === 'evict') {
+      this.stats.evictions++;
+      cacheEvictions.inc();
+    }
+    if (v.kind) {
+      this.stats.prefetchWasted[v.kind] += v.data.length;
+      prefetchBytes.inc({ kind: v.kind, outcome: 'wasted' }, v.data.length);
+    }
+  }
+
+  private updateGauge(): void {
+    cacheBytes.set(this.resident.calculatedSize);
+  }
+}

@@ -1,0 +1,142 @@
+/**
+ * What a channel holds: its objects (File mode) and its units (what Pipe mode streams,
+ * and what is sharded and shuffled).
+ *
+ *  - S3Prefix: every object under the prefix, listed once. A unit is one object; its
+ *    sort key is the object key, so key order is S3's order.
+ *  - ManifestFile: the manifest object is read and parsed (manifest.ts); the entries are
+ *    looked up by one listing of the manifest's prefix when there are many of them, or
+ *    by a HEAD each when few (HEAD_ALL_MAX). A unit is one object; its sort key is its
+ *    position in the manifest (zero-padded), so "key order" is the manifest's order.
+ *  - AugmentedManifestFile: one unit per JSON line (sort key: its line number); its items
+ *    are the line's attributes in AttributeNames order, "-ref" objects found by HEAD.
+ * A unit's size is the bytes it streams, which is what ShardedByS3Key balances.
+ */
+import { ManifestError, NoSuchKeyError } from '../errors.js';
+import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
+import { parseS3Uri } from '../s3/uri.js';
+import type { ChannelConfig } from './input-config.js';
+import { parseAugmentedManifest, parseManifestFile, type ManifestEntry } from './manifest.js';
+
+/** Structurally the pipe engineer's PipeItem. */
+export type ChannelItem = { kind: 'object'; info: ObjectInfo; client?: ObjectClient } | { kind: 'inline'; data: Buffer };
+
+export interface ChannelObject extends ObjectInfo {
+  /** Path below the channel folder (File mode). */
+  rel: string;
+  client: ObjectClient;
+}
+
+export interface ChannelUnit {
+  /** Sort key: object key (S3Prefix) or zero-padded manifest position. */
+  key: string;
+  size: number;
+  items: ChannelItem[];
+}
+
+export interface ChannelListing {
+  /** Objects to download (S3Prefix, ManifestFile); empty for AugmentedManifestFile. */
+  objects: ChannelObject[];
+  units: ChannelUnit[];
+}
+
+export type ClientFor = (bucket: string) => ObjectClient;
+
+/** Up to this many manifest entries are HEADed one by one; more are found by listing. */
+const HEAD_ALL_MAX = 256;
+/** HEADs in flight at once: enough to hide ~20 ms of latency each without flooding S3. */
+const HEAD_CONCURRENCY = 32;
+/** Zero padding of manifest positions, so that string order is numeric order (10^12 entries). */
+const POSITION_DIGITS = 12;
+
+const position = (i: number) => String(i).padStart(POSITION_DIGITS, '0');
+
+/** Path of `key` below an S3Prefix: what follows the prefix, or the key's name below the prefix's folder. */
+export function relativePath(key: string, prefix: string): string {
+  if (prefix === '' || prefix.endsWith('/')) return key.slice(prefix.length);
+  if (key === prefix) return key.slice(key.lastIndexOf('/') + 1);
+  if (key.startsWith(prefix + '/')) return key.slice(prefix.length + 1);
+  // "s3://b/data/tr" matches data/train/x: keep "train/x", the path below the prefix's folder.
+  return key.slice(prefix.lastIndexOf('/') + 1);
+}
+
+export async function listChannel(channel: ChannelConfig, clientFor: ClientFor, signal?: AbortSignal): Promise<ChannelListing> {
+  const { bucket, prefix } = parseS3Uri(channel.s3Uri);
+  const client = clientFor(bucket);
+  if (channel.s3DataType === 'S3Prefix') {
+    const objects: ChannelObject[] = [];
+    for await (const o of client.list(prefix, signal ? { signal } : {})) objects.push({ ...o, rel: relativePath(o.key, prefix), client });
+    objects.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    return { objects, units: objects.map((o) => ({ key: o.key, size: o.size, items: [{ kind: 'object', info: infoOf(o), client }] })) };
+  }
+  const text = (await readObject(client, prefix, signal)).toString('utf8');
+  if (channel.s3DataType === 'ManifestFile') {
+    const entries = parseManifestFile(text);
+    const objects = await resolveEntries(entries, clientFor, signal);
+    return { objects, units: objects.map((o, i) => ({ key: position(i), size: o.size, items: [{ kind: 'object', info: infoOf(o), client: o.client }] })) };
+  }
+  const records = parseAugmentedManifest(text, channel.attributeNames ?? []);
+  const refs = records.flatMap((r) => r.attributes.flatMap((a) => (a.kind === 'ref' ? [{ bucket: a.bucket, key: a.key, rel: a.key, line: r.line }] : [])));
+  const found = await headAll(refs, clientFor, signal);
+  let next = 0;
+  const units = records.map((r): ChannelUnit => {
+    const items: ChannelItem[] = r.attributes.map((a) => {
+      if (a.kind === 'inline') return { kind: 'inline', data: a.data };
+      const o = found[next++]!;
+      return { kind: 'object', info: infoOf(o), client: o.client };
+    });
+    const size = items.reduce((s, it) => s + (it.kind === 'inline' ? it.data.length : it.info.size), 0);
+    return { key: position(r.line), size, items };
+  });
+  return { objects: [], units };
+}
+
+function infoOf(o: ChannelObject): ObjectInfo {
+  return { key: o.key, size: o.size, etag: o.etag, lastModified: o.lastModified };
+}
+
+/** The whole body of one object (a manifest). */
+export async function readObject(client: ObjectClient, key: string, signal?: AbortSignal): Promise<Buffer> {
+  const info = await client.head(key, signal ? { signal } : {});
+  if (info.size === 0) return Buffer.alloc(0);
+  const parts: Buffer[] = [];
+  for await (const b of client.getStream(key, info.etag, { size: info.size, ...(signal ? { signal } : {}) })) parts.push(b);
+  return Buffer.concat(parts);
+}
+
+async function resolveEntries(entries: ManifestEntry[], clientFor: ClientFor, signal?: AbortSignal): Promise<ChannelObject[]> {
+  if (entries.length <= HEAD_ALL_MAX) return headAll(entries, clientFor, signal);
+  // All entries share the manifest's bucket and prefix: one listing finds them all.
+  const first = entries[0]!;
+  const base = first.key.slice(0, first.key.length - first.rel.length);
+  const client = clientFor(first.bucket);
+  const byKey = new Map<string, ObjectInfo>();
+  for await (const o of client.list(base, signal ? { signal } : {})) byKey.set(o.key, o);
+  return entries.map((e) => {
+    const o = byKey.get(e.key);
+    if (!o) throw new ManifestError(`s3://${e.bucket}/${e.key} does not exist`, e.line);
+    return { ...o, rel: e.rel, client };
+  });
+}
+
+async function headAll(entries: readonly ManifestEntry[], clientFor: ClientFor, signal?: AbortSignal): Promise<ChannelObject[]> {
+  const out: ChannelObject[] = new Array(entries.length);
+  let next = 0;
+  let failed = false;
+  const worker = async () => {
+    while (!failed && next < entries.length) {
+      const i = next++;
+      const e = entries[i]!;
+      const client = clientFor(e.bucket);
+      try {
+        out[i] = { ...(await client.head(e.key, signal ? { signal } : {})), rel: e.rel, client };
+      } catch (err) {
+        failed = true;
+        if (err instanceof NoSuchKeyError) throw new ManifestError(`s3://${e.bucket}/${e.key} does not exist`, e.line);
+        throw err;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(HEAD_CONCURRENCY, entries.length) }, worker));
+  return out;
+}

@@ -1,0 +1,129 @@
+/**
+ * Mounting an FsCore through the kernel, and unmounting it.
+ *
+ * mountCore() checks the host (checkFuseAvailable), loads fuse-native, mounts with the
+ * options below, waits for the kernel's INIT, then stats the mount point through the
+ * kernel and checks it is a new filesystem (its device differs from the parent's) before
+ * resolving: "mounted" means "answers". Then it raises the mount's readahead (readahead.ts).
+ *
+ * Mount options, and why:
+ *  - ro: the view is read-only; the kernel refuses writes before they reach us.
+ *  - fsname=sluice, subtype=sluice: the mount shows as "sluice ... fuse.sluice" in /proc/mounts.
+ *  - attr_timeout, entry_timeout, negative_timeout = --attr-timeout: the listing is taken
+ *    once and never changes during the mount, so the kernel may cache lookups for as long
+ *    as it likes; each cached lookup saves a round trip to this process.
+ *  - kernel_cache (FOPEN_KEEP_CACHE), no direct_io: pages read once stay in the page cache
+ *    across close/open, so a second epoch over a dataset that fits in RAM never leaves the
+ *    kernel. Safe because a file's bytes are pinned to the listed ETag for the mount's life.
+ *  - allow_other only when asked (--allow-other).
+ *  - fuse-native's per-operation timeout from deadline.ts (see there).
+ * The prepare step (prepareMountpoint) is the caller's, so that user errors surface
+ * before slow work such as listing the bucket.
+ */
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { FuseUnavailableError, MountpointError } from '../errors.js';
+import type { FsCore } from '../fs/types.js';
+import { log } from '../log.js';
+import { fuseOpsFor } from './adapter.js';
+import { detachMount, checkFuseAvailable } from './mountpoint.js';
+import { loadFuse, type NativeFuse } from './native.js';
+import { setReadaheadKb } from './readahead.js';
+
+export interface KernelMountOptions {
+  allowOther: boolean;
+  /** Seconds the kernel may cache attributes, lookups and failed lookups. */
+  attrTimeoutSec: number;
+  /** The mount's read_ahead_kb; 0 leaves the kernel's default (128). */
+  readaheadKb: number;
+  /** fuse-native per-operation timeout, ms (fuseTimeoutMs() in deadline.ts). */
+  fuseTimeoutMs: number;
+  /** libfuse debug output on stderr. */
+  debug?: boolean;
+}
+
+export interface KernelMount {
+  readonly mountpoint: string;
+  /** The readahead in effect (KiB), or undefined when it could not be read. */
+  readonly readaheadKb: number | undefined;
+  /** Unmounts (lazily if busy). Idempotent. */
+  unmount(): Promise<void>;
+}
+
+/** How long to wait for the kernel's INIT after mount(2): generous for a loaded 2-core box. */
+const INIT_TIMEOUT_MS = 30_000;
+
+const flog = log.child({ component: 'fuse' });
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new FuseUnavailableError(`${what} did not complete within ${ms / 1000} s`, { hint: 'Check dmesg for FUSE errors' })), ms);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+/** Mounts `core` at `mountpoint` (which prepareMountpoint() has checked) and resolves once the mount answers. */
+export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMountOptions): Promise<KernelMount> {
+  checkFuseAvailable();
+  const mnt = path.resolve(mountpoint);
+  const Fuse = loadFuse();
+  const fuse: NativeFuse = new Fuse(mnt, fuseOpsFor(core, {
+    onUnexpectedError: (op, p, err) => flog.warn({ op, path: p, err: err instanceof Error ? err.message : String(err), code: (err as { code?: unknown }).code }, 'FUSE operation failed'),
+  }), {
+    timeout: opts.fuseTimeoutMs,
+    fsname: 'sluice',
+    subtype: 'sluice',
+    allowOther: opts.allowOther,
+    kernelCache: true,
+    attrTimeout: opts.attrTimeoutSec,
+    entryTimeout: opts.attrTimeoutSec,
+    negativeTimeout: opts.attrTimeoutSec,
+    readOnly: true,
+    debug: opts.debug ?? false,
+  });
+
+  const parentDev = (await stat(path.dirname(mnt))).dev;
+  await withTimeout(new Promise<void>((resolve, reject) => {
+    fuse.mount((err) => {
+      if (!err) return resolve();
+      const msg = err.message;
+      if (/in use/i.test(msg)) reject(new MountpointError(`mount point ${mnt} is already in use`, { hint: `Unmount it first: fusermount -u ${mnt}` }));
+      else if (/does not exist|not a directory/i.test(msg)) reject(new MountpointError(`mount point ${mnt}: ${msg}`, { hint: 'Choose an existing empty folder' }));
+      else reject(new FuseUnavailableError(`FUSE mount of ${mnt} failed (${msg})`, { hint: 'Run as root, or in a container with --device /dev/fuse --cap-add SYS_ADMIN' }));
+    });
+  }), INIT_TIMEOUT_MS, `mounting ${mnt}`);
+
+  let unmounted: Promise<void> | undefined;
+  const unmount = (): Promise<void> => {
+    unmounted ??= new Promise<void>((resolve) => {
+      fuse.unmount((err) => {
+        if (!err) return resolve();
+        flog.warn({ mountpoint: mnt, err: err.message }, 'fuse-native unmount failed; detaching lazily');
+        detachMount(mnt).then(() => resolve(), () => resolve());
+      });
+    });
+    return unmounted;
+  };
+
+  try {
+    const st = await withTimeout(stat(mnt), INIT_TIMEOUT_MS, `the first stat of ${mnt}`);
+    if (st.dev === parentDev) throw new FuseUnavailableError(`mounting ${mnt} reported success but the folder is not a new filesystem`, { hint: 'Check dmesg for FUSE errors' });
+  } catch (err) {
+    await unmount();
+    throw err;
+  }
+
+  let readaheadKb: number | undefined;
+  if (opts.readaheadKb > 0) {
+    try {
+      const r = await setReadaheadKb(mnt, opts.readaheadKb);
+      readaheadKb = r.kb;
+      flog.debug({ bdi: r.bdi, from: r.previousKb, to: r.kb }, 'set mount readahead');
+    } catch (err) {
+      flog.warn({ mountpoint: mnt, readaheadKb: opts.readaheadKb, err: err instanceof Error ? err.message : String(err) },
+        'could not set the mount readahead (needs root and a writable /sys); sequential reads may be slower');
+    }
+  }
+  return { mountpoint: mnt, readaheadKb, unmount };
+}

@@ -1,0 +1,187 @@
+/**
+ * Checks that run before a mount, so a user sees one line naming the problem and
+ * the fix instead of a native stack trace or a hung `stat`.
+ *
+ * checkFuseAvailable(): FUSE needs three things from the host, checked in this order:
+ *  1. the /dev/fuse character device (absent in a container started without
+ *     `--device /dev/fuse --cap-add SYS_ADMIN`);
+ *  2. libfuse.so.2, which fuse-native's addon links. A failed dlopen inside
+ *     `require('fuse-native')` is an ugly stack, so we look for the file first;
+ *  3. `fusermount`, which fuse-native runs to unmount.
+ *  Test hooks: SLUICE_DEV_FUSE overrides the device path and SLUICE_LIBFUSE_PATHS
+ *  (colon-separated) the candidate library files, so tests can simulate a host
+ *  without them. They are for tests only; users never need them.
+ *
+ * prepareMountpoint(): the folder must exist, be a directory, be empty and not be
+ * a live mount. A mount left behind by a killed daemon answers `stat` with ENOTCONN
+ * ("Transport endpoint is not connected"): we detach it (`fusermount -uz`, then
+ * `umount -l`) and reuse the folder, so a restart after kill -9 just works.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { FuseUnavailableError, MountpointError } from '../errors.js';
+
+/** The FUSE device; SLUICE_DEV_FUSE is a test hook. */
+function devFusePath(): string {
+  return process.env.SLUICE_DEV_FUSE || '/dev/fuse';
+}
+
+/** Debian/Ubuntu multiarch folder names for the architectures Node ships on. */
+const MULTIARCH: Record<string, string> = {
+  x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu', arm: 'arm-linux-gnueabihf', ppc64: 'powerpc64le-linux-gnu', s390x: 's390x-linux-gnu',
+};
+
+/** Where the dynamic loader finds libfuse.so.2 on the distributions we support (plus LD_LIBRARY_PATH). */
+export function libfuseCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
+  if (env.SLUICE_LIBFUSE_PATHS !== undefined) return env.SLUICE_LIBFUSE_PATHS.split(':').filter(Boolean);
+  const multiarch = MULTIARCH[process.arch];
+  const dirs = [
+    ...(env.LD_LIBRARY_PATH ?? '').split(':').filter(Boolean),
+    ...(multiarch ? [`/lib/${multiarch}`, `/usr/lib/${multiarch}`] : []),
+    '/lib64', '/usr/lib64', '/lib', '/usr/lib', '/usr/local/lib',
+  ];
+  return dirs.map((d) => path.join(d, 'libfuse.so.2'));
+}
+
+function onPath(cmd: string): boolean {
+  return (process.env.PATH ?? '/usr/bin:/bin').split(':').some((d) => d && existsSync(path.join(d, cmd)));
+}
+
+/** Throws FuseUnavailableError (one line with the fix) when this host cannot mount FUSE. */
+export function checkFuseAvailable(): void {
+  const dev = devFusePath();
+  let isCharDevice = false;
+  try { isCharDevice = statSync(dev).isCharacterDevice(); } catch { /* missing: reported below */ }
+  if (!isCharDevice) {
+    throw new FuseUnavailableError(`FUSE is not available: ${dev} is missing`, {
+      hint: 'In a container, run with --device /dev/fuse --cap-add SYS_ADMIN; on a host, run modprobe fuse',
+    });
+  }
+  if (!libfuseCandidates().some((p) => existsSync(p))) {
+    throw new FuseUnavailableError('FUSE is not available: libfuse.so.2 is not installed', {
+      hint: 'Install it with: apt-get install -y libfuse2 (or: yum install -y fuse-libs)',
+    });
+  }
+  if (!onPath('fusermount')) {
+    throw new FuseUnavailableError('FUSE is not available: fusermount is not installed', {
+      hint: 'Install it with: apt-get install -y fuse (or: yum install -y fuse)',
+    });
+  }
+}
+
+/** One mount table entry (from /proc/self/mountinfo). */
+export interface MountEntry {
+  /** "major:minor" of the mounted filesystem, e.g. "0:53". */
+  dev: string;
+  mountpoint: string;
+  fstype: string;
+  source: string;
+}
+
+/** /proc/self/mountinfo escapes space, tab, newline and backslash as octal. */
+function unescapeMount(s: string): string {
+  return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+}
+
+export async function readMounts(): Promise<MountEntry[]> {
+  const text = await readFile('/proc/self/mountinfo', 'utf8');
+  const out: MountEntry[] = [];
+  for (const line of text.split('\n')) {
+    // id parent major:minor root mountpoint options [optional...] - fstype source superopts
+    const f = line.split(' ');
+    const sep = f.indexOf('-');
+    if (f.length < 10 || sep < 6) continue;
+    out.push({ dev: f[2]!, mountpoint: unescapeMount(f[4]!), fstype: f[sep + 1]!, source: unescapeMount(f[sep + 2]!) });
+  }
+  return out;
+}
+
+/** The newest mount whose mount point is `dir` (an absolute, resolved path), if any. */
+export async function mountAt(dir: string): Promise<MountEntry | undefined> {
+  const mounts = await readMounts();
+  for (let i = mounts.length - 1; i >= 0; i--) if (mounts[i]!.mountpoint === dir) return mounts[i];
+  return undefined;
+}
+
+function run(cmd: string, args: string[]): Promise<boolean> {
+  return new Promise((resolve) => execFile(cmd, args, { timeout: 10_000 }, (err) => resolve(!err)));
+}
+
+/**
+ * Detaches whatever is mounted at `dir`, lazily (the kernel drops it once no one
+ * uses it). Tries fusermount first (works unprivileged), then umount -l.
+ * Resolves with true when something was detached.
+ */
+export async function detachMount(dir: string): Promise<boolean> {
+  if (await run('fusermount', ['-uz', dir])) return true;
+  return run('umount', ['-l', dir]);
+}
+
+function errCode(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+const STALE_CODES = new Set(['ENOTCONN', 'ECONNABORTED']);
+
+/** Detaches the stale mount at `abs`, or throws MountpointError when it stays. */
+async function cleanStale(abs: string): Promise<void> {
+  await detachMount(abs);
+  try {
+    await stat(abs);
+  } catch (err) {
+    throw new MountpointError(`mount point ${abs} holds a stale mount that could not be removed (${errCode(err) ?? String(err)})`, {
+      hint: `Run: fusermount -uz ${abs} (or umount -l ${abs}) as root, then retry`,
+    });
+  }
+}
+
+/**
+ * Makes `dir` ready to mount on, or throws MountpointError with the fix.
+ * A stale FUSE mount is detached and the folder reused. `stat` alone does not reveal
+ * one: the kernel may answer it from attributes it cached before the daemon died,
+ * so a folder that is a mount is probed with readdir, which always reaches the daemon.
+ */
+export async function prepareMountpoint(dir: string): Promise<void> {
+  const abs = path.resolve(dir);
+  let st;
+  try {
+    st = await stat(abs);
+  } catch (err) {
+    const code = errCode(err);
+    if (code !== undefined && STALE_CODES.has(code)) {
+      await cleanStale(abs);
+      return prepareMountpoint(abs);
+    }
+    if (code === 'ENOENT') throw new MountpointError(`mount point ${abs} does not exist`, { hint: `Create it first: mkdir -p ${abs}` });
+    if (code === 'EACCES' || code === 'EPERM') throw new MountpointError(`mount point ${abs} is not accessible (${code})`, { hint: 'Run as a user who can read the folder, or choose another one' });
+    if (code === 'ENOTDIR') throw new MountpointError(`mount point ${abs} is not a directory (a parent is a file)`, { hint: 'Choose a folder path' });
+    throw new MountpointError(`cannot use mount point ${abs}: ${code ?? String(err)}`, { hint: 'Choose another folder' });
+  }
+  if (!st.isDirectory()) {
+    throw new MountpointError(`mount point ${abs} is not a directory`, { hint: 'Choose an empty folder, or create one with mkdir -p' });
+  }
+  let entries: string[];
+  try {
+    entries = await readdir(abs);
+  } catch (err) {
+    const code = errCode(err);
+    if (code !== undefined && STALE_CODES.has(code)) {
+      await cleanStale(abs);
+      return prepareMountpoint(abs);
+    }
+    throw new MountpointError(`cannot list mount point ${abs}: ${code ?? String(err)}`, { hint: 'Choose an empty folder you can read' });
+  }
+  const live = await mountAt(abs);
+  if (live) {
+    throw new MountpointError(`mount point ${abs} is already a mount (${live.fstype} ${live.source})`, {
+      hint: `Unmount it first (fusermount -u ${abs} or umount ${abs}), or choose another folder`,
+    });
+  }
+  if (entries.length > 0) {
+    throw new MountpointError(`mount point ${abs} is not empty (${entries.length} entr${entries.length === 1 ? 'y' : 'ies'})`, {
+      hint: 'Choose an empty folder: mounting would hide its contents',
+    });
+  }
+}

@@ -1,0 +1,245 @@
+/**
+ * The write end of one FIFO (one epoch of a Pipe channel).
+ *
+ * Lifecycle: create() makes the FIFO (replacing a stale FIFO left by an earlier
+ * run, refusing to touch anything else); open() waits for a reader; write() and
+ * end() stream bytes with backpressure; remove() unlinks the FIFO.
+ *
+ * Opening without blocking the event loop. A plain open(O_WRONLY) of a FIFO blocks
+ * until a reader opens it. Done in libuv's threadpool (fs.open) it would hold one
+ * of its 4 threads for as long as the training script takes to open the pipe, and
+ * every channel holds one: a few Pipe channels would starve all file system work
+ * and DNS lookups (the S3 client's getaddrinfo runs there too). So open() polls
+ * instead: open(O_WRONLY | O_NONBLOCK) fails with ENXIO while there is no reader
+ * and succeeds at once when one is waiting (a reader blocked in open() already
+ * counts as a reader). Polls back off from 1 ms to OPEN_POLL_MAX_MS. Cancelling
+ * is just an AbortSignal: there is no blocked thread to wake.
+ *
+ * Writing. The open fd is wrapped in a net.Socket (a libuv pipe handle on epoll),
+ * so writes never block a thread either. When the socket buffers more than its
+ * high-water mark, write() waits for 'drain': the kernel pipe is full and the
+ * reader is slow; that time is reported through onFullWait. A reader that closes
+ * early makes the kernel answer EPIPE (Node ignores SIGPIPE); write() and end()
+ * then resolve false instead of throwing, and the caller moves to the next epoch.
+ *
+ * Pipe buffer. Once open, the FIFO's buffer is raised to PIPE_BUFFER_BYTES with
+ * F_SETPIPE_SZ (native addon). Without the addon the kernel default (64 KiB) stays.
+ */
+import { close as closeCb, constants as fsConstants, open as openCb } from 'node:fs';
+import { lstat, readFile, unlink } from 'node:fs/promises';
+import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { InvalidArgumentError } from '../errors.js';
+import { fifoOps } from './native.js';
+
+const openFd = promisify(openCb);
+const closeFd = promisify(closeCb);
+
+/**
+ * 1 MiB: the default of /proc/sys/fs/pipe-max-size, the largest buffer an
+ * unprivileged process may set. Against the 64 KiB default it means 16 times fewer
+ * reader wake-ups and lets the pipe ride out short S3 hiccups.
+ */
+export const PIPE_BUFFER_BYTES = 1024 * 1024;
+/** Where Linux publishes the per-pipe limit, read when PIPE_BUFFER_BYTES is refused. */
+const PIPE_MAX_SIZE_FILE = '/proc/sys/fs/pipe-max-size';
+/** First poll delay for a reader: a reader already waiting is found on the first try. */
+const OPEN_POLL_MIN_MS = 1;
+/**
+ * Longest poll delay. A reader's open() returns at our next poll, so this is the
+ * most an epoch's start can be delayed (once per epoch: invisible), while 20 failed
+ * non-blocking opens per second cost nothing measurable.
+ */
+export const OPEN_POLL_MAX_MS = 50;
+/** rw-r--r--, like the files File mode writes: the training job may run as another user. */
+export const FIFO_MODE = 0o644;
+
+export interface FifoWriterHooks {
+  /** Seconds a write waited because the pipe was full (the reader is slower than S3). */
+  onFullWait?(seconds: number): void;
+  /** Bytes handed to the kernel. */
+  onWritten?(bytes: number): void;
+}
+
+export class FifoWriter {
+  readonly path: string;
+  private readonly hooks: FifoWriterHooks;
+  private socket: net.Socket | undefined;
+  /** EPIPE (or any close) seen: the reader is gone. */
+  private readerGone = false;
+  private error: Error | undefined;
+  /** The pipe buffer size in effect after open(), or undefined when it could not be read (no addon). */
+  pipeSize: number | undefined;
+  private removed = false;
+
+  private constructor(path: string, hooks: FifoWriterHooks) {
+    this.path = path;
+    this.hooks = hooks;
+  }
+
+  /** Make the FIFO at `path`; a stale FIFO there is replaced, anything else is an error. */
+  static async create(path: string, hooks: FifoWriterHooks = {}): Promise<FifoWriter> {
+    const existing = await lstat(path).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return undefined;
+      throw err;
+    });
+    if (existing !== undefined) {
+      if (!existing.isFIFO()) {
+        throw new InvalidArgumentError(`${path} exists and is not a FIFO`, {
+          hint: 'Remove it, or point the data folder (--root) elsewhere',
+        });
+      }
+      await unlink(path); // left by an earlier run that did not clean up
+    }
+    await fifoOps().mkfifo(path, FIFO_MODE);
+    return new FifoWriter(path, hooks);
+  }
+
+  /**
+   * Wait for a reader, then open the write end. Resolves true when open, false
+   * when `signal` aborted first (nothing is left open).
+   */
+  async open(signal?: AbortSignal): Promise<boolean> {
+    let delay = OPEN_POLL_MIN_MS;
+    for (;;) {
+      if (signal?.aborted) return false;
+      let fd: number;
+      try {
+        // libuv adds O_CLOEXEC: the training child must not inherit the write end, or it would never see EOF.
+        fd = await openFd(this.path, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENXIO') throw err;
+        try {
+          await sleep(delay, undefined, signal ? { signal } : {});
+        } catch {
+          return false; // aborted while waiting
+        }
+        delay = Math.min(delay * 2, OPEN_POLL_MAX_MS);
+        continue;
+      }
+      if (signal?.aborted) {
+        // Opened just as we were stopped: close at once, so the reader sees EOF.
+        await closeFd(fd).catch(() => {});
+        return false;
+      }
+      this.pipeSize = await growPipe(fd);
+      this.attach(fd);
+      return true;
+    }
+  }
+
+  /**
+   * Write `data`. Resolves true when accepted, false when the reader has gone.
+   * Waits while the pipe is full. Throws on errors other than the reader leaving.
+   */
+  async write(data: Buffer): Promise<boolean> {
+    const socket = this.socket;
+    if (socket === undefined) throw new Error('FifoWriter.write() before open()');
+    if (this.error) throw this.error;
+    if (this.readerGone || socket.destroyed) return false;
+    if (data.length === 0) return true;
+    const n = data.length;
+    const accepted = socket.write(data, (err) => {
+      if (!err) this.hooks.onWritten?.(n);
+    });
+    if (!accepted) {
+      const t0 = process.hrtime.bigint();
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          socket.off('drain', done);
+          socket.off('close', done);
+          resolve();
+        };
+        socket.on('drain', done);
+        socket.on('close', done);
+      });
+      this.hooks.onFullWait?.(Number(process.hrtime.bigint() - t0) / 1e9);
+    }
+    if (this.error) throw this.error;
+    return !this.readerGone;
+  }
+
+  /**
+   * Flush and close the write end: the reader reads what is left, then EOF.
+   * Resolves true when everything was flushed, false when the reader left first.
+   * Waits while the reader has not read the rest; destroy() cuts that short.
+   */
+  async end(): Promise<boolean> {
+    const socket = this.socket;
+    if (socket === undefined) return false;
+    if (!socket.destroyed) {
+      const t0 = process.hrtime.bigint();
+      await new Promise<void>((resolve) => {
+        socket.once('close', () => resolve());
+        socket.end();
+      });
+      const waited = Number(process.hrtime.bigint() - t0) / 1e9;
+      if (waited > 0) this.hooks.onFullWait?.(waited);
+    }
+    this.socket = undefined;
+    if (this.error) throw this.error;
+    return !this.readerGone;
+  }
+
+  /** Close the write end now, dropping unwritten bytes. */
+  destroy(): void {
+    this.socket?.destroy();
+    this.socket = undefined;
+  }
+
+  /**
+   * Unlink the FIFO (once; a FIFO already gone is fine). A reader blocked in open()
+   * on it would stay blocked forever once it is unlinked, so first open and close a
+   * write end: such a reader wakes up and reads EOF.
+   */
+  async remove(): Promise<void> {
+    if (this.removed) return;
+    this.removed = true;
+    try {
+      const fd = await openFd(this.path, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK);
+      await closeFd(fd);
+    } catch {
+      // ENXIO: nobody is waiting (or the FIFO is already gone): nothing to wake
+    }
+    await unlink(this.path).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+  }
+
+  private attach(fd: number): void {
+    const socket = new net.Socket({ fd, readable: false, writable: true });
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE' || err.code === 'ECONNRESET') this.readerGone = true;
+      else this.error = err;
+    });
+    socket.on('close', () => {
+      // Closed by the peer (not by end()/destroy()): treat as the reader leaving.
+      if (!socket.writableFinished) this.readerGone = true;
+    });
+    this.socket = socket;
+  }
+}
+
+/** Raise the pipe buffer of `fd` to PIPE_BUFFER_BYTES (or the system limit); the size in effect, if known. */
+async function growPipe(fd: number): Promise<number | undefined> {
+  const ops = fifoOps();
+  try {
+    return ops.setPipeSize(fd, PIPE_BUFFER_BYTES);
+  } catch {
+    // EPERM: an administrator lowered pipe-max-size below 1 MiB. Take what is allowed.
+    const limit = Number((await readFile(PIPE_MAX_SIZE_FILE, 'utf8').catch(() => '')).trim());
+    if (Number.isInteger(limit) && limit > 0 && limit < PIPE_BUFFER_BYTES) {
+      try {
+        return ops.setPipeSize(fd, limit);
+      } catch {
+        // keep the default
+      }
+    }
+    try {
+      return ops.getPipeSize(fd);
+    } catch {
+      return undefined;
+    }
+  }
+}

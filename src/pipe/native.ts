@@ -1,0 +1,127 @@
+/**
+ * FIFO primitives for Pipe mode: create a FIFO, and set / read a pipe's buffer size.
+ *
+ * Two backends, chosen on each call to fifoOps():
+ *  - 'native': our N-API addon (native/, loaded with node-gyp-build from
+ *    native/build/Release or native/prebuilds): mkfifo(3) and fcntl F_SETPIPE_SZ /
+ *    F_GETPIPE_SZ.
+ *  - 'mkfifo-command': when the addon was not built (no compiler at install time) or
+ *    is forced off, FIFOs come from coreutils `mkfifo` through execFile (no shell),
+ *    and pipe sizes are unsupported: setPipeSize/getPipeSize return undefined and
+ *    the pipe keeps the kernel's default buffer (64 KiB on Linux).
+ *
+ * Test hook: SLUICE_NO_NATIVE=1 forces the 'mkfifo-command' backend. It is read on
+ * every fifoOps() call, so a test can flip it without reloading modules.
+ *
+ * The addon is loaded at most once (and a failure to load is remembered), so the
+ * cost is one dlopen per process.
+ */
+import { execFile } from 'node:child_process';
+import { lstat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+/** What the compiled addon exports (native/binding.c). */
+interface NativeAddon {
+  mkfifo(path: string, mode: number): void;
+  setPipeSize(fd: number, bytes: number): number;
+  getPipeSize(fd: number): number;
+}
+
+export type FifoBackend = 'native' | 'mkfifo-command';
+
+export interface FifoOps {
+  readonly backend: FifoBackend;
+  /** Create a FIFO at `path` with permission bits `mode`. Rejects with a Node-style system error (code 'EEXIST', ...). */
+  mkfifo(path: string, mode: number): Promise<void>;
+  /** Request a pipe buffer of `bytes` for `fd`; the size granted, or undefined when unsupported. Throws on a kernel refusal (EPERM, EBUSY). */
+  setPipeSize(fd: number, bytes: number): number | undefined;
+  /** The pipe buffer size of `fd`, or undefined when unsupported. */
+  getPipeSize(fd: number): number | undefined;
+}
+
+/** Environment variable that forces the fallback backend (a test hook, also an escape hatch). */
+export const NO_NATIVE_ENV = 'SLUICE_NO_NATIVE';
+
+/** native/ sits two levels above both src/pipe/ (tests) and dist/pipe/ (the CLI). */
+const NATIVE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native');
+
+let addon: NativeAddon | null | undefined; // undefined: not tried yet; null: tried and failed
+let addonError: unknown;
+
+function loadAddon(): NativeAddon | null {
+  if (addon !== undefined) return addon;
+  try {
+    const require = createRequire(import.meta.url);
+    const load = require('node-gyp-build') as (dir: string) => unknown;
+    addon = load(NATIVE_DIR) as NativeAddon;
+  } catch (err) {
+    addon = null;
+    addonError = err;
+  }
+  return addon;
+}
+
+/** Why the addon is not in use (undefined when it is, or was not tried yet). For logs. */
+export function nativeLoadError(): unknown {
+  return addonError;
+}
+
+const nativeOps = (a: NativeAddon): FifoOps => ({
+  backend: 'native',
+  mkfifo: async (p, mode) => a.mkfifo(p, mode),
+  setPipeSize: (fd, bytes) => a.setPipeSize(fd, bytes),
+  getPipeSize: (fd) => a.getPipeSize(fd),
+});
+
+/** coreutils' messages for the errors a caller may want to tell apart. */
+const MKFIFO_MESSAGES: [RegExp, string][] = [
+  [/File exists/i, 'EEXIST'],
+  [/No such file or directory/i, 'ENOENT'],
+  [/Permission denied/i, 'EACCES'],
+  [/Not a directory/i, 'ENOTDIR'],
+  [/Read-only file system/i, 'EROFS'],
+  [/File name too long/i, 'ENAMETOOLONG'],
+  [/No space left/i, 'ENOSPC'],
+];
+
+function commandMkfifo(p: string, mode: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    execFile('mkfifo', ['-m', (mode & 0o7777).toString(8), '--', p], (err, _stdout, stderr) => {
+      if (!err) {
+        resolve();
+        return;
+      }
+      const text = String(stderr).trim() || err.message;
+      const code = (err as NodeJS.ErrnoException).code === 'ENOENT' && !stderr
+        ? 'ENOSYS' // the mkfifo program itself is missing
+        : MKFIFO_MESSAGES.find(([re]) => re.test(text))?.[1] ?? 'EIO';
+      reject(Object.assign(new Error(`${code}: ${text}, mkfifo '${p}'`), { code, syscall: 'mkfifo', path: p }));
+    });
+  }).then(async () => {
+    // The program reports success only after mkfifo(3) did; still, check what we made.
+    const st = await lstat(p);
+    if (!st.isFIFO()) throw Object.assign(new Error(`EEXIST: ${p} is not a FIFO, mkfifo '${p}'`), { code: 'EEXIST', path: p });
+  });
+}
+
+const commandOps: FifoOps = {
+  backend: 'mkfifo-command',
+  mkfifo: commandMkfifo,
+  setPipeSize: () => undefined,
+  getPipeSize: () => undefined,
+};
+
+/** True when the environment variable asks for the fallback. */
+function nativeForcedOff(): boolean {
+  const v = process.env[NO_NATIVE_ENV];
+  return v !== undefined && v !== '' && v !== '0' && v.toLowerCase() !== 'false';
+}
+
+/** The FIFO primitives to use now: the addon when it loads and is not forced off, else the mkfifo command. */
+export function fifoOps(): FifoOps {
+  if (nativeForcedOff()) return commandOps;
+  const a = loadAddon();
+  return a ? nativeOps(a) : commandOps;
+}

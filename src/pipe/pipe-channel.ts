@@ -1,0 +1,235 @@
+/**
+ * A SageMaker Pipe-mode channel: the channel's items streamed through a FIFO
+ * `<dataDir>/<channel>_<epoch>`, one FIFO per epoch.
+ *
+ * Per epoch:
+ *  1. create the FIFO (epoch 0 before startPipeChannel() resolves, so the training
+ *     command can be started right after);
+ *  2. ask itemsForEpoch(epoch) for the items, in pipe order (the caller sorts,
+ *     shards and shuffles), and start reading ahead at once, while waiting for the
+ *     reader to open the FIFO (fifo-writer.ts polls; no thread blocks);
+ *  3. write the epoch's bytes (epoch-bytes.ts: Gzip, RecordIO) with backpressure;
+ *  4. close the write end when done (the reader reads the rest, then EOF), or stop
+ *     at once when the reader closed early (EPIPE);
+ *  5. remove the FIFO and go on with the next epoch, until `epochs` are done
+ *     (unlimited by default) or stop() is called.
+ *
+ * Failure: when an epoch cannot be completed (an object vanished, S3 keeps failing,
+ * bad gzip), `done` rejects and the write end stays OPEN, so the reader blocks
+ * rather than mistaking a cut-off epoch for a complete one. The caller must then
+ * stop() the channel (and normally the training command with it).
+ *
+ * Metrics: sluice_served_bytes_total{mode="Pipe"} (bytes into the pipe; its rate is
+ * the reader's consumption rate), sluice_pipe_full_seconds_total (reader slow),
+ * sluice_pipe_empty_seconds_total (S3 slow), sluice_channel_epoch and
+ * sluice_channel_objects_total.
+ */
+import { mkdir } from 'node:fs/promises';
+import type { Logger } from 'pino';
+import path from 'node:path';
+import { InvalidArgumentError } from '../errors.js';
+import { log } from '../log.js';
+import { channelEpoch, channelObjects, pipeEmptySeconds, pipeFullSeconds, servedBytes } from '../metrics/metrics.js';
+import type { ObjectClient } from '../s3/object-client.js';
+import { epochBytes, type Compression, type RecordWrapper } from './epoch-bytes.js';
+import { FifoWriter } from './fifo-writer.js';
+import { fifoOps, nativeLoadError } from './native.js';
+import { Readahead, type PipeItem } from './readahead.js';
+import { RECORDIO_SPLIT_LENGTH } from './recordio.js';
+
+export type { PipeItem } from './readahead.js';
+
+const MiB = 1024 * 1024;
+/**
+ * 128 MiB: 16 parts of 8 MiB in flight. At ~80 MB/s per S3 stream that is over
+ * 1 GB/s, more than a training process reads through one pipe, and it leaves
+ * memory for the other channels of the host.
+ */
+export const DEFAULT_PIPE_MAX_INFLIGHT = 128 * MiB;
+/** 8 MiB, AWS's recommended ranged-GET size (as --part-size): amortises TTFB, still parallel. */
+export const DEFAULT_PIPE_PART_SIZE = 8 * MiB;
+/** 64 GETs at once, the default --max-connections: more would only queue in the client's pool. */
+export const DEFAULT_PIPE_MAX_REQUESTS = 64;
+/** SageMaker's channel names: letters, digits, '.', '-', '_' (and never a path). */
+const CHANNEL_NAME_RE = /^[A-Za-z0-9._-]+$/;
+
+export interface PipeChannelOptions {
+  client: ObjectClient;
+  /** The channel name: the FIFOs are `<dataDir>/<channel>_<epoch>`. */
+  channel: string;
+  /** The folder of the FIFOs, normally `<root>/input/data`; created when missing. */
+  dataDir: string;
+  /** The items of an epoch, in the order they go into the pipe. Called once per epoch, when its FIFO is made. */
+  itemsForEpoch: (epoch: number) => PipeItem[];
+  recordWrapper: RecordWrapper;
+  compression: Compression;
+  /** Number of epochs to serve; unlimited when absent. */
+  epochs?: number;
+  /** Bytes fetched ahead of the pipe at most (default DEFAULT_PIPE_MAX_INFLIGHT). */
+  maxInflight?: number;
+  /** Bytes of one ranged GET (default DEFAULT_PIPE_PART_SIZE). */
+  partSize?: number;
+  /** GETs in flight at most (default DEFAULT_PIPE_MAX_REQUESTS). */
+  maxRequests?: number;
+}
+
+export interface PipeChannel {
+  /** The FIFO of `epoch`: `<dataDir>/<channel>_<epoch>`. */
+  fifoPath(epoch: number): string;
+  /** The epoch being served (its FIFO exists or is being made). */
+  readonly currentEpoch: number;
+  /** Resolves when every epoch was served or after stop(); rejects when an epoch failed (then call stop()). */
+  done: Promise<void>;
+  /** Stop serving: cancel GETs and a pending open, close the write end, remove the FIFO. Idempotent. */
+  stop(): Promise<void>;
+}
+
+type EpochOutcome = 'finished' | 'reader-closed' | 'stopped';
+
+let warnedNoNative = false;
+
+function checkOptions(o: PipeChannelOptions): void {
+  const bad = (what: string, fix: string): never => {
+    throw new InvalidArgumentError(`Pipe channel ${JSON.stringify(o.channel)}: ${what}`, { hint: fix });
+  };
+  if (typeof o.channel !== 'string' || !CHANNEL_NAME_RE.test(o.channel) || o.channel === '.' || o.channel === '..') {
+    bad('the channel name must be letters, digits, ".", "-" or "_"', 'Rename the channel (ChannelName)');
+  }
+  if (typeof o.dataDir !== 'string' || o.dataDir === '') bad('no data folder given', 'Pass dataDir, e.g. /opt/ml/input/data');
+  if (typeof o.itemsForEpoch !== 'function') bad('itemsForEpoch is not a function', 'Pass a function from the epoch number to its items');
+  if (o.recordWrapper !== 'None' && o.recordWrapper !== 'RecordIO') bad(`RecordWrapperType ${JSON.stringify(o.recordWrapper)} is not None or RecordIO`, 'Use None or RecordIO');
+  if (o.compression !== 'None' && o.compression !== 'Gzip') bad(`CompressionType ${JSON.stringify(o.compression)} is not None or Gzip`, 'Use None or Gzip');
+  if (o.epochs !== undefined && !(Number.isSafeInteger(o.epochs) && o.epochs >= 1)) bad(`epochs must be a whole number >= 1, got ${o.epochs}`, 'Pass --epochs 1 or more, or leave it out for no limit');
+  for (const [name, v] of [['maxInflight', o.maxInflight], ['partSize', o.partSize], ['maxRequests', o.maxRequests]] as const) {
+    if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) bad(`${name} must be a whole number >= 1, got ${v}`, `Fix ${name}`);
+  }
+}
+
+class PipeChannelImpl implements PipeChannel {
+  currentEpoch = 0;
+  done!: Promise<void>;
+  private readonly o: Required<Omit<PipeChannelOptions, 'epochs'>> & { epochs: number | undefined };
+  private readonly abort = new AbortController();
+  private readonly log: Logger;
+  /** The FIFO of the current epoch, until it is removed. */
+  private writer: FifoWriter | undefined;
+  private stopping = false;
+
+  constructor(o: PipeChannelOptions) {
+    this.o = {
+      ...o,
+      epochs: o.epochs,
+      maxInflight: o.maxInflight ?? DEFAULT_PIPE_MAX_INFLIGHT,
+      partSize: o.partSize ?? DEFAULT_PIPE_PART_SIZE,
+      maxRequests: o.maxRequests ?? DEFAULT_PIPE_MAX_REQUESTS,
+    };
+    this.log = log.child({ component: 'pipe', channel: o.channel });
+  }
+
+  fifoPath(epoch: number): string {
+    return path.join(this.o.dataDir, `${this.o.channel}_${epoch}`);
+  }
+
+  async start(): Promise<void> {
+    await mkdir(this.o.dataDir, { recursive: true });
+    this.writer = await this.createFifo(0);
+    this.done = this.run();
+    this.done.catch(() => {}); // the caller's handler is theirs to attach; never an unhandled rejection here
+  }
+
+  async stop(): Promise<void> {
+    if (!this.stopping) {
+      this.stopping = true;
+      this.abort.abort();
+      this.writer?.destroy();
+    }
+    await this.done.catch(() => {});
+    const writer = this.writer;
+    this.writer = undefined;
+    await writer?.remove();
+  }
+
+  private createFifo(epoch: number): Promise<FifoWriter> {
+    const labels = { channel: this.o.channel };
+    return FifoWriter.create(this.fifoPath(epoch), {
+      onWritten: (n) => servedBytes.inc({ ...labels, mode: 'Pipe' }, n),
+      onFullWait: (s) => pipeFullSeconds.inc(labels, s),
+    });
+  }
+
+  private async run(): Promise<void> {
+    for (let epoch = 0; ; ) {
+      this.currentEpoch = epoch;
+      channelEpoch.set({ channel: this.o.channel, mode: 'Pipe' }, epoch);
+      const writer = this.writer!;
+      const outcome = await this.serveEpoch(epoch, writer);
+      this.log.info({ epoch, outcome }, 'pipe epoch ended');
+      this.writer = undefined;
+      await writer.remove();
+      epoch += 1;
+      if (outcome === 'stopped' || this.stopping) return;
+      if (this.o.epochs !== undefined && epoch >= this.o.epochs) return;
+      this.writer = await this.createFifo(epoch);
+      if (this.stopping) return; // stop() came while the FIFO was made: it removes it
+    }
+  }
+
+  private async serveEpoch(epoch: number, writer: FifoWriter): Promise<EpochOutcome> {
+    const items = this.o.itemsForEpoch(epoch);
+    const ra = new Readahead(items, {
+      client: this.o.client,
+      partSize: this.o.partSize,
+      maxInflightBytes: this.o.maxInflight,
+      maxRequests: this.o.maxRequests,
+      signal: this.abort.signal,
+    });
+    try {
+      ra.start(); // fetch while the reader has not opened the FIFO yet
+      if (!(await writer.open(this.abort.signal))) return 'stopped';
+      this.log.info({ epoch, fifo: writer.path, items: items.length, pipeBufferBytes: writer.pipeSize }, 'pipe reader connected');
+      this.warnIfNoNative();
+      const bytes = epochBytes(items, ra, {
+        recordWrapper: this.o.recordWrapper,
+        compression: this.o.compression,
+        recordHoldLimit: Math.min(this.o.maxInflight, RECORDIO_SPLIT_LENGTH),
+        bucket: this.o.client.bucket,
+        onItemDone: () => channelObjects.inc({ channel: this.o.channel, mode: 'Pipe' }),
+      });
+      try {
+        for (;;) {
+          const t0 = process.hrtime.bigint();
+          const next = await bytes.next();
+          pipeEmptySeconds.inc({ channel: this.o.channel }, Number(process.hrtime.bigint() - t0) / 1e9);
+          if (next.done) break;
+          if (!(await writer.write(next.value))) return this.stopping ? 'stopped' : 'reader-closed';
+        }
+      } finally {
+        await bytes.return(undefined).catch(() => {});
+      }
+      if (!(await writer.end())) return this.stopping ? 'stopped' : 'reader-closed';
+      return 'finished';
+    } catch (err) {
+      if (this.stopping) return 'stopped'; // GETs aborted by stop()
+      this.log.error({ epoch, err }, 'pipe epoch failed; the FIFO stays open until the channel is stopped');
+      throw err;
+    } finally {
+      ra.close();
+    }
+  }
+
+  private warnIfNoNative(): void {
+    if (warnedNoNative || fifoOps().backend === 'native') return;
+    warnedNoNative = true;
+    const why = nativeLoadError();
+    this.log.warn({ reason: why instanceof Error ? why.message.split('\n')[0] : 'SLUICE_NO_NATIVE is set' },
+      'native addon not in use: FIFOs made with the mkfifo command, pipe buffer left at the kernel default (64 KiB)');
+  }
+}
+
+/** Create the channel's first FIFO and start serving it (see the module comment). */
+export async function startPipeChannel(opts: PipeChannelOptions): Promise<PipeChannel> {
+  checkOptions(opts);
+  const channel = new PipeChannelImpl(opts);
+  await channel.start();
+  return channel;
+}

@@ -1,0 +1,170 @@
+/**
+ * Ordered, parallel read-ahead of one epoch's items, so that the pipe never waits
+ * on a single GET.
+ *
+ * The epoch is cut into parts: an object of size S becomes ceil(S / partSize)
+ * ranged GETs (one GET without a range when it fits in one part, none when it is
+ * empty); an inline item is one ready part. Parts are started strictly in pipe
+ * order, as far ahead of the writer as two bounds allow:
+ *   - bytes held (requested and not yet taken by the writer) <= maxInflightBytes,
+ *     except that the next part always starts when nothing is held, so one part
+ *     larger than the budget cannot stall the pipe;
+ *   - GETs in flight <= maxRequests.
+ * take() hands parts back in the same order. Taking a part frees its bytes from the
+ * budget, which starts the next parts. Small objects therefore download many at a
+ * time, and a large object downloads as several ranges at once.
+ *
+ * Errors: a failed GET (after the client's own retries) is thrown by the take()
+ * that reaches it, never earlier; parts started ahead keep a handler attached so
+ * that their failures are never unhandled. close() aborts every GET in flight.
+ */
+import { setMaxListeners } from 'node:events';
+import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
+import { AbortedError, BadRangeReplyError } from '../errors.js';
+
+/** One thing to write to a pipe: an S3 object, or bytes given inline (augmented manifest attributes). */
+export type PipeItem =
+  | { kind: 'object'; info: ObjectInfo; client?: ObjectClient }
+  | { kind: 'inline'; data: Buffer };
+
+/** A piece of an item's bytes, in pipe order. */
+export interface Part {
+  /** Index of the item in the epoch's list. */
+  itemIndex: number;
+  data: Buffer;
+  /** True on the item's last part (an empty item has exactly one, empty, part). */
+  last: boolean;
+}
+
+export interface ReadaheadOptions {
+  /** The client for object items that carry none. */
+  client: ObjectClient;
+  /** Bytes of one ranged GET. */
+  partSize: number;
+  /** Bound on bytes requested or received but not yet taken. */
+  maxInflightBytes: number;
+  /** Bound on GETs in flight at once. */
+  maxRequests: number;
+  /** Aborts every GET (stop()). */
+  signal?: AbortSignal;
+}
+
+interface Task {
+  itemIndex: number;
+  last: boolean;
+  bytes: number;
+  result: Promise<Buffer>;
+}
+
+export class Readahead {
+  private readonly items: readonly PipeItem[];
+  private readonly opts: ReadaheadOptions;
+  private readonly abort = new AbortController();
+  /** Started tasks not yet taken, in pipe order. INVARIANT: heldBytes is the sum of their `bytes`. */
+  private readonly queue: Task[] = [];
+  private heldBytes = 0;
+  private activeRequests = 0;
+  /** Next part to start: item index and part index within it. */
+  private nextItem = 0;
+  private nextPart = 0;
+  private closed = false;
+  private readonly onOuterAbort = (): void => this.close();
+
+  constructor(items: readonly PipeItem[], opts: ReadaheadOptions) {
+    if (!(opts.partSize > 0) || !(opts.maxInflightBytes > 0) || !(opts.maxRequests >= 1)) {
+      throw new RangeError('Readahead needs partSize > 0, maxInflightBytes > 0 and maxRequests >= 1');
+    }
+    this.items = items;
+    this.opts = opts;
+    // Every GET in flight listens on this signal; more than Node's default 10 is expected, not a leak.
+    setMaxListeners(opts.maxRequests + 10, this.abort.signal);
+    if (opts.signal?.aborted) this.close();
+    else opts.signal?.addEventListener('abort', this.onOuterAbort, { once: true });
+  }
+
+  /** Start fetching as far ahead as the bounds allow (take() also does this). */
+  start(): void {
+    this.fill();
+  }
+
+  /** The next part in pipe order, or undefined after the last one. Throws the part's fetch error. */
+  async take(): Promise<Part | undefined> {
+    if (this.closed) throw new AbortedError('pipe read-ahead closed');
+    this.fill();
+    const task = this.queue.shift();
+    if (task === undefined) return undefined; // fill() queues a task whenever one remains
+    try {
+      const data = await task.result;
+      return { itemIndex: task.itemIndex, data, last: task.last };
+    } finally {
+      if (!this.closed) {
+        this.heldBytes -= task.bytes;
+        this.fill();
+      }
+    }
+  }
+
+  /** Abort every GET in flight and drop what was fetched ahead. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.opts.signal?.removeEventListener('abort', this.onOuterAbort);
+    this.abort.abort(new AbortedError('pipe read-ahead closed'));
+    this.queue.length = 0;
+    this.heldBytes = 0;
+  }
+
+  private fill(): void {
+    while (!this.closed && this.nextItem < this.items.length) {
+      const item = this.items[this.nextItem]!;
+      const size = item.kind === 'inline' ? item.data.length : item.info.size;
+      const parts = item.kind === 'inline' ? 1 : Math.max(1, Math.ceil(size / this.opts.partSize));
+      const start = this.nextPart * this.opts.partSize;
+      const end = item.kind === 'inline' ? size : Math.min(size, start + this.opts.partSize);
+      const bytes = end - start;
+      const needsRequest = item.kind === 'object' && bytes > 0;
+      if (this.heldBytes > 0 && this.heldBytes + bytes > this.opts.maxInflightBytes) return;
+      if (needsRequest && this.activeRequests >= this.opts.maxRequests) return;
+      const last = this.nextPart === parts - 1;
+      this.queue.push({ itemIndex: this.nextItem, last, bytes, result: this.fetch(item, start, end, parts === 1) });
+      this.heldBytes += bytes;
+      if (last) {
+        this.nextItem += 1;
+        this.nextPart = 0;
+      } else {
+        this.nextPart += 1;
+      }
+    }
+  }
+
+  private fetch(item: PipeItem, start: number, end: number, whole: boolean): Promise<Buffer> {
+    if (item.kind === 'inline') return Promise.resolve(item.data);
+    if (end === start) return Promise.resolve(Buffer.alloc(0));
+    const client = item.client ?? this.opts.client;
+    const { key, etag, size } = item.info;
+    const signal = this.abort.signal;
+    this.activeRequests += 1;
+    const request = whole
+      ? collect(client.getStream(key, etag, { size, start: 0, end: size, signal }), size, key)
+      : client.getRange(key, start, end, etag, { signal });
+    const result = request.finally(() => {
+      this.activeRequests -= 1;
+      this.fill();
+    });
+    result.catch(() => {}); // a part fetched ahead may fail before take() reaches it; take() rethrows
+    return result;
+  }
+}
+
+/** Gather a whole-object stream into one buffer, checking its length. */
+async function collect(stream: AsyncIterable<Buffer>, size: number, key: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const chunk of stream) {
+    chunks.push(chunk);
+    n += chunk.length;
+    if (n > size) break;
+  }
+  if (n !== size) throw new BadRangeReplyError(`GET ${key} returned ${n} bytes, expected ${size} (the listed size)`);
+  return Buffer.concat(chunks, n);
+}

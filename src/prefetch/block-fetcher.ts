@@ -1,0 +1,136 @@
+/**
+ * Turns "I need blocks i..j of this object" into ranged GETs through the block cache.
+ *
+ * Blocks already resident or in flight are shared (single-flight). Missing blocks
+ * are grouped into runs of contiguous blocks that never cross a part boundary
+ * (part p covers blocks [p * blocksPerPart, (p + 1) * blocksPerPart)), and each run
+ * is one GET: a long read-ahead becomes parallel, part-aligned GETs of --part-size,
+ * and a short read becomes one small GET.
+ *
+ * Two callers:
+ *  - `demand()`, for a reader: always starts its GETs (the in-flight budget is
+ *    charged but never refuses it);
+ *  - `prefetch()`, for read-ahead: starts GETs only within the in-flight budget,
+ *    and reports how far it got so the caller can resume later.
+ */
+import type { ObjectClient } from '../s3/object-client.js';
+import { BadRangeReplyError } from '../errors.js';
+import type { BlockCache, PrefetchKind } from '../cache/block-cache.js';
+import type { InflightBudget } from './inflight-budget.js';
+
+/** An object version as the reader pinned it. */
+export interface FileRef {
+  key: string;
+  etag: string;
+  size: number;
+}
+
+export interface FetcherStats {
+  gets: number;
+  bytes: number;
+}
+
+export class BlockFetcher {
+  readonly blockSize: number;
+  readonly blocksPerPart: number;
+  readonly stats: FetcherStats = { gets: 0, bytes: 0 };
+
+  constructor(
+    private readonly client: ObjectClient,
+    readonly cache: BlockCache,
+    readonly budget: InflightBudget,
+    partSize: number,
+  ) {
+    this.blockSize = cache.blockSize;
+    this.blocksPerPart = Math.max(1, Math.floor(partSize / this.blockSize));
+  }
+
+  /** Number of blocks of a file (0 for an empty file). */
+  blockCount(file: FileRef): number {
+    return Math.ceil(file.size / this.blockSize);
+  }
+
+  /**
+   * A reader's blocks first..last (inclusive): each resident (a Buffer) or on its way
+   * (a promise shared with any fetch already in flight). Counts cache hits and misses.
+   */
+  demand(file: FileRef, first: number, last: number): Array<Buffer | Promise<Buffer>> {
+    const out: Array<Buffer | Promise<Buffer>> = [];
+    let runStart = -1;
+    const flush = (endExclusive: number) => {
+      if (runStart < 0) return;
+      const promises = this.startRun(file, runStart, endExclusive - runStart, undefined);
+      for (let i = 0; i < promises.length; i++) out[runStart - first + i] = promises[i]!;
+      runStart = -1;
+    };
+    for (let i = first; i <= last; i++) {
+      const hit = this.cache.lookup({ key: file.key, etag: file.etag, index: i });
+      if (hit !== undefined) {
+        flush(i);
+        out[i - first] = hit;
+        continue;
+      }
+      if (runStart >= 0 && this.part(i) !== this.part(runStart)) flush(i);
+      if (runStart < 0) runStart = i;
+    }
+    flush(last + 1);
+    return out;
+  }
+
+  /**
+   * Read-ahead of blocks first..last (inclusive) within the in-flight budget.
+   * Returns the index of the first block not covered: last + 1 when every block is
+   * now resident or in flight, less when the budget refused a GET.
+   */
+  prefetch(file: FileRef, first: number, last: number, kind: PrefetchKind): number {
+    let i = first;
+    while (i <= last) {
+      if (this.has(file, i)) {
+        i++;
+        continue;
+      }
+      let j = i;
+      while (j + 1 <= last && this.part(j + 1) === this.part(i) && !this.has(file, j + 1)) j++;
+      const release = this.budget.tryAcquire(this.runBytes(file, i, j - i + 1));
+      if (!release) return i;
+      this.startRun(file, i, j - i + 1, kind, release);
+      i = j + 1;
+    }
+    return last + 1;
+  }
+
+  private has(file: FileRef, index: number): boolean {
+    return this.cache.has({ key: file.key, etag: file.etag, index });
+  }
+
+  private part(index: number): number {
+    return Math.floor(index / this.blocksPerPart);
+  }
+
+  private runBytes(file: FileRef, first: number, count: number): number {
+    const start = first * this.blockSize;
+    return Math.min(file.size, start + count * this.blockSize) - start;
+  }
+
+  private startRun(file: FileRef, first: number, count: number, kind: PrefetchKind | undefined, release?: () => void): Promise<Buffer>[] {
+    const start = first * this.blockSize;
+    const end = start + this.runBytes(file, first, count);
+    const done = release ?? this.budget.acquireDemand(end - start);
+    this.stats.gets++;
+    this.stats.bytes += end - start;
+    const run = async (): Promise<Buffer> => {
+      try {
+        const buf = await this.client.getRange(file.key, start, end, file.etag);
+        // The client's contract says exact length; check anyway, since a short block
+        // would otherwise be cached and served as if it were the object's bytes.
+        if (buf.length !== end - start) {
+          throw new BadRangeReplyError(`GET ${file.key} bytes ${start}-${end - 1} returned ${buf.length} bytes, expected ${end - start}`);
+        }
+        return buf;
+      } finally {
+        done();
+      }
+    };
+    return this.cache.fill(file.key, file.etag, first, count, run, kind);
+  }
+}

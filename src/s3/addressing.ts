@@ -1,0 +1,76 @@
+/**
+ * Where a bucket's objects live on the wire: endpoint, region, path-style or
+ * virtual-hosted addressing, and the URI encoding of keys.
+ *
+ *  - Endpoint: the option, else AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else AWS S3
+ *    for the region (https://s3.<region>.amazonaws.com, .com.cn in China).
+ *  - Region: the option, else AWS_REGION, else AWS_DEFAULT_REGION; the client then tries
+ *    the shared profile, and falls back to us-east-1.
+ *  - Virtual-hosted (https://bucket.host/key) unless path-style is asked for, or the
+ *    bucket name cannot be a DNS label (upper case, '_' or '.' which breaks TLS wildcards).
+ *  - Keys are encoded per segment with RFC 3986 (encodeURIComponent plus !'()*), keeping
+ *    '/': S3 signs the path exactly as sent and decodes '+' as '+' only if it is %2B.
+ */
+import { InvalidArgumentError } from '../errors.js';
+
+/** The region AWS SDKs use when nothing else is configured. */
+export const DEFAULT_REGION = 'us-east-1';
+
+export interface Addressing {
+  /** scheme://host[:port] that the connection pool dials. */
+  origin: string;
+  /** The endpoint as the user would write it (for messages). */
+  endpoint: string;
+  /** The request path of a key (already URI-encoded), e.g. /bucket/a%20b. */
+  pathFor(key: string): string;
+}
+
+export function regionFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env.AWS_REGION || env.AWS_DEFAULT_REGION || undefined;
+}
+
+export function endpointFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL || undefined;
+}
+
+export function defaultEndpoint(region: string): string {
+  return `https://s3.${region}.amazonaws.com${region.startsWith('cn-') ? '.cn' : ''}`;
+}
+
+/** RFC 3986 encoding of each '/'-separated segment of a key. */
+export function encodeKey(key: string): string {
+  return key.split('/').map((seg) => encodeURIComponent(seg).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)).join('/');
+}
+
+function dnsCompatible(bucket: string): boolean {
+  return /^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$/.test(bucket);
+}
+
+/** Parses and checks an endpoint URL; throws InvalidArgumentError naming the fix. */
+export function parseEndpoint(endpoint: string): URL {
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    throw new InvalidArgumentError(`bad --endpoint ${JSON.stringify(endpoint)}: not a URL`, { hint: 'Use the form http://host:port or https://host' });
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new InvalidArgumentError(`bad --endpoint ${JSON.stringify(endpoint)}: only http:// and https:// are supported`, { hint: 'Use the form http://host:port or https://host' });
+  }
+  return url;
+}
+
+export function addressingFor(bucket: string, endpoint: string | undefined, region: string, pathStyle: boolean): Addressing {
+  const shown = endpoint ?? defaultEndpoint(region);
+  const url = parseEndpoint(shown);
+  const basePath = url.pathname.replace(/\/+$/, '');
+  const virtual = !pathStyle && dnsCompatible(bucket);
+  const host = virtual ? `${bucket}.${url.host}` : url.host;
+  return {
+    origin: `${url.protocol}//${host}`,
+    endpoint: shown,
+    pathFor: virtual
+      ? (key) => `${basePath}/${encodeKey(key)}`
+      : (key) => `${basePath}/${encodeURIComponent(bucket)}/${encodeKey(key)}`,
+  };
+}

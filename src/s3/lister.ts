@@ -1,0 +1,179 @@
+/**
+ * Listing a prefix fast and exactly once: partition the key range, list the parts in parallel.
+ *
+ * ListObjectsV2 returns 1,000 keys per page and pages must be fetched one after another,
+ * so one flat listing of 100k keys is 100 round trips in a row. Instead:
+ *
+ *  1. Discover boundaries (hints only). List the first page of `prefix` with Delimiter '/'
+ *     and take its CommonPrefixes ("folders") as boundaries. While there are fewer than
+ *     TARGET parts, go one level deeper (at most DISCOVERY_DEPTH levels), listing the first
+ *     page of each folder in parallel. Sort the boundaries in S3's order (UTF-8 bytes) and
+ *     keep at most TARGET of them, evenly spaced.
+ *  2. The boundaries b1 < b2 < ... < bk cut the keys under `prefix` into contiguous ranges
+ *     [start, b1), [b1, b2), ..., [bk, end). Each range is listed FLAT (no delimiter):
+ *     Prefix=prefix, StartAfter=bi minus its last character, following continuation tokens,
+ *     keeping keys with bi <= key < b(i+1) and stopping after the first page that reaches
+ *     b(i+1). Ranges run in parallel, `concurrency` at a time.
+ *
+ * Why exactly once: the ranges partition the key space whatever the boundaries are, so
+ * each key is yielded by exactly one range. Delimiter listings only choose where to cut;
+ * a server that reports folders wrongly (s3rver omits folders without direct files) makes
+ * the parts uneven, never loses or repeats a key. With `concurrency` 1, or when no folders
+ * are found, this is one plain flat listing (the fallback).
+ *
+ * Cost: discovery is 1 + (up to TARGET per level) single-page requests; the listing is
+ * ~N/1000 pages spread over the parts plus at most one overshooting page per part.
+ */
+import type { ObjectInfo } from './object-client.js';
+import { AbortedError } from '../errors.js';
+
+export interface ListQuery {
+  prefix: string;
+  delimiter?: string;
+  startAfter?: string;
+  continuationToken?: string;
+}
+
+export interface ListPage {
+  objects: ObjectInfo[];
+  prefixes: string[];
+  nextToken?: string | undefined;
+}
+
+/** One ListObjectsV2 request (with retries and error mapping done by the caller's client). */
+export type ListPageFn = (q: ListQuery, signal?: AbortSignal) => Promise<ListPage>;
+
+export interface ListerOptions {
+  /** Ranges listed at once. 1 means one flat listing. */
+  concurrency: number;
+  signal?: AbortSignal | undefined;
+}
+
+/** Parts per worker: 4 lets fast workers take over the ranges of a slow one (uneven folders). */
+const PARTS_PER_WORKER = 4;
+/** Levels of folders explored for boundaries: enough for bucket/dataset/split/class layouts. */
+const DISCOVERY_DEPTH = 3;
+/** Listed objects buffered ahead of a slow consumer before range workers pause. */
+const HIGH_WATER = 20_000;
+
+/** S3 sorts keys by their UTF-8 bytes, which differs from JS string order for astral characters. */
+export function compareKeys(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+/** Drops the last code point: every key >= `s` is > the result. */
+function before(s: string): string {
+  const cps = Array.from(s);
+  cps.pop();
+  return cps.join('');
+}
+
+async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) { const i = next++; out[i] = await fn(items[i]!); }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+  return out;
+}
+
+/** Step 1: sorted, de-duplicated cut points under `prefix` (at most `target`). */
+export async function discoverBoundaries(prefix: string, page: ListPageFn, target: number, concurrency: number, signal?: AbortSignal): Promise<string[]> {
+  const found = new Set<string>();
+  let frontier = [prefix];
+  for (let depth = 0; depth < DISCOVERY_DEPTH && frontier.length > 0; depth++) {
+    const pages = await mapLimit(frontier, concurrency, (p) => page({ prefix: p, delimiter: '/' }, signal));
+    const children = pages.flatMap((pg) => pg.prefixes).filter((c) => c.startsWith(prefix) && c.length > prefix.length);
+    for (const c of children) found.add(c);
+    if (found.size >= target) break;
+    frontier = children;
+  }
+  const sorted = [...found].sort(compareKeys);
+  if (sorted.length <= target) return sorted;
+  const step = sorted.length / target;
+  return Array.from({ length: target }, (_, i) => sorted[Math.floor(i * step)]!).filter((b, i, a) => i === 0 || b !== a[i - 1]);
+}
+
+/** Step 2 for one range [lo, hi) ('' lo = from the start, undefined hi = to the end). */
+async function listRange(prefix: string, lo: string, hi: string | undefined, page: ListPageFn, emit: (objs: ObjectInfo[]) => Promise<void>, signal?: AbortSignal): Promise<void> {
+  let token: string | undefined;
+  for (;;) {
+    if (signal?.aborted) throw new AbortedError();
+    const q: ListQuery = { prefix };
+    if (token !== undefined) q.continuationToken = token;
+    else if (lo !== '') q.startAfter = before(lo);
+    const pg = await page(q, signal);
+    let reachedEnd = false;
+    const keep: ObjectInfo[] = [];
+    for (const o of pg.objects) {
+      if (lo !== '' && compareKeys(o.key, lo) < 0) continue;
+      if (hi !== undefined && compareKeys(o.key, hi) >= 0) { reachedEnd = true; continue; }
+      keep.push(o);
+    }
+    if (keep.length > 0) await emit(keep);
+    if (reachedEnd || pg.nextToken === undefined) return;
+    token = pg.nextToken;
+  }
+}
+
+/** Every object under `prefix`, each exactly once, in no particular order. */
+export async function* listAll(prefix: string, page: ListPageFn, opts: ListerOptions): AsyncGenerator<ObjectInfo> {
+  // Our own controller, so that a consumer that stops early also cancels the pages in flight.
+  const ctrl = new AbortController();
+  const onAbort = () => ctrl.abort(opts.signal?.reason);
+  if (opts.signal?.aborted) onAbort(); else opts.signal?.addEventListener('abort', onAbort, { once: true });
+  const signal = ctrl.signal;
+  const concurrency = Math.max(1, Math.floor(opts.concurrency));
+  let bounds: string[] = [];
+  try {
+    if (concurrency > 1) bounds = await discoverBoundaries(prefix, page, concurrency * PARTS_PER_WORKER, concurrency, signal);
+  } catch (err) {
+    opts.signal?.removeEventListener('abort', onAbort);
+    throw err;
+  }
+  const ranges: [string, string | undefined][] = [];
+  const cuts = ['', ...bounds];
+  for (let i = 0; i < cuts.length; i++) ranges.push([cuts[i]!, cuts[i + 1]]);
+
+  // A small queue between range workers (producers) and this generator (the consumer).
+  const buffered: ObjectInfo[][] = [];
+  let bufferedCount = 0;
+  let failed: { err: unknown } | undefined;
+  let stopped = false;
+  let finished = false;
+  let wakeConsumer: (() => void) | undefined;
+  let wakeProducers: (() => void)[] = [];
+  const notifyConsumer = () => { const w = wakeConsumer; wakeConsumer = undefined; w?.(); };
+  const emit = async (objs: ObjectInfo[]) => {
+    while (bufferedCount >= HIGH_WATER && !stopped) await new Promise<void>((r) => wakeProducers.push(r));
+    if (stopped) throw new AbortedError('listing stopped');
+    buffered.push(objs);
+    bufferedCount += objs.length;
+    notifyConsumer();
+  };
+  const work = mapLimit(ranges, concurrency, ([lo, hi]) => listRange(prefix, lo, hi, page, emit, signal))
+    .then(() => { finished = true; }, (err) => { failed ??= { err }; finished = true; })
+    .finally(notifyConsumer);
+
+  try {
+    for (;;) {
+      const batch = buffered.shift();
+      if (batch) {
+        bufferedCount -= batch.length;
+        const ws = wakeProducers; wakeProducers = []; ws.forEach((w) => w());
+        yield* batch;
+        continue;
+      }
+      if (failed) throw failed.err;
+      if (finished) return;
+      await new Promise<void>((r) => { wakeConsumer = r; });
+    }
+  } finally {
+    stopped = true;
+    ctrl.abort();
+    opts.signal?.removeEventListener('abort', onAbort);
+    const ws = wakeProducers; wakeProducers = []; ws.forEach((w) => w());
+    await work;
+  }
+}

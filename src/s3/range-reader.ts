@@ -1,0 +1,249 @@
+/**
+ * Ranged GETs over an undici Pool: exact bytes of one pinned object version, or a typed error.
+ *
+ * `read(key, start, end, etag)` is an async generator of the bytes of [start, end):
+ *  - Each attempt asks for `bytes=pos-(end-1)` with `If-Match: <etag>`, SigV4-signed
+ *    (UNSIGNED-PAYLOAD: a GET has no body), and checks the reply before using a byte:
+ *      412                         -> ObjectChangedError (the object was overwritten);
+ *      ETag header != pinned ETag  -> ObjectChangedError (servers that ignore If-Match);
+ *      206                         -> Content-Range must cover pos-(end-1) (s3rver answers
+ *                                     bytes=0-0 with the whole object as 206) and agree
+ *                                     with Content-Length, else BadRangeReplyError; we
+ *                                     take exactly [pos, end) of it;
+ *      200                         -> the whole object (s3rver does this for bytes=0-0):
+ *                                     its length must cover `end`; we skip to pos and take
+ *                                     only [pos, end), then drop the connection;
+ *      other errors                -> judged by ./s3-errors.ts (retry or typed error).
+ *  - Body bytes are counted. Bytes received before a body breaks (reset, truncation,
+ *    stall) are kept - they were validated against the pinned ETag - and the next attempt
+ *    asks only for the remainder. So no short buffer and no mix of versions ever leaves.
+ *  - A per-attempt watchdog aborts an attempt with no progress (headers or body bytes)
+ *    for `requestTimeoutMs`; it is paused while the consumer holds a chunk, so a slow
+ *    consumer is not mistaken for a stalled server.
+ *  - Retries: exponential backoff with full jitter (./retry.ts), up to `maxAttempts`
+ *    failed attempts in a row; an attempt that delivered PROGRESS_RESET_BYTES resets the
+ *    count (a long stream survives occasional resets). Refused/unresolvable endpoints get
+ *    at most UNREACHABLE_MAX_ATTEMPTS.
+ */
+import { performance } from 'node:perf_hooks';
+import type { Dispatcher, Pool } from 'undici';
+import { AbortedError, BadRangeReplyError, ObjectChangedError } from '../errors.js';
+import { inflightBytes, s3BytesReceived, s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
+import type { Addressing } from './addressing.js';
+import { backoffMs, sleep } from './retry.js';
+import type { SignGet } from './signing.js';
+import { exhausted, judgeError, judgeReply, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
+
+
+export interface RangeReaderOptions {
+  bucket: string;
+  addressing: Addressing;
+  pool: Pool;
+  sign: SignGet;
+  maxAttempts: number;
+  requestTimeoutMs: number;
+}
+
+/**
+ * A connection that is refused or a name that does not resolve rarely heals within
+ * seconds; 5 attempts (~0.75 s of backoff on average) ride out a restart or DNS blip
+ * without making a typo'd --endpoint hang for a minute.
+ */
+export const UNREACHABLE_MAX_ATTEMPTS = 5;
+/** An attempt that delivered 1 MiB had a working connection that then broke: start counting afresh. */
+const PROGRESS_RESET_BYTES = 1024 * 1024;
+/** S3 error bodies are a few hundred bytes of XML; read at most this much of one. */
+const ERROR_BODY_LIMIT = 64 * 1024;
+
+export function normalizeEtag(etag: string): string {
+  return etag.replace(/^W\//, '').replace(/^"|"$/g, '');
+}
+
+function header(h: Dispatcher.ResponseData['headers'], name: string): string | undefined {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+async function readErrorBody(body: Dispatcher.ResponseData['body']): Promise<string> {
+  let text = '';
+  for await (const chunk of body) {
+    text += (chunk as Buffer).toString('utf8');
+    if (text.length >= ERROR_BODY_LIMIT) { discard(body); break; }
+  }
+  return text;
+}
+
+/** Drops a body we will not read (closing its connection); its abort error is expected. */
+function discard(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => {});
+  body.destroy();
+}
+
+function hasCode(err: unknown, code: string): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, i = 0; e && i < 4; e = e.cause as typeof e, i++) {
+    if (e.code === code) return true;
+  }
+  return false;
+}
+
+function xmlField(xml: string, tag: string): string | undefined {
+  const m = new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(xml);
+  return m?.[1];
+}
+
+export class RangeReader {
+  constructor(private readonly o: RangeReaderOptions) {}
+
+  /** The bytes of [start, end) of version `etag` of `key`, in order, each exactly once. */
+  async *read(key: string, start: number, end: number, etag: string, signal?: AbortSignal): AsyncGenerator<Buffer> {
+    const ctx: FailureContext = { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag };
+    const t0 = performance.now();
+    let pos = start;
+    let failures = 0;
+    inflightBytes.inc(end - start);
+    try {
+      while (pos < end) {
+        if (signal?.aborted) throw new AbortedError();
+        const before = pos;
+        try {
+          for await (const chunk of this.attempt(key, pos, end, etag, signal)) {
+            pos += chunk.length;
+            inflightBytes.dec(chunk.length);
+            yield chunk;
+          }
+        } catch (err) {
+          if (signal?.aborted) throw new AbortedError(undefined, { cause: err });
+          const verdict = judgeError(err, ctx);
+          if ('fail' in verdict) throw verdict.fail;
+          if (pos - before >= PROGRESS_RESET_BYTES) failures = 0;
+          failures++;
+          const limit = verdict.retry === 'unreachable' ? Math.min(this.o.maxAttempts, UNREACHABLE_MAX_ATTEMPTS) : this.o.maxAttempts;
+          if (failures >= limit) throw exhausted(verdict.retry, failures, verdict.cause, ctx, this.o.requestTimeoutMs);
+          s3Retries.inc({ operation: 'get', reason: verdict.retry });
+          await sleep(backoffMs(failures), signal);
+        }
+      }
+    } finally {
+      inflightBytes.dec(end - pos);
+      s3RequestSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
+    }
+  }
+
+  /** Exactly the bytes of [start, end) as one buffer. */
+  async getRange(key: string, start: number, end: number, etag: string, signal?: AbortSignal): Promise<Buffer> {
+    const out = Buffer.allocUnsafe(end - start);
+    let off = 0;
+    for await (const chunk of this.read(key, start, end, etag, signal)) {
+      chunk.copy(out, off);
+      off += chunk.length;
+    }
+    if (off !== out.length) throw new BadRangeReplyError(`internal: got ${off} of ${out.length} bytes of s3://${this.o.bucket}/${key}`);
+    return out;
+  }
+
+  /** One attempt: yields validated bytes from `pos` on; throws when the reply is bad or breaks. */
+  private async *attempt(key: string, pos: number, end: number, etag: string, signal?: AbortSignal): AsyncGenerator<Buffer> {
+    const ctx: FailureContext = { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag };
+    const where = `s3://${this.o.bucket}/${key}`;
+    const ctrl = new AbortController();
+    let timedOut = false;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => { timedOut = true; ctrl.abort(); }, this.o.requestTimeoutMs);
+    };
+    const disarm = () => clearTimeout(timer);
+    const onAbort = () => ctrl.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    let status = 'error';
+    let body: Dispatcher.ResponseData['body'] | undefined;
+    const t0 = performance.now();
+    s3InflightRequests.inc({ operation: 'get' });
+    try {
+      arm();
+      const path = this.o.addressing.pathFor(key);
+      const headers = await this.o.sign(path, { range: `bytes=${pos}-${end - 1}`, 'if-match': etag });
+      const res = await this.o.pool.request({ path, method: 'GET', headers, signal: ctrl.signal });
+      body = res.body;
+      status = String(res.statusCode);
+      s3FirstByteSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
+      arm();
+      if (res.statusCode >= 300) {
+        const xml = await readErrorBody(res.body);
+        const verdict = judgeReply(res.statusCode, xmlField(xml, 'Code'), xmlField(xml, 'Message'), ctx);
+        if ('fail' in verdict) throw verdict.fail;
+        throw new TransientError(verdict.retry, `${res.statusCode} ${xmlField(xml, 'Code') ?? ''} from ${where}`);
+      }
+      const replyEtag = header(res.headers, 'etag');
+      if (replyEtag !== undefined && normalizeEtag(replyEtag) !== normalizeEtag(etag)) {
+        throw new ObjectChangedError(this.o.bucket, key, etag, replyEtag);
+      }
+      const length = header(res.headers, 'content-length');
+      let skip: number;
+      let expected: number;
+      /** True when the body holds more than we asked for: take ours, then drop the rest. */
+      let partial: boolean;
+      if (res.statusCode === 206) {
+        // Content-Range says exactly which bytes the body holds. A range that covers the one
+        // asked (s3rver answers bytes=0-0 with bytes 0-(size-1)) is usable: take our part.
+        const cr = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(header(res.headers, 'content-range') ?? '');
+        const first = cr ? Number(cr[1]) : NaN;
+        const last = cr ? Number(cr[2]) : NaN;
+        if (!cr || !(first <= pos) || !(last >= end - 1) || (cr[3] !== '*' && Number(cr[3]) <= last)) {
+          throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with Content-Range ${JSON.stringify(header(res.headers, 'content-range') ?? null)}`);
+        }
+        if (length !== undefined && Number(length) !== last - first + 1) {
+          throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with Content-Range ${first}-${last} but Content-Length ${length}`);
+        }
+        skip = pos - first;
+        expected = end - pos;
+        partial = last !== end - 1 || first !== pos;
+      } else if (res.statusCode === 200) {
+        if (length === undefined || !/^\d+$/.test(length) || Number(length) < end) {
+          throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with the whole object, of length ${length ?? 'unknown'}`);
+        }
+        skip = pos;
+        expected = end - pos;
+        partial = Number(length) !== end || pos !== 0;
+      } else {
+        throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with status ${res.statusCode}`);
+      }
+
+      let got = 0;
+      for await (const raw of res.body) {
+        let chunk = raw as Buffer;
+        s3BytesReceived.inc(chunk.length);
+        if (skip > 0) {
+          const n = Math.min(skip, chunk.length);
+          skip -= n;
+          chunk = chunk.subarray(n);
+        }
+        if (chunk.length === 0) { arm(); continue; }
+        if (got + chunk.length > expected) {
+          if (!partial) throw new BadRangeReplyError(`S3 sent more than the ${expected} bytes asked of ${where}`);
+          chunk = chunk.subarray(0, expected - got);
+        }
+        got += chunk.length;
+        disarm();
+        yield chunk;
+        if (got === expected && partial) { discard(res.body); return; } // the rest is not ours
+        arm();
+      }
+      if (got < expected) throw new TransientError('short_body', `body of ${where} ended after ${got} of ${expected} bytes`);
+    } catch (err) {
+      if (timedOut) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
+      if (body !== undefined && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
+        // The headers came and then the body broke: a reset, or a truncated body.
+        const reason: RetryReason = hasCode(err, 'ECONNRESET') ? 'reset' : 'short_body';
+        throw new TransientError(reason, `body of ${where} broke: ${(err as Error)?.message ?? err}`);
+      }
+      throw err;
+    } finally {
+      disarm();
+      signal?.removeEventListener('abort', onAbort);
+      if (body && !body.destroyed && !body.readableEnded) discard(body);
+      s3InflightRequests.dec({ operation: 'get' });
+      s3Requests.inc({ operation: 'get', status });
+    }
+  }
+}

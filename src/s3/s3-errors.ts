@@ -1,0 +1,123 @@
+/**
+ * Turns whatever an S3 request produced (an error reply, an SDK exception, a socket error,
+ * our own timeout) into one of two verdicts:
+ *   { retry: reason }  - transient: back off and try again (reason labels sluice_s3_retries_total);
+ *   { fail: error }    - final: a typed SluiceError whose message names the bucket/key.
+ * `exhausted()` builds the error raised when retries run out. This is the only place in
+ * src/s3/ that knows S3 error codes, so the SDK path (list, head) and the undici path
+ * (ranged GETs) fail in exactly the same way.
+ */
+import {
+  AccessDeniedError, AbortedError, BadRangeReplyError, EndpointUnreachableError, InvalidCredentialsError,
+  MissingCredentialsError, NoSuchBucketError, NoSuchKeyError, ObjectChangedError, RetriesExhaustedError,
+  S3Error, SluiceError, TimeoutError,
+} from '../errors.js';
+
+export type RetryReason = 'throttled' | 'server_error' | 'reset' | 'timeout' | 'short_body' | 'unreachable';
+export type Operation = 'list' | 'head' | 'get';
+export type Verdict = { retry: RetryReason; cause: unknown } | { fail: SluiceError };
+
+export interface FailureContext {
+  operation: Operation;
+  bucket: string;
+  key?: string | undefined;
+  endpoint: string;
+  /** The pinned ETag of a GET, for ObjectChangedError. */
+  etag?: string | undefined;
+}
+
+/** Internal: a transient failure detected by our own code (short body, stalled attempt). */
+export class TransientError extends Error {
+  constructor(readonly reason: RetryReason, message: string) {
+    super(message);
+    this.name = 'TransientError';
+  }
+}
+
+const THROTTLE_CODES = new Set(['SlowDown', 'Throttling', 'ThrottlingException', 'RequestLimitExceeded', 'TooManyRequests', 'RequestThrottled', 'TooManyRequestsException']);
+const CREDENTIAL_CODES = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'ExpiredToken', 'InvalidToken', 'TokenRefreshRequired', 'InvalidSecurity']);
+const SERVER_CODES = new Set(['InternalError', 'ServiceUnavailable', 'InternalServerError', 'BadGateway', 'GatewayTimeout']);
+/** Errors from connecting: nothing was sent, the endpoint is wrong or down. */
+const UNREACHABLE_ERRNO = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+/** Errors of an established connection. */
+const RESET_ERRNO = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+const TIMEOUT_ERRNO = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+function where(ctx: FailureContext): string {
+  return `s3://${ctx.bucket}/${ctx.key ?? ''}`;
+}
+
+/** Verdict on an HTTP error reply (status >= 300) with its S3 error code and message, if any. */
+export function judgeReply(status: number, code: string | undefined, message: string | undefined, ctx: FailureContext): Verdict {
+  const cause = new S3Error(`${status} ${code ?? ''} ${message ?? ''}`.trim(), status, code);
+  if ((code && THROTTLE_CODES.has(code)) || status === 429 || (status === 503 && code === undefined)) return { retry: 'throttled', cause };
+  if ((code && SERVER_CODES.has(code)) || status === 500 || status === 502 || status === 503 || status === 504) return { retry: 'server_error', cause };
+  if (code === 'RequestTimeout') return { retry: 'timeout', cause };
+  if (code === 'NoSuchBucket') return { fail: new NoSuchBucketError(ctx.bucket, { cause }) };
+  if (code === 'NoSuchKey') return { fail: new NoSuchKeyError(ctx.bucket, ctx.key ?? '', { cause }) };
+  if (code && CREDENTIAL_CODES.has(code)) {
+    return { fail: new InvalidCredentialsError(`S3 rejected the credentials for ${where(ctx)} (${code}${message ? `: ${message}` : ''})`, { cause }) };
+  }
+  if (code === 'AccessDenied' || (status === 403 && (code === undefined || code === 'Forbidden'))) {
+    return { fail: new AccessDeniedError(ctx.bucket, ctx.key, { cause }) };
+  }
+  if (status === 404 && (code === undefined || code === 'NotFound')) {
+    // HEAD replies have no body: a 404 on a key is a missing key, on a listing a missing bucket.
+    return { fail: ctx.key !== undefined && ctx.operation !== 'list' ? new NoSuchKeyError(ctx.bucket, ctx.key, { cause }) : new NoSuchBucketError(ctx.bucket, { cause }) };
+  }
+  if (status === 412 || code === 'PreconditionFailed') {
+    return { fail: new ObjectChangedError(ctx.bucket, ctx.key ?? '', ctx.etag ?? 'unknown', undefined, { cause }) };
+  }
+  if (status === 416 || code === 'InvalidRange') {
+    return { fail: new BadRangeReplyError(`S3 refused the range asked of ${where(ctx)} (${status} ${code ?? ''}): the object is shorter than the listing said`, { cause }) };
+  }
+  if (code === 'PermanentRedirect' || code === 'AuthorizationHeaderMalformed' || status === 301) {
+    return { fail: new S3Error(`bucket ${JSON.stringify(ctx.bucket)} is in another region (${code ?? status})`, status, code, { cause, hint: 'Set --region (or AWS_REGION) to the bucket\'s region' }) };
+  }
+  if (code === 'RequestTimeTooSkewed') {
+    return { fail: new S3Error(`S3 refused ${where(ctx)}: this machine's clock is off (${code})`, status, code, { cause, hint: 'Synchronise the clock (NTP)' }) };
+  }
+  return { fail: new S3Error(`S3 ${ctx.operation} of ${where(ctx)} failed: ${status} ${code ?? ''}${message ? ` (${message})` : ''}`, status, code, { cause }) };
+}
+
+function errnoOf(err: unknown, depth = 0): string | undefined {
+  if (depth > 4 || err === null || typeof err !== 'object') return undefined;
+  const e = err as { code?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof e.code === 'string' && (UNREACHABLE_ERRNO.has(e.code) || RESET_ERRNO.has(e.code) || TIMEOUT_ERRNO.has(e.code))) return e.code;
+  if (Array.isArray(e.errors)) for (const inner of e.errors) { const c = errnoOf(inner, depth + 1); if (c) return c; }
+  return errnoOf(e.cause, depth + 1);
+}
+
+/** Verdict on a thrown error: an SDK service exception, a socket error, or one of ours. */
+export function judgeError(err: unknown, ctx: FailureContext): Verdict {
+  if (err instanceof TransientError) return { retry: err.reason, cause: err };
+  if (err instanceof SluiceError) return { fail: err };
+  const e = err as { name?: string; Code?: string; message?: string; $metadata?: { httpStatusCode?: number } };
+  if (e?.name === 'CredentialsProviderError') return { fail: new MissingCredentialsError({ cause: err }) };
+  if (e?.name === 'AbortError') return { fail: new AbortedError(undefined, { cause: err }) };
+  const status = e?.$metadata?.httpStatusCode;
+  if (typeof status === 'number' && status >= 300) {
+    const code = e.Code ?? (e.name && e.name !== 'Error' && e.name !== 'Unknown' && e.name !== 'UnknownError' ? e.name : undefined);
+    return judgeReply(status, code, e.message && e.message !== 'UnknownError' ? e.message : undefined, ctx);
+  }
+  const errno = errnoOf(err);
+  if (errno && UNREACHABLE_ERRNO.has(errno)) return { retry: 'unreachable', cause: err };
+  if (errno && TIMEOUT_ERRNO.has(errno)) return { retry: 'timeout', cause: err };
+  if (errno && RESET_ERRNO.has(errno)) return { retry: 'reset', cause: err };
+  if (e?.name === 'TimeoutError' || e?.name === 'RequestTimeout') return { retry: 'timeout', cause: err };
+  return { fail: new S3Error(`S3 ${ctx.operation} of ${where(ctx)} failed: ${e?.message ?? String(err)}`, undefined, undefined, { cause: err }) };
+}
+
+/** The error raised when the attempts of a request ran out; `reason` is the last failure's. */
+export function exhausted(reason: RetryReason, attempts: number, cause: unknown, ctx: FailureContext, timeoutMs: number): SluiceError {
+  if (reason === 'unreachable') return new EndpointUnreachableError(ctx.endpoint, { cause });
+  if (reason === 'timeout') {
+    return new TimeoutError(`S3 ${ctx.operation} of ${where(ctx)} made no progress for ${timeoutMs} ms, ${attempts} times`, {
+      cause, hint: 'Check the network to S3, or raise --request-timeout',
+    });
+  }
+  const last = cause instanceof Error ? cause.message : String(cause);
+  return new RetriesExhaustedError(`S3 ${ctx.operation} of ${where(ctx)} failed ${attempts} times (last: ${reason}: ${last})`, attempts, {
+    cause, hint: reason === 'throttled' ? 'S3 is throttling this prefix; lower --max-connections or retry later' : 'Retry later, or raise --max-attempts',
+  });
+}

@@ -1,0 +1,41 @@
+/**
+ * SigV4 signing of data-path GETs, with the AWS SDK's own signer (@smithy/signature-v4).
+ *
+ * S3 differs from other services in two ways that matter here: the canonical path is the
+ * path exactly as sent (keys are URI-encoded once, by ./addressing.ts, so `uriEscapePath`
+ * is off), and the payload hash is sent as the x-amz-content-sha256 header; a GET has no
+ * body, so UNSIGNED-PAYLOAD spares hashing. Credentials come from a provider (the S3
+ * SDK client's, i.e. the standard chain) and are resolved, cached and refreshed by it.
+ */
+import { SignatureV4 } from '@smithy/signature-v4';
+
+type SignerInit = ConstructorParameters<typeof SignatureV4>[0];
+
+export interface GetSignerOptions {
+  /** scheme://host[:port] the request goes to (the signed Host header). */
+  origin: string;
+  region: string;
+  credentials: SignerInit['credentials'];
+  sha256: SignerInit['sha256'];
+}
+
+/** Signs a GET of `path` (already encoded) with `headers`; resolves with every header to send. */
+export type SignGet = (path: string, headers: Record<string, string>, signingDate?: Date) => Promise<Record<string, string>>;
+
+export function createGetSigner(o: GetSignerOptions): SignGet {
+  const url = new URL(o.origin);
+  const signer = new SignatureV4({
+    service: 's3', region: o.region, credentials: o.credentials, sha256: o.sha256,
+    uriEscapePath: false,
+    applyChecksum: false,
+  });
+  return async (path, headers, signingDate) => {
+    const signed = await signer.sign({
+      method: 'GET', protocol: url.protocol, hostname: url.hostname,
+      ...(url.port ? { port: Number(url.port) } : {}),
+      path, query: {},
+      headers: { host: url.host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD', ...headers },
+    } as Parameters<SignatureV4['sign']>[0] & { method: string }, signingDate ? { signingDate } : undefined);
+    return (signed as unknown as { headers: Record<string, string> }).headers;
+  };
+}

@@ -1,0 +1,54 @@
+import t from 'tap';
+import { createHash } from 'node:crypto';
+import { Pool } from 'undici';
+import { RequestFramer, startLatencyProxy, describeProfile, validateProfile } from '../../src/bench/latency-proxy.js';
+import { startLocalS3 } from '../../src/local/s3-server.js';
+import { seedDataset } from '../../src/local/dataset.js';
+
+t.test('framer finds request boundaries across chunks, with bodies', async (t) => {
+  const f = new RequestFramer();
+  const get = 'GET /b/k HTTP/1.1\r\nHost: x\r\nRange: bytes=0-9\r\n\r\n';
+  const put = 'PUT /b/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello';
+  const chunked = 'PUT /b/c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n';
+  const all = Buffer.from(get + put + chunked + get);
+  // Every split point: the count must not depend on how TCP cut the stream.
+  for (let cut = 1; cut < all.length; cut += 7) {
+    const g = new RequestFramer();
+    const n = g.feed(all.subarray(0, cut)) + g.feed(all.subarray(cut));
+    t.equal(n, 4, `cut at ${cut}`);
+  }
+  t.equal(f.feed(Buffer.from(get)), 1);
+  // A body containing CRLFCRLF is not a new request.
+  t.equal(f.feed(Buffer.from('POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\n\r\n\r\n')), 1);
+  t.equal(f.feed(Buffer.from(get)), 1);
+  t.equal(f.disabled, false);
+});
+
+t.test('profiles are described and checked', async (t) => {
+  t.match(describeProfile({ name: 's3-like', ttfbMs: 25, bytesPerSec: 80e6 }), /25 ms.*80 MB\/s/);
+  t.match(describeProfile({ name: 'none', ttfbMs: 0, bytesPerSec: 0 }), /no bandwidth cap/);
+  t.ok(validateProfile({ name: 'x', ttfbMs: -1, bytesPerSec: 0 }));
+  t.notOk(validateProfile({ name: 'x', ttfbMs: 0, bytesPerSec: 0 }));
+});
+
+t.test('bytes pass through intact on keep-alive connections, each request counted', async (t) => {
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  await s3.createBucket('bench-t');
+  const objs = await seedDataset(s3, 'bench-t', 'p/', { largeFiles: { count: 1, size: 3 * 1024 * 1024 + 17 } });
+  const proxy = await startLatencyProxy({ name: 't', ttfbMs: 5, bytesPerSec: 50e6, targetPort: s3.port });
+  t.teardown(() => proxy.close());
+  const pool = new Pool(proxy.endpoint, { connections: 1 });
+  t.teardown(() => pool.close());
+  const o = objs[0]!;
+  const parts: Buffer[] = [];
+  const step = 1024 * 1024;
+  for (let s = 0; s < o.size; s += step) {
+    const res = await pool.request({ method: 'GET', path: `/bench-t/${o.key}`, headers: { range: `bytes=${s}-${Math.min(o.size, s + step) - 1}` } });
+    t.equal(res.statusCode, 206);
+    parts.push(Buffer.from(await res.body.arrayBuffer()));
+  }
+  t.equal(createHash('sha256').update(Buffer.concat(parts)).digest('hex'), o.sha256);
+  t.equal(proxy.stats.connections, 1, 'one keep-alive connection');
+  t.equal(proxy.stats.requests, 4, 'four requests framed');
+});

@@ -1,0 +1,63 @@
+import t from 'tap';
+import { listChannel, relativePath } from '../../src/channels/sources.js';
+import type { ChannelConfig } from '../../src/channels/input-config.js';
+import { startLocalS3 } from '../../src/local/s3-server.js';
+import type { ObjectClient } from '../../src/s3/object-client.js';
+import { createObjectClient } from '../../src/s3/s3-client.js';
+
+const base: Omit<ChannelConfig, 's3Uri' | 's3DataType'> = { name: 'c', distribution: 'FullyReplicated', inputMode: 'Pipe', recordWrapper: 'None', compression: 'None' };
+
+t.test('relativePath: below the prefix, or below the prefix\'s folder', async (t) => {
+  t.equal(relativePath('data/train/a/b.bin', 'data/train/'), 'a/b.bin');
+  t.equal(relativePath('data/train/a/b.bin', 'data/train'), 'a/b.bin');
+  t.equal(relativePath('data/train2/x', 'data/train'), 'train2/x');
+  t.equal(relativePath('data/one.csv', 'data/one.csv'), 'one.csv');
+  t.equal(relativePath('x/y', ''), 'x/y');
+});
+
+t.test('S3Prefix, ManifestFile and AugmentedManifestFile against the local server', async (t) => {
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  await s3.createBucket('bkt');
+  await s3.createBucket('other');
+  const clients = new Map<string, ObjectClient>();
+  const clientFor = (bucket: string) => {
+    let c = clients.get(bucket);
+    if (!c) {
+      c = createObjectClient({ bucket, endpoint: s3.endpoint, region: 'us-east-1', pathStyle: true, credentials: s3.credentials, maxAttempts: 2 });
+      clients.set(bucket, c);
+    }
+    return c;
+  };
+  t.teardown(() => Promise.all([...clients.values()].map((c) => c.close())));
+  for (const k of ['b', 'a', 'c', 'sub/d']) await s3.putObject('bkt', `data/${k}`, Buffer.from(`body-${k}`));
+  await s3.putObject('other', 'img/x.jpg', Buffer.from('xx-jpeg'));
+
+  const prefix = await listChannel({ ...base, s3Uri: 's3://bkt/data/', s3DataType: 'S3Prefix' }, clientFor);
+  t.same(prefix.objects.map((o) => [o.key, o.rel, o.size]), [['data/a', 'a', 6], ['data/b', 'b', 6], ['data/c', 'c', 6], ['data/sub/d', 'sub/d', 10]]);
+  t.same(prefix.units.map((u) => u.key), ['data/a', 'data/b', 'data/c', 'data/sub/d']);
+
+  // ManifestFile: manifest order is kept (units sort by position), sizes come from S3.
+  await s3.putObject('bkt', 'm/train.manifest', Buffer.from('[{"prefix": "s3://bkt/data/"},\n"c",\n"sub/d",\n"a"\n]\n'));
+  const manifest = await listChannel({ ...base, s3Uri: 's3://bkt/m/train.manifest', s3DataType: 'ManifestFile' }, clientFor);
+  t.same(manifest.objects.map((o) => [o.key, o.rel, o.size]), [['data/c', 'c', 6], ['data/sub/d', 'sub/d', 10], ['data/a', 'a', 6]]);
+  t.same(manifest.units.map((u) => u.key).slice().sort(), manifest.units.map((u) => u.key), 'unit keys sort in manifest order');
+
+  await s3.putObject('bkt', 'm/missing.manifest', Buffer.from('[{"prefix": "s3://bkt/data/"},\n"a",\n"nope"]'));
+  await t.rejects(listChannel({ ...base, s3Uri: 's3://bkt/m/missing.manifest', s3DataType: 'ManifestFile' }, clientFor),
+    { code: 'SLUICE_MANIFEST', message: 'manifest line 3: s3://bkt/data/nope does not exist' });
+  await s3.putObject('bkt', 'm/bad.manifest', Buffer.from('[{"prefix": "s3://bkt/data/"},\n"a",\n7]'));
+  await t.rejects(listChannel({ ...base, s3Uri: 's3://bkt/m/bad.manifest', s3DataType: 'ManifestFile' }, clientFor), { code: 'SLUICE_MANIFEST', message: /^manifest line 3: / });
+
+  // AugmentedManifestFile: per line, the attributes in AttributeNames order; -ref across buckets.
+  await s3.putObject('bkt', 'm/aug.jsonl', Buffer.from('{"source-ref": "s3://bkt/data/a", "class": 1}\n{"class": "cat", "source-ref": "s3://other/img/x.jpg"}\n'));
+  const aug = await listChannel({ ...base, s3Uri: 's3://bkt/m/aug.jsonl', s3DataType: 'AugmentedManifestFile', attributeNames: ['source-ref', 'class'] }, clientFor);
+  t.same(aug.objects, []);
+  t.equal(aug.units.length, 2);
+  const describe = aug.units.map((u) => u.items.map((i) => (i.kind === 'inline' ? i.data.toString() : `${i.client?.bucket}:${i.info.key}:${i.info.size}`)));
+  t.same(describe, [['bkt:data/a:6', '1'], ['other:img/x.jpg:7', '"cat"']]);
+  t.same(aug.units.map((u) => u.size), [7, 12]);
+  await s3.putObject('bkt', 'm/aug-missing.jsonl', Buffer.from('{"source-ref": "s3://bkt/data/a", "class": 1}\n\n{"source-ref": "s3://bkt/data/zz", "class": 1}\n'));
+  await t.rejects(listChannel({ ...base, s3Uri: 's3://bkt/m/aug-missing.jsonl', s3DataType: 'AugmentedManifestFile', attributeNames: ['source-ref', 'class'] }, clientFor),
+    { code: 'SLUICE_MANIFEST', message: 'manifest line 3: s3://bkt/data/zz does not exist' });
+});

@@ -1,0 +1,84 @@
+import { constants } from 'node:fs';
+import { open, readdir, readFile, stat, writeFile, unlink, rename, mkdir, rmdir, truncate, chmod, symlink } from 'node:fs/promises';
+import path from 'node:path';
+import t from 'tap';
+import { ObjectChangedError } from '../../src/errors.js';
+import { mountCore } from '../../src/fuse/kernel-mount.js';
+import { mountAt } from '../../src/fuse/mountpoint.js';
+import { getReadaheadKb } from '../../src/fuse/readahead.js';
+import { registry } from '../../src/metrics/metrics.js';
+import { MemCore } from '../helpers/mem-core.js';
+import { tempMountpoint } from '../helpers/fuse.js';
+
+const bytes = (n: number, seed: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff));
+
+t.test('an in-memory core through the kernel', async (t) => {
+  const files = { '/a.bin': bytes(300_000, 1), '/dir/b.txt': Buffer.from('hello\n'), '/dir/sub/c.bin': bytes(5000, 2), '/bad.bin': bytes(10, 3) };
+  const core = new MemCore(files);
+  core.failRead = (p) => (p === '/bad.bin' ? new ObjectChangedError('b', 'bad.bin', '"x"', '"y"') : undefined);
+  const dir = await tempMountpoint(t);
+  const m = await mountCore(core, dir, { allowOther: false, attrTimeoutSec: 60, readaheadKb: 1024, fuseTimeoutMs: 60_000 });
+  t.teardown(() => m.unmount());
+
+  const entry = await mountAt(dir);
+  t.equal(entry?.fstype, 'fuse.sluice', 'fstype is fuse.sluice');
+  t.equal(entry?.source, 'sluice', 'fsname is sluice');
+  t.match(await readFile('/proc/self/mountinfo', 'utf8'), new RegExp(`${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} ro[,\\s]`), 'mounted read-only');
+  t.equal(m.readaheadKb, 1024);
+  t.equal(await getReadaheadKb(dir), 1024, 'readahead set on the bdi');
+
+  t.test('bytes, listings and sizes', async (t) => {
+    for (const [p, b] of Object.entries(files)) {
+      if (p === '/bad.bin') continue;
+      t.same(await readFile(path.join(dir, p)), b, `${p} bytes`);
+      t.equal((await stat(path.join(dir, p))).size, b.length, `${p} size`);
+    }
+    t.same((await readdir(dir)).sort(), ['a.bin', 'bad.bin', 'dir']);
+    t.same((await readdir(path.join(dir, 'dir'))).sort(), ['b.txt', 'sub']);
+    const ents = await readdir(path.join(dir, 'dir'), { withFileTypes: true });
+    t.same(ents.map((e) => [e.name, e.isDirectory()]).sort(), [['b.txt', false], ['sub', true]], 'd_type from readdir');
+    const st = await stat(path.join(dir, 'a.bin'));
+    t.equal(st.mode & 0o777, 0o444);
+    t.ok((await stat(path.join(dir, 'dir'))).isDirectory());
+    const fh = await open(path.join(dir, 'a.bin'));
+    const buf = Buffer.alloc(1000);
+    const { bytesRead } = await fh.read(buf, 0, 1000, 123_456);
+    await fh.close();
+    t.equal(bytesRead, 1000);
+    t.same(buf, files['/a.bin'].subarray(123_456, 124_456), 'pread at an offset');
+  });
+
+  t.test('errors', async (t) => {
+    const p = (x: string) => path.join(dir, x);
+    await t.rejects(readFile(p('missing')), { code: 'ENOENT' });
+    await t.rejects(readFile(p('dir/nope/x')), { code: 'ENOENT' });
+    await t.rejects(readFile(p('bad.bin')), { errno: -116 }, 'core errors map through errnoFor (ESTALE; libuv has no name for it)');
+    await t.rejects(writeFile(p('new.txt'), 'x'), { code: 'EROFS' }, 'create');
+    await t.rejects(writeFile(p('a.bin'), 'x'), { code: 'EROFS' }, 'overwrite');
+    await t.rejects(open(p('a.bin'), constants.O_RDWR), { code: 'EROFS' }, 'open O_RDWR');
+    await t.rejects(unlink(p('a.bin')), { code: 'EROFS' }, 'unlink');
+    await t.rejects(rename(p('a.bin'), p('z.bin')), { code: 'EROFS' }, 'rename');
+    await t.rejects(mkdir(p('newdir')), { code: 'EROFS' }, 'mkdir');
+    await t.rejects(rmdir(p('dir')), { code: 'EROFS' }, 'rmdir');
+    await t.rejects(truncate(p('a.bin'), 0), { code: 'EROFS' }, 'truncate');
+    await t.rejects(chmod(p('a.bin'), 0o777), { code: 'EROFS' }, 'chmod');
+    await t.rejects(symlink('a.bin', p('link')), { code: 'EROFS' }, 'symlink');
+    await t.rejects(readdir(p('a.bin')), { code: 'ENOTDIR' }, 'readdir of a file');
+  });
+
+  t.test('metrics', async (t) => {
+    const text = await registry.metrics();
+    t.match(text, /sluice_fuse_operations_total\{op="read",result="ok"\} [1-9]/);
+    t.match(text, /sluice_fuse_operations_total\{op="read",result="ESTALE"\} [1-9]/);
+    t.match(text, /sluice_fuse_operations_total\{op="getattr",result="ENOENT"\} [1-9]/);
+    t.match(text, /sluice_fuse_operation_seconds_count\{op="open"\} [1-9]/);
+    t.match(text, /sluice_fuse_read_size_bytes_count [1-9]/);
+  });
+
+  t.test('unmount', async (t) => {
+    await m.unmount();
+    await m.unmount();
+    t.equal(await mountAt(dir), undefined, 'gone from the mount table');
+    t.same(await readdir(dir), [], 'the folder is empty again');
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * An HTTP-aware fault-injecting proxy between an S3 client and the local S3 server.
+ *
+ * Each request is forwarded to 127.0.0.1:<targetPort> unchanged (the Host header too, so
+ * SigV4 signatures made for the proxy still verify), its reply is buffered whole, and then
+ * faults are applied, each to the next N requests it can apply to:
+ *   latencyMs     delay before forwarding every request;
+ *   fail503       answer 503 SlowDown with an S3 XML body, without forwarding;
+ *   stall         accept the request and never answer (until close());
+ *   resetMidBody  ranged GETs only: send the headers and half the body, then a TCP RST;
+ *   truncateBody  ranged GETs only: send the headers (Content-Length kept) and half the
+ *                 body, then close the connection cleanly (FIN);
+ *   down          stop listening (connections are refused) until set({ down: false }).
+ * Mid-body faults only hit requests with a Range header, i.e. the data path, so that
+ * listings and HEADs made by a test's setup are not disturbed. `counts` records how many
+ * times each fault fired, and `requests` how many requests came in.
+ */
+import http from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+export interface Faults {
+  latencyMs: number;
+  /** Next N requests get 503 SlowDown. */
+  fail503: number;
+  resetMidBody: number;
+  truncateBody: number;
+  /** Next N requests are accepted and never answered. */
+  stall: number;
+  /** Refuse connections. */
+  down: boolean;
+}
+
+export interface FaultProxy {
+  endpoint: string;
+  port: number;
+  set(f: Partial<Faults>): void;
+  counts: Record<string, number>;
+  close(): Promise<void>;
+}
+
+const SLOWDOWN_XML = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message><RequestId>fault-proxy</RequestId></Error>';
+/** Hop-by-hop and length headers we recompute when re-sending a buffered reply. */
+const DROP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length']);
+
+export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
+  const faults: Faults = { latencyMs: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0, down: false };
+  const counts: Record<string, number> = { requests: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0 };
+  const agent = new http.Agent({ keepAlive: true });
+  const sockets = new Set<Socket>();
+  let closed = false;
+
+  const server = http.createServer((req, res) => {
+    counts.requests!++;
+    void handle(req, res).catch(() => res.socket?.destroy());
+  });
+  server.on('connection', (s) => { sockets.add(s); s.on('close', () => sockets.delete(s)); });
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const reqBody = await readAll(req);
+    if (faults.latencyMs > 0) await new Promise((r) => setTimeout(r, faults.latencyMs));
+    if (faults.stall > 0) { faults.stall--; counts.stall!++; return; } // never answer
+    if (faults.fail503 > 0) {
+      faults.fail503--; counts.fail503!++;
+      res.writeHead(503, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(SLOWDOWN_XML) });
+      res.end(SLOWDOWN_XML);
+      return;
+    }
+    const up = await forward(req, reqBody);
+    const headers: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(up.headers)) if (v !== undefined && !DROP_HEADERS.has(k)) headers[k] = v;
+    const ranged = req.headers.range !== undefined && up.status < 300 && up.body.length >= 2;
+    const midBody = ranged && faults.resetMidBody > 0 ? 'reset' : ranged && faults.truncateBody > 0 ? 'truncate' : undefined;
+    if (!midBody) {
+      res.writeHead(up.status, { ...headers, 'content-length': String(up.body.length) });
+      res.end(req.method === 'HEAD' ? undefined : up.body);
+      return;
+    }
+    const half = up.body.subarray(0, Math.floor(up.body.length / 2));
+    res.writeHead(up.status, { ...headers, 'content-length': String(up.body.length) });
+    if (midBody === 'reset') { faults.resetMidBody--; counts.resetMidBody!++; } else { faults.truncateBody--; counts.truncateBody!++; }
+    res.write(half, () => {
+      const sock = res.socket as Socket | null;
+      if (!sock) return;
+      if (midBody === 'reset') sock.resetAndDestroy();
+      else sock.end();
+    });
+  }
+
+  function forward(req: http.IncomingMessage, body: Buffer): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
+    return new Promise((resolve, reject) => {
+      const up = http.request({
+        host: '127.0.0.1', port: targetPort, method: req.method, path: req.url, headers: req.headers, agent,
+      }, (r) => { readAll(r).then((b) => resolve({ status: r.statusCode ?? 502, headers: r.headers, body: b }), reject); });
+      up.on('error', reject);
+      up.end(body);
+    });
+  }
+
+  let port = await listen(server, 0);
+
+  const proxy: FaultProxy = {
+    endpoint: `http://127.0.0.1:${port}`,
+    port,
+    counts,
+    set(f) {
+      const wasDown = faults.down;
+      Object.assign(faults, f);
+      if (closed || f.down === undefined || f.down === wasDown) return;
+      if (f.down) {
+        server.close();
+        for (const s of sockets) s.destroy();
+      } else {
+        void listen(server, port).then((p) => { port = p; });
+      }
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => (server.listening ? server.close(() => r()) : r()));
+      agent.destroy();
+    },
+  };
+  return proxy;
+}
+
+function listen(server: http.Server, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    stream.on('data', (c: Buffer) => parts.push(c));
+    stream.on('end', () => resolve(Buffer.concat(parts)));
+    stream.on('error', reject);
+  });
+}

@@ -1,0 +1,81 @@
+/**
+ * A tiny in-memory FsCore for testing the FUSE adapter without S3: files are
+ * Buffers keyed by path, folders are implied by the paths. `read` can be slowed
+ * or made to fail per call, to test the adapter's error path.
+ */
+import {
+  BadHandleError, IsDirectoryError, NotDirectoryError, NotFoundError, ReadOnlyError,
+} from '../../src/errors.js';
+import type { Attr, FsCore, StatFs } from '../../src/fs/types.js';
+
+const S_IFDIR = 0o040000;
+const S_IFREG = 0o100000;
+
+export class MemCore implements FsCore {
+  readonly files = new Map<string, Buffer>();
+  readonly dirs = new Set<string>(['/']);
+  readonly handles = new Map<number, string>();
+  private nextFh = 1;
+  /** When set, read() rejects with what it returns (if anything). */
+  failRead: ((path: string) => Error | undefined) | undefined;
+  private readonly mtime = new Date('2024-01-01T00:00:00Z');
+
+  constructor(files: Record<string, Buffer>) {
+    for (const [p, b] of Object.entries(files)) {
+      this.files.set(p, b);
+      const parts = p.split('/').slice(1, -1);
+      for (let i = 1; i <= parts.length; i++) this.dirs.add('/' + parts.slice(0, i).join('/'));
+    }
+  }
+
+  getattr(path: string): Attr {
+    if (this.dirs.has(path)) return { mode: S_IFDIR | 0o555, size: 0, mtime: this.mtime, nlink: 2, uid: 0, gid: 0 };
+    const f = this.files.get(path);
+    if (!f) throw new NotFoundError(path);
+    return { mode: S_IFREG | 0o444, size: f.length, mtime: this.mtime, nlink: 1, uid: 0, gid: 0 };
+  }
+
+  readdir(path: string): string[] {
+    if (this.files.has(path)) throw new NotDirectoryError(path);
+    if (!this.dirs.has(path)) throw new NotFoundError(path);
+    const prefix = path === '/' ? '/' : path + '/';
+    const names = new Set<string>();
+    for (const p of [...this.files.keys(), ...this.dirs]) {
+      if (p !== path && p.startsWith(prefix)) names.add(p.slice(prefix.length).split('/')[0]!);
+    }
+    return [...names].sort();
+  }
+
+  async open(path: string, flags: number): Promise<number> {
+    if ((flags & 3) !== 0) throw new ReadOnlyError('open for writing');
+    if (this.dirs.has(path)) throw new IsDirectoryError(path);
+    if (!this.files.has(path)) throw new NotFoundError(path);
+    const fh = this.nextFh++;
+    this.handles.set(fh, path);
+    return fh;
+  }
+
+  async read(fh: number, dst: Buffer, length: number, position: number): Promise<number> {
+    const path = this.handles.get(fh);
+    if (path === undefined) throw new BadHandleError(fh);
+    const err = this.failRead?.(path);
+    if (err) throw err;
+    const f = this.files.get(path)!;
+    await new Promise((r) => setImmediate(r));
+    return f.copy(dst, 0, Math.min(position, f.length), Math.min(position + length, f.length));
+  }
+
+  async release(fh: number): Promise<void> {
+    if (!this.handles.delete(fh)) throw new BadHandleError(fh);
+  }
+
+  statfs(): StatFs {
+    let bytes = 0;
+    for (const f of this.files.values()) bytes += f.length;
+    return { bsize: 4096, frsize: 4096, blocks: Math.ceil(bytes / 4096), bfree: 0, bavail: 0, files: this.files.size, ffree: 0, favail: 0, namemax: 255 };
+  }
+
+  refuse(op: string): never {
+    throw new ReadOnlyError(op);
+  }
+}

@@ -1,0 +1,26 @@
+/**
+ * FastFile options for tests: small parts, windows and cache, so a few MiB of data
+ * exercises read-ahead, eviction and cross-file prefetch.
+ */
+import type { FastFileOptions } from '../../src/fuse/fastfile.js';
+
+const MiB = 1024 * 1024;
+
+export function testMountOptions(endpoint: string, over: Partial<FastFileOptions> = {}): FastFileOptions {
+  return {
+    endpoint, region: 'us-east-1', pathStyle: true,
+    maxConnections: 16, maxAttempts: 3, requestTimeout: 10_000,
+    cacheSize: 8 * MiB, partSize: 1 * MiB, maxPrefetch: 4 * MiB, maxInflight: 16 * MiB,
+    crossFilePrefetch: 8, crossFileMaxSize: 1 * MiB,
+    allowOther: false, readAheadKb: 1024, attrTimeout: 60,
+    ...over,
+  };
+}
+
+/** Credentials of the local S3 server, for the client's standard chain (environment). */
+export function useLocalCredentials(creds: { accessKeyId: string; secretAccessKey: string }): void {
+  process.env.AWS_ACCESS_KEY_ID = creds.accessKeyId;
+  process.env.AWS_SECRET_ACCESS_KEY = creds.secretAccessKey;
+  delete process.env.AWS_SESSION_TOKEN;
+  delete process.env.AWS_PROFILE;
+}

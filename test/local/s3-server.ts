@@ -1,0 +1,48 @@
+import t from 'tap';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { startLocalS3 } from '../../src/local/s3-server.js';
+import { seedDataset, sourceBytes } from '../../src/local/dataset.js';
+
+t.test('starts s3rver on loopback, stores objects, stops and cleans up', async (t) => {
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  t.match(s3.endpoint, /^http:\/\/127\.0\.0\.1:\d+$/);
+  t.ok(s3.port > 0);
+  await s3.createBucket('bkt');
+  const etag = await s3.putObject('bkt', 'a/hello.txt', Buffer.from('hello'));
+  t.match(etag, /^"[0-9a-f]{32}"$/);
+
+  const objs = await seedDataset(s3, 'bkt', 'ds/', {
+    smallFiles: { count: 20, size: 100, folders: 4 }, largeFiles: { count: 1, size: 300_000 }, specialNames: true, seed: 7,
+  });
+  t.equal(objs.length, 20 + 1 + 6);
+  const sdk = new S3Client({ endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: s3.credentials });
+  t.teardown(() => sdk.destroy());
+  const listed = await sdk.send(new ListObjectsV2Command({ Bucket: 'bkt', Prefix: 'ds/' }));
+  t.same((listed.Contents ?? []).map((c) => c.Key).sort(), objs.map((o) => o.key).sort());
+  for (const o of objs.filter((o) => o.key.includes('special/') || o.key.includes('large/'))) {
+    const got = await sdk.send(new GetObjectCommand({ Bucket: 'bkt', Key: o.key }));
+    const body = Buffer.from(await got.Body!.transformToByteArray());
+    t.equal(createHash('sha256').update(body).digest('hex'), o.sha256, o.key);
+    t.equal(got.ETag, o.etag);
+    t.ok(body.equals(sourceBytes(o)));
+  }
+  await s3.deleteObject('bkt', 'a/hello.txt');
+
+  const dir = s3.dir;
+  await s3.stop();
+  await s3.stop(); // idempotent
+  t.notOk(existsSync(dir), 'temp dir removed');
+});
+
+t.test('datasets are deterministic per seed', async (t) => {
+  const a = sourceBytes({ key: 'k', size: 1001, seed: 3 });
+  const b = sourceBytes({ key: 'k', size: 1001, seed: 3 });
+  const c = sourceBytes({ key: 'k', size: 1001, seed: 4 });
+  t.equal(a.length, 1001);
+  t.ok(a.equals(b));
+  t.notOk(a.equals(c));
+  t.ok(sourceBytes({ key: 'k', size: 1001, seed: 3 }, 10, 20).equals(a.subarray(10, 20)));
+});

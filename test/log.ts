@@ -1,0 +1,82 @@
+import t from 'tap';
+import { Writable } from 'node:stream';
+import { createLogger, log, REDACTED, scrub, setLogLevel } from '../src/log.js';
+
+/** A logger writing into an array of parsed lines. */
+function capture(level = 'trace') {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, cb) { lines.push(...String(chunk).split('\n').filter(Boolean)); cb(); },
+  });
+  return { logger: createLogger(stream, level), lines };
+}
+
+const SECRET = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY';
+const KEY_ID = 'AKIAIOSFODNN7EXAMPLE';
+const TOKEN = 'IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQDexample';
+
+t.test('writes JSON lines with level labels', async (t) => {
+  const { logger, lines } = capture('info');
+  logger.info({ channel: 'train', files: 3 }, 'listed');
+  logger.debug('hidden');
+  t.equal(lines.length, 1);
+  const rec = JSON.parse(lines[0]!);
+  t.equal(rec.level, 'info');
+  t.equal(rec.msg, 'listed');
+  t.equal(rec.channel, 'train');
+  t.equal(rec.files, 3);
+  t.equal(rec.name, 'sluice');
+  t.match(rec.time, /^\d{4}-\d\d-\d\dT/);
+});
+
+t.test('credentials never appear, at any depth, in fields, messages or errors', async (t) => {
+  const { logger, lines } = capture();
+  logger.info({ credentials: { accessKeyId: KEY_ID, secretAccessKey: SECRET, sessionToken: TOKEN } }, 'creds object');
+  logger.info({ req: { headers: { Authorization: `AWS4-HMAC-SHA256 Credential=${KEY_ID}/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=${'ab'.repeat(32)}`, 'X-Amz-Security-Token': TOKEN } } }, 'headers');
+  logger.info({ url: `https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=${KEY_ID}%2F20260101&X-Amz-Signature=${'cd'.repeat(32)}&X-Amz-Security-Token=${encodeURIComponent(TOKEN)}&x-id=GetObject` }, 'presigned');
+  logger.warn(`env AWS_SECRET_ACCESS_KEY=${SECRET} AWS_ACCESS_KEY_ID=${KEY_ID}`);
+  logger.error(new Error(`request failed with secret ${SECRET} in it`));
+  logger.info({ nested: [{ deeper: { aws_session_token: TOKEN } }] }, 'array');
+  logger.info({ authorization: ['Bearer abc.def'] }, 'array header');
+  const all = lines.join('\n');
+  t.equal(lines.length, 7);
+  for (const s of [SECRET, KEY_ID, TOKEN, encodeURIComponent(TOKEN), 'ab'.repeat(32), 'cd'.repeat(32), 'Bearer abc.def']) {
+    t.notOk(all.includes(s), `no ${s.slice(0, 12)}...`);
+  }
+  for (const l of lines) JSON.parse(l); // still valid JSON after scrubbing
+  t.ok(all.includes(REDACTED));
+  const presigned = JSON.parse(lines[2]!);
+  t.match(presigned.url, /X-Amz-Algorithm=AWS4-HMAC-SHA256/, 'harmless parameters stay');
+  t.match(presigned.url, /x-id=GetObject$/);
+});
+
+t.test('ordinary values are kept', async (t) => {
+  const sha1 = 'a94a8fe5ccb19ba61c4c0873d391e987982fbbd3';
+  const etag = '"9e107d9d372bb6826bd81d3542a419d6"';
+  const path = '/mnt/data/train/shard-00001/images/0001.jpg';
+  const text = `etag ${etag} sha1 ${sha1} path ${path} key s3://bucket/AKIA-not-a-key/x`;
+  t.equal(scrub(text), text);
+  t.equal(scrub('{"token":1,"status":"ok"}'), '{"token":1,"status":"ok"}');
+});
+
+t.test('setLogLevel changes the level of the logger and its children; bad levels are one-line errors', async (t) => {
+  const before = log.level;
+  t.teardown(() => setLogLevel(before));
+  const child = log.child({ component: 'test' });
+  setLogLevel('debug');
+  t.equal(log.level, 'debug');
+  t.ok(child.isLevelEnabled('debug'));
+  setLogLevel('warn');
+  t.notOk(child.isLevelEnabled('info'));
+  t.throws(() => setLogLevel('loud'), { code: 'SLUICE_INVALID_ARGUMENT', message: /log level "loud"/ });
+  t.equal(log.level, 'warn');
+});
+
+t.test('SLUICE_LOG_LEVEL sets the initial level', async (t) => {
+  const { spawnSync } = await import('node:child_process');
+  const url = new URL('../src/log.ts', import.meta.url).href;
+  const r = spawnSync(process.execPath, [...process.execArgv, '--input-type=module', '-e', `const m = await import(${JSON.stringify(url)}); console.log(m.log.level)`], {
+    env: { ...process.env, SLUICE_LOG_LEVEL: 'debug' }, encoding: 'utf8', timeout: 60_000,
+  });
+  t.equal(r.stdout.trim(), 'debug', r.stderr);
+});

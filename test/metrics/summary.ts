@@ -1,0 +1,36 @@
+import t from 'tap';
+import { startSummary } from '../../src/metrics/summary.js';
+import { channelObjects, readWait, readWaitSeconds, servedBytes } from '../../src/metrics/metrics.js';
+
+t.test('one line per channel per tick, deltas between ticks, whole run at stop', async (t) => {
+  const lines: string[] = [];
+  const s = startSummary({ intervalMs: 3_600_000, sink: (line) => lines.push(line) });
+  t.teardown(() => s.stop());
+  servedBytes.inc({ channel: 'sum-a', mode: 'FastFile' }, 5_000_000);
+  channelObjects.inc({ channel: 'sum-a', mode: 'FastFile' });
+  readWait.observe({ channel: 'sum-a', mode: 'FastFile' }, 0);
+  readWait.observe({ channel: 'sum-a', mode: 'FastFile' }, 0);
+  readWait.observe({ channel: 'sum-a', mode: 'FastFile' }, 0.2);
+  readWait.observe({ channel: 'sum-a', mode: 'FastFile' }, 0);
+  readWaitSeconds.inc({ channel: 'sum-a', mode: 'FastFile' }, 0.2);
+  const first = (await s.tick()).filter((l) => l.includes('sum-a'));
+  t.equal(first.length, 1);
+  t.match(first[0]!, /^channel sum-a \(FastFile\): [\d.]+ MB\/s, [\d.]+ files\/s, hit ratio 75\.0%, starving [\d.]+% over the last \d+ s \(total 4\.8 MiB, 1 files\)$/);
+  servedBytes.inc({ channel: 'sum-a', mode: 'FastFile' }, 1_000_000);
+  readWait.observe({ channel: 'sum-a', mode: 'FastFile' }, 0);
+  const second = (await s.tick()).filter((l) => l.includes('sum-a'));
+  t.match(second[0]!, /hit ratio 100\.0%, starving 0\.0%/, 'second window sees only its own reads');
+  t.match(second[0]!, /total 5\.7 MiB, 1 files/);
+  const last = (await s.stop()).filter((l) => l.includes('sum-a'));
+  t.match(last[0]!, /hit ratio 80\.0%, .* over the whole run \(\d+ s\)/);
+  t.same(await s.stop(), [], 'stop is idempotent');
+  t.same(await s.tick(), [], 'no ticks after stop');
+  t.ok(lines.length >= 3);
+});
+
+t.test('the default sink logs through pino; invalid intervals are refused', async (t) => {
+  t.throws(() => startSummary({ intervalMs: 0 }), RangeError);
+  const s = startSummary();
+  const out = await s.stop();
+  t.ok(Array.isArray(out));
+});

@@ -1,0 +1,94 @@
+/**
+ * The N-API addon (native/) and its fallback. The addon is built here when it is
+ * missing (node-gyp, with the local Node headers when present, so no download).
+ */
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { constants, lstat, open, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { fifoOps, NO_NATIVE_ENV } from '../../src/pipe/native.js';
+import { tempDir } from '../helpers/pipe.js';
+
+const NATIVE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native');
+const BUILT = path.join(NATIVE_DIR, 'build', 'Release', 'sluice_native.node');
+
+async function ensureBuilt(): Promise<string | undefined> {
+  if (existsSync(BUILT)) return undefined;
+  const require = createRequire(import.meta.url);
+  const gyp = path.join(path.dirname(require.resolve('node-gyp/package.json')), 'bin', 'node-gyp.js');
+  const nodedir = existsSync('/usr/include/node/common.gypi') ? ['--nodedir=/usr'] : [];
+  try {
+    await promisify(execFile)(process.execPath, [gyp, 'rebuild', ...nodedir], { cwd: NATIVE_DIR, timeout: 240_000 });
+    return undefined;
+  } catch (err) {
+    return `native addon cannot be built here: ${(err as Error).message.split('\n')[0]}`;
+  }
+}
+
+const cannotBuild = await ensureBuilt();
+const savedEnv = process.env[NO_NATIVE_ENV];
+t.teardown(() => {
+  if (savedEnv === undefined) delete process.env[NO_NATIVE_ENV];
+  else process.env[NO_NATIVE_ENV] = savedEnv;
+});
+
+t.test('native addon: mkfifo, F_SETPIPE_SZ to 1 MiB, F_GETPIPE_SZ', { skip: cannotBuild ?? false }, async (t) => {
+  delete process.env[NO_NATIVE_ENV];
+  const ops = fifoOps();
+  t.equal(ops.backend, 'native');
+  const dir = await tempDir(t);
+  const fifo = path.join(dir, 'f');
+  await ops.mkfifo(fifo, 0o600);
+  const st = await lstat(fifo);
+  t.ok(st.isFIFO(), 'a FIFO');
+  t.equal(st.mode & 0o777, 0o600 & ~process.umask());
+  await t.rejects(ops.mkfifo(fifo, 0o600), { code: 'EEXIST', syscall: 'mkfifo', path: fifo }, 'Node-style system error');
+  await t.rejects(ops.mkfifo(path.join(dir, 'no', 'f'), 0o600), { code: 'ENOENT' });
+
+  // O_RDWR opens a FIFO without waiting for a peer (Linux), enough to size its buffer.
+  const fh = await open(fifo, constants.O_RDWR);
+  t.teardown(() => fh.close());
+  t.equal(ops.getPipeSize(fh.fd), 64 * 1024, 'kernel default');
+  t.equal(ops.setPipeSize(fh.fd, 1024 * 1024), 1024 * 1024);
+  t.equal(ops.getPipeSize(fh.fd), 1024 * 1024);
+  t.equal(ops.setPipeSize(fh.fd, 100_000), 128 * 1024, 'the kernel rounds up to a power of two of pages');
+
+  const file = path.join(dir, 'plain');
+  await writeFile(file, 'x');
+  const plain = await open(file, 'r');
+  t.teardown(() => plain.close());
+  t.throws(() => ops.setPipeSize(plain.fd, 1024 * 1024), { code: 'EBADF' }, 'not a pipe');
+  t.throws(() => ops.getPipeSize(-1), { code: 'EINVAL' }, 'a negative fd is refused before the kernel');
+});
+
+t.test('the addon checks its argument types', { skip: cannotBuild ?? false }, async (t) => {
+  const require = createRequire(import.meta.url);
+  const addon = require('node-gyp-build')(NATIVE_DIR) as Record<string, (...a: unknown[]) => unknown>;
+  t.throws(() => addon.mkfifo!(42, 0o600), { code: 'ERR_INVALID_ARG_TYPE' });
+  t.throws(() => addon.mkfifo!('/tmp/x'), { code: 'ERR_MISSING_ARGS' });
+  t.throws(() => addon.setPipeSize!('3', 4096), { code: 'ERR_INVALID_ARG_TYPE' });
+  t.throws(() => addon.mkfifo!('/tmp/a\0b', 0o600), { code: 'ERR_INVALID_ARG_VALUE' });
+});
+
+t.test(`fallback (${NO_NATIVE_ENV}=1): the mkfifo command, pipe size unsupported`, async (t) => {
+  process.env[NO_NATIVE_ENV] = '1';
+  t.teardown(() => { delete process.env[NO_NATIVE_ENV]; });
+  const ops = fifoOps();
+  t.equal(ops.backend, 'mkfifo-command');
+  const dir = await tempDir(t);
+  const fifo = path.join(dir, 'f');
+  await ops.mkfifo(fifo, 0o640);
+  const st = await lstat(fifo);
+  t.ok(st.isFIFO());
+  t.equal(st.mode & 0o777, 0o640);
+  await t.rejects(ops.mkfifo(fifo, 0o640), { code: 'EEXIST', path: fifo });
+  await t.rejects(ops.mkfifo(path.join(dir, 'no', 'f'), 0o640), { code: 'ENOENT' });
+  const fh = await open(fifo, constants.O_RDWR);
+  t.teardown(() => fh.close());
+  t.equal(ops.setPipeSize(fh.fd, 1024 * 1024), undefined);
+  t.equal(ops.getPipeSize(fh.fd), undefined);
+});

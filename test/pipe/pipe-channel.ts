@@ -1,0 +1,260 @@
+/**
+ * startPipeChannel() against an in-memory client, read by child processes
+ * (`cat`, `head -c`) as a training script reads its FIFO. The same scenarios
+ * against the real local S3 server are in test/pipe/pipe-channel-s3.ts.
+ */
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { DecompressionError, InvalidArgumentError, NoSuchKeyError } from '../../src/errors.js';
+import { channelEpoch, channelObjects, servedBytes } from '../../src/metrics/metrics.js';
+import { setLogLevel } from '../../src/log.js';
+import { NO_NATIVE_ENV } from '../../src/pipe/native.js';
+import { startPipeChannel, type PipeChannel, type PipeChannelOptions, type PipeItem } from '../../src/pipe/pipe-channel.js';
+import { decodeRecordIO } from '../../src/pipe/recordio.js';
+import { bytesFor, MemoryClient, readFifo, tempDir, waitFor } from '../helpers/pipe.js';
+
+setLogLevel('silent');
+
+/** A seeded Fisher-Yates shuffle, different per epoch (the channels engineer's shuffle is tested on its own). */
+function shuffledFor<T>(items: T[], seed: number, epoch: number): T[] {
+  const out = [...items];
+  let x = (seed * 7919 + epoch * 104729 + 1) >>> 0;
+  for (let i = out.length - 1; i > 0; i--) {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
+    const j = x % (i + 1);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+function dataset(client: MemoryClient, sizes: number[]): { items: PipeItem[]; bodies: Map<string, Buffer> } {
+  const bodies = new Map<string, Buffer>();
+  const items: PipeItem[] = sizes.map((size, i) => {
+    const key = `train/part-${String(i).padStart(3, '0')}`;
+    const body = bytesFor(key, size);
+    bodies.set(key, body);
+    return { kind: 'object', info: client.put(key, body) };
+  });
+  return { items, bodies };
+}
+
+function bodyOf(item: PipeItem, bodies: Map<string, Buffer>): Buffer {
+  return item.kind === 'inline' ? item.data : bodies.get(item.info.key)!;
+}
+
+type Teardown = { teardown(fn: () => unknown): void };
+
+async function start(t: Teardown, o: Partial<PipeChannelOptions> & Pick<PipeChannelOptions, 'client' | 'itemsForEpoch'>): Promise<PipeChannel> {
+  const dataDir = o.dataDir ?? (await tempDir(t));
+  const ch = await startPipeChannel({ channel: 'train', dataDir, recordWrapper: 'None', compression: 'None', ...o });
+  t.teardown(() => ch.stop());
+  return ch;
+}
+
+/** Read epoch `epoch`'s FIFO once it exists. */
+async function readEpoch(ch: PipeChannel, epoch: number, limit?: number): Promise<Buffer> {
+  await waitFor(() => existsSync(ch.fifoPath(epoch)), 30_000, `FIFO of epoch ${epoch}`);
+  return readFifo(ch.fifoPath(epoch), limit === undefined ? {} : { limit });
+}
+
+t.test('epochs 0..2 in key order: each epoch is the objects concatenated in order; then done, no FIFO left', async (t) => {
+  const client = new MemoryClient();
+  const { items, bodies } = dataset(client, [10, 0, 4096, 70_000, 3, 1]);
+  const asked: number[] = [];
+  const dataDir = await tempDir(t);
+  const ch = await start(t, { client, dataDir, epochs: 3, itemsForEpoch: (e) => { asked.push(e); return items; } });
+  t.equal(ch.fifoPath(0), path.join(dataDir, 'train_0'));
+  t.ok(existsSync(ch.fifoPath(0)), 'epoch 0 FIFO exists when startPipeChannel resolves');
+  const expected = Buffer.concat(items.map((i) => bodyOf(i, bodies)));
+  for (let e = 0; e < 3; e++) {
+    const got = await readEpoch(ch, e);
+    t.equal(got.length, expected.length, `epoch ${e}: length`);
+    t.ok(got.equals(expected), `epoch ${e}: bytes`);
+  }
+  await ch.done;
+  t.same(asked, [0, 1, 2]);
+  t.same(await readdir(dataDir), [], 'every FIFO removed');
+});
+
+t.test('with a shuffle: each epoch follows its own order, and the orders differ', async (t) => {
+  const client = new MemoryClient();
+  const { items, bodies } = dataset(client, Array.from({ length: 12 }, (_, i) => 500 + i * 37));
+  const orders = [0, 1, 2].map((e) => shuffledFor(items, 7, e));
+  t.notSame(orders[0]!.map((i) => (i as { info: { key: string } }).info.key), orders[1]!.map((i) => (i as { info: { key: string } }).info.key), 'the test orders differ');
+  const ch = await start(t, { client, epochs: 3, itemsForEpoch: (e) => shuffledFor(items, 7, e) });
+  const got: Buffer[] = [];
+  for (let e = 0; e < 3; e++) got.push(await readEpoch(ch, e));
+  for (let e = 0; e < 3; e++) {
+    t.ok(got[e]!.equals(Buffer.concat(orders[e]!.map((i) => bodyOf(i, bodies)))), `epoch ${e} in its shuffled order`);
+  }
+  t.notOk(got[0]!.equals(got[1]!), 'epoch 0 and epoch 1 differ in order');
+  await ch.done;
+});
+
+t.test('RecordIO: the pipe parses back to the objects (empty, lengths not a multiple of 4, inline items)', async (t) => {
+  const client = new MemoryClient();
+  const { items, bodies } = dataset(client, [0, 1, 5, 8, 1001, 100_003]);
+  items.splice(2, 0, { kind: 'inline', data: Buffer.from('{"label": 3}') });
+  const ch = await start(t, { client, epochs: 1, recordWrapper: 'RecordIO', itemsForEpoch: () => items, partSize: 4096 });
+  const records = decodeRecordIO(await readEpoch(ch, 0));
+  t.equal(records.length, items.length);
+  items.forEach((item, i) => t.ok(records[i]!.equals(bodyOf(item, bodies)), `record ${i} (${bodyOf(item, bodies).length} bytes)`));
+  await ch.done;
+});
+
+t.test('Gzip: objects are decompressed (multi-member too); inline items are not', async (t) => {
+  const client = new MemoryClient();
+  const plain = [bytesFor('a', 5000), Buffer.from('hello\n'), bytesFor('c', 200_000), Buffer.alloc(0)];
+  const stored = [
+    gzipSync(plain[0]!),
+    Buffer.concat([gzipSync(Buffer.from('hel')), gzipSync(Buffer.from('lo\n'))]), // two gzip members
+    gzipSync(plain[2]!),
+    Buffer.alloc(0), // an empty object holds nothing
+  ];
+  const items: PipeItem[] = stored.map((b, i) => ({ kind: 'object', info: client.put(`g${i}.gz`, b) }));
+  items.push({ kind: 'inline', data: Buffer.from('as-is') });
+  const ch = await start(t, { client, epochs: 2, compression: 'Gzip', itemsForEpoch: () => items, partSize: 8192 });
+  const got = await readEpoch(ch, 0);
+  t.ok(got.equals(Buffer.concat([...plain, Buffer.from('as-is')])), 'decompressed concatenation');
+  await readEpoch(ch, 1);
+  await ch.done;
+});
+
+t.test('RecordIO + Gzip: each decompressed object is one record', async (t) => {
+  const client = new MemoryClient();
+  const plain = [bytesFor('x', 3), bytesFor('y', 70_001), Buffer.alloc(0)];
+  const items: PipeItem[] = plain.map((b, i) => ({ kind: 'object', info: client.put(`r${i}.gz`, gzipSync(b)) }));
+  const ch = await start(t, { client, epochs: 1, compression: 'Gzip', recordWrapper: 'RecordIO', itemsForEpoch: () => items });
+  const records = decodeRecordIO(await readEpoch(ch, 0));
+  t.same(records.map((r) => r.length), plain.map((p) => p.length));
+  t.ok(records.every((r, i) => r.equals(plain[i]!)));
+  await ch.done;
+});
+
+t.test('an object that is not gzip fails the channel with DecompressionError; stop() cleans up', async (t) => {
+  const client = new MemoryClient();
+  const items: PipeItem[] = [{ kind: 'object', info: client.put('bad.gz', Buffer.from('not gzip at all')) }];
+  const ch = await start(t, { client, compression: 'Gzip', itemsForEpoch: () => items });
+  const reader = readEpoch(ch, 0);
+  await t.rejects(ch.done, DecompressionError);
+  await t.rejects(ch.done, { message: /s3:\/\/bucket\/bad\.gz is not valid gzip data/ });
+  t.ok(existsSync(ch.fifoPath(0)), 'the FIFO stays (the reader must not take a cut-off epoch for a whole one)');
+  await ch.stop();
+  t.notOk(existsSync(ch.fifoPath(0)), 'removed by stop()');
+  await reader; // the reader got EOF once stopped
+});
+
+t.test('a GET that fails makes done reject with its error', async (t) => {
+  const client = new MemoryClient();
+  const { items } = dataset(client, [100, 100]);
+  client.fail = (key) => (key.endsWith('001') ? new NoSuchKeyError('bucket', key) : undefined);
+  const ch = await start(t, { client, itemsForEpoch: () => items });
+  const reader = readEpoch(ch, 0);
+  await t.rejects(ch.done, NoSuchKeyError);
+  await ch.stop();
+  t.equal((await reader).length, 100, 'the reader got the first object, then EOF at stop()');
+});
+
+t.test('a reader that closes early moves the channel to the next epoch (EPIPE handled)', async (t) => {
+  const client = new MemoryClient();
+  const { items, bodies } = dataset(client, Array.from({ length: 8 }, (_, i) => 400_000 + i));
+  const ch = await start(t, { client, epochs: 3, itemsForEpoch: () => items, partSize: 64 * 1024 });
+  const head = await readEpoch(ch, 0, 1000);
+  t.equal(head.length, 1000);
+  t.ok(head.equals(bodyOf(items[0]!, bodies).subarray(0, 1000)), 'the first bytes were right');
+  const full = await readEpoch(ch, 1);
+  t.ok(full.equals(Buffer.concat(items.map((i) => bodyOf(i, bodies)))), 'epoch 1 complete');
+  t.notOk(existsSync(ch.fifoPath(0)), 'epoch 0 FIFO removed');
+  await readEpoch(ch, 2, 10); // the last epoch closed early too
+  await ch.done;
+});
+
+t.test('stop() cancels a pending open and removes the FIFO; done resolves', async (t) => {
+  const client = new MemoryClient();
+  const { items } = dataset(client, [10]);
+  const ch = await start(t, { client, itemsForEpoch: () => items });
+  await new Promise((r) => setTimeout(r, 30));
+  t.equal(ch.currentEpoch, 0);
+  await ch.stop();
+  await ch.done;
+  t.notOk(existsSync(ch.fifoPath(0)));
+  await ch.stop(); // idempotent
+});
+
+t.test('stop() while the reader holds the pipe without reading: write end closed, FIFO removed', async (t) => {
+  const client = new MemoryClient();
+  const { items } = dataset(client, [3 * 1024 * 1024]);
+  const ch = await start(t, { client, itemsForEpoch: () => items, partSize: 256 * 1024 });
+  // Opens the FIFO and never reads: the pipe fills up and the channel waits.
+  const holder = spawn('sh', ['-c', `exec 3<"${ch.fifoPath(0)}"; sleep 60`], { stdio: 'ignore' });
+  t.teardown(() => { if (holder.exitCode === null) holder.kill('SIGKILL'); });
+  await waitFor(() => client.gets > 0, 10_000, 'the first GET');
+  await new Promise((r) => setTimeout(r, 100));
+  await ch.stop();
+  t.notOk(existsSync(ch.fifoPath(0)));
+  holder.kill('SIGKILL');
+});
+
+t.test('after unlimited epochs are stopped, no FIFO is left, whatever epoch was current', async (t) => {
+  const client = new MemoryClient();
+  const { items } = dataset(client, [100]);
+  const dataDir = await tempDir(t);
+  const ch = await start(t, { client, dataDir, itemsForEpoch: () => items });
+  await readEpoch(ch, 0);
+  await readEpoch(ch, 1);
+  await waitFor(() => ch.currentEpoch === 2, 10_000, 'epoch 2');
+  await ch.stop();
+  t.same(await readdir(dataDir), []);
+});
+
+t.test('large objects go through as parallel ranged GETs within the byte budget', async (t) => {
+  const client = new MemoryClient();
+  const { items, bodies } = dataset(client, [2_000_000, 1_500_000]);
+  client.delayMs = () => 3;
+  const ch = await start(t, { client, epochs: 1, itemsForEpoch: () => items, partSize: 100_000, maxInflight: 400_000 });
+  const got = await readEpoch(ch, 0);
+  t.ok(got.equals(Buffer.concat(items.map((i) => bodyOf(i, bodies)))));
+  t.ok(client.maxInflight > 1 && client.maxInflight <= 4, `parallel GETs within budget (max ${client.maxInflight})`);
+  t.equal(client.gets, 35, '20 + 15 parts');
+  await ch.done;
+});
+
+t.test('metrics: served bytes (mode Pipe), objects and the current epoch, per channel', async (t) => {
+  const client = new MemoryClient();
+  const { items } = dataset(client, [1000, 2000, 3]);
+  const value = async (m: { get(): Promise<{ values: { labels: Record<string, unknown>; value: number }[] }> }, labels: Record<string, string>) =>
+    (await m.get()).values.find((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value ?? 0;
+  const ch = await start(t, { client, channel: 'metrics', epochs: 2, itemsForEpoch: () => items });
+  await readEpoch(ch, 0);
+  await readEpoch(ch, 1);
+  await ch.done;
+  t.equal(await value(servedBytes, { channel: 'metrics', mode: 'Pipe' }), 2 * 3003);
+  t.equal(await value(channelObjects, { channel: 'metrics', mode: 'Pipe' }), 6);
+  t.equal(await value(channelEpoch, { channel: 'metrics', mode: 'Pipe' }), 1);
+});
+
+t.test(`the fallback backend (${NO_NATIVE_ENV}=1) serves the same bytes`, async (t) => {
+  process.env[NO_NATIVE_ENV] = '1';
+  t.teardown(() => { delete process.env[NO_NATIVE_ENV]; });
+  const client = new MemoryClient();
+  const { items, bodies } = dataset(client, [300_000, 7]);
+  const ch = await start(t, { client, epochs: 1, itemsForEpoch: () => items });
+  t.ok((await readEpoch(ch, 0)).equals(Buffer.concat(items.map((i) => bodyOf(i, bodies)))));
+  await ch.done;
+});
+
+t.test('bad options are one-line InvalidArgumentErrors', async (t) => {
+  const client = new MemoryClient();
+  const dataDir = await tempDir(t);
+  const base = { client, channel: 'train', dataDir, itemsForEpoch: () => [], recordWrapper: 'None', compression: 'None' } as PipeChannelOptions;
+  await t.rejects(startPipeChannel({ ...base, channel: '../evil' }), InvalidArgumentError);
+  await t.rejects(startPipeChannel({ ...base, epochs: 0 }), { message: /epochs must be a whole number >= 1/ });
+  await t.rejects(startPipeChannel({ ...base, recordWrapper: 'Tar' as 'None' }), { message: /RecordWrapperType "Tar"/ });
+  await t.rejects(startPipeChannel({ ...base, compression: 'Zstd' as 'None' }), { message: /CompressionType "Zstd"/ });
+  await t.rejects(startPipeChannel({ ...base, maxInflight: -1 }), { message: /maxInflight/ });
+  t.same(await readdir(dataDir), [], 'nothing created');
+});

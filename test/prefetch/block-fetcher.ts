@@ -1,0 +1,61 @@
+import t from 'tap';
+import { BlockCache } from '../../src/cache/block-cache.js';
+import { BadRangeReplyError, ObjectChangedError } from '../../src/errors.js';
+import { BlockFetcher } from '../../src/prefetch/block-fetcher.js';
+import { InflightBudget } from '../../src/prefetch/inflight-budget.js';
+import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
+
+const KiB = 1024;
+
+function setup(size = 1000 * KiB) {
+  const client = new FakeObjectClient();
+  const etag = client.put('k', patternBytes(size, 9));
+  const cache = new BlockCache({ capacityBytes: 64 * 1024 * KiB, blockSize: 64 * KiB });
+  const budget = new InflightBudget(256 * KiB);
+  const fetcher = new BlockFetcher(client, cache, budget, 256 * KiB);
+  return { client, cache, budget, fetcher, file: { key: 'k', etag, size } };
+}
+
+t.test('demand: missing blocks become part-aligned runs, cached blocks are reused', async (t) => {
+  const s = setup();
+  const first = await Promise.all(s.fetcher.demand(s.file, 2, 9));
+  t.same(s.client.requests.map((r) => [r.start / KiB, r.end / KiB]), [[128, 256], [256, 512], [512, 640]], 'runs split at part boundaries');
+  t.ok(Buffer.concat(first).equals(s.client.body('k').subarray(128 * KiB, 640 * KiB)));
+  s.client.resetCounts();
+  const again = s.fetcher.demand(s.file, 0, 10);
+  t.ok(again.slice(2, 10).every((b) => Buffer.isBuffer(b)), 'resident blocks are returned at once');
+  await Promise.all(again);
+  t.same(s.client.requests.map((r) => [r.start / KiB, r.end / KiB]), [[0, 128], [640, 704]], 'only the missing blocks fetched');
+  t.equal(s.budget.inUse, 0, 'demand bytes released');
+});
+
+t.test('prefetch stops where the budget refuses and reports how far it got', async (t) => {
+  const s = setup();
+  s.client.hold();
+  const next = s.fetcher.prefetch(s.file, 0, 15, 'sequential');
+  t.equal(next, 4, 'one part (4 blocks) fits the 256 KiB budget');
+  t.equal(s.fetcher.prefetch(s.file, 0, 15, 'sequential'), 4, 'blocks in flight are skipped, the next run still refused');
+  s.client.release();
+  await new Promise((r) => setTimeout(r, 10));
+  t.equal(s.fetcher.prefetch(s.file, 4, 15, 'sequential'), 8);
+});
+
+t.test('the last block is short and exact; a changed object rejects with ObjectChangedError and is not cached', async (t) => {
+  const s = setup(100 * KiB + 3);
+  const [, b1] = await Promise.all(s.fetcher.demand(s.file, 0, 1));
+  t.equal(b1!.length, 36 * KiB + 3);
+  s.client.put('k', patternBytes(100 * KiB + 3, 10));
+  s.cache.close();
+  const s2 = setup(100 * KiB + 3);
+  s2.client.put('k', Buffer.alloc(100 * KiB + 3));
+  await t.rejects(Promise.all(s2.fetcher.demand(s2.file, 0, 1)), ObjectChangedError);
+  t.equal(s2.cache.has({ key: 'k', etag: s2.file.etag, index: 0 }), false);
+});
+
+t.test('a reply of the wrong length is refused, never cached', async (t) => {
+  const s = setup();
+  const orig = s.client.getRange.bind(s.client);
+  s.client.getRange = async (...a) => (await orig(...a)).subarray(1);
+  await t.rejects(Promise.all(s.fetcher.demand(s.file, 0, 0)), BadRangeReplyError);
+  t.equal(s.cache.has({ key: 'k', etag: s.file.etag, index: 0 }), false);
+});

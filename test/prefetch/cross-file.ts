@@ -1,0 +1,132 @@
+import t from 'tap';
+import { BlockCache } from '../../src/cache/block-cache.js';
+import { prefetchBytes } from '../../src/metrics/metrics.js';
+import { BlockFetcher, type FileRef } from '../../src/prefetch/block-fetcher.js';
+import { CONFIRM_STEPS, CrossFilePrefetcher } from '../../src/prefetch/cross-file.js';
+import { InflightBudget } from '../../src/prefetch/inflight-budget.js';
+import { ReadCursor } from '../../src/prefetch/read-cursor.js';
+import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const FILE = 40 * 1000; // the 40 KB "images" SageMaker FastFile is weakest on
+
+function setup(o: { count?: number; size?: number; depth?: number; maxSize?: number; maxInflight?: number; cache?: number } = {}) {
+  const client = new FakeObjectClient();
+  const files: FileRef[] = [];
+  for (let i = 0; i < (o.count ?? 100); i++) {
+    const key = `ds/img${String(i).padStart(5, '0')}.jpg`;
+    const size = o.size ?? FILE;
+    files.push({ key, etag: client.put(key, patternBytes(size, i + 1)), size });
+  }
+  const cache = new BlockCache({ capacityBytes: o.cache ?? 64 * MiB, blockSize: 256 * KiB });
+  const budget = new InflightBudget(o.maxInflight ?? 64 * MiB);
+  const fetcher = new BlockFetcher(client, cache, budget, 8 * MiB);
+  const xf = new CrossFilePrefetcher(fetcher, { depth: o.depth ?? 8, maxSize: o.maxSize ?? 4 * MiB });
+  return { client, files, cache, budget, fetcher, xf };
+}
+
+/** What a data loader does per file: open, read it whole, close. */
+async function readWhole(s: ReturnType<typeof setup>, i: number): Promise<Buffer> {
+  const f = s.files[i]!;
+  s.xf.onOpen(s.files, i);
+  const c = new ReadCursor(f, s.fetcher, 8 * MiB);
+  const dst = Buffer.alloc(f.size);
+  let pos = 0;
+  while (pos < f.size) {
+    const r = await c.read(dst.subarray(pos), Math.min(128 * KiB, f.size - pos), pos);
+    pos += r.bytes;
+  }
+  return dst;
+}
+
+const settle = () => new Promise((r) => setImmediate(r));
+
+t.test('a walk in listing order is prefetched: each file fetched once, almost every read a hit', async (t) => {
+  const s = setup({ count: 100, depth: 8 });
+  const metric = async (outcome: string) =>
+    (await prefetchBytes.get()).values.find((v) => v.labels.kind === 'cross_file' && v.labels.outcome === outcome)?.value ?? 0;
+  const usedBefore = await metric('used');
+  for (let i = 0; i < 100; i++) {
+    const got = await readWhole(s, i);
+    t.ok(got.equals(s.client.body(s.files[i]!.key)), `file ${i}`) || t.bailout();
+    await settle();
+  }
+  t.equal(s.client.gets, 100, 'one GET per file: no file fetched twice');
+  t.equal(s.cache.stats.misses, CONFIRM_STEPS + 1, 'only the files before the walk was confirmed missed');
+  s.cache.close();
+  t.equal(s.cache.stats.prefetchUsed.cross_file, (100 - CONFIRM_STEPS - 1) * FILE, 'used = every prefetched file');
+  t.equal(s.cache.stats.prefetchWasted.cross_file, 0, 'nothing wasted: the walk read everything it fetched');
+  t.equal(await metric('used') - usedBefore, (100 - CONFIRM_STEPS - 1) * FILE, 'sluice_prefetch_bytes_total{kind="cross_file",outcome="used"}');
+  t.equal(s.xf.stats.walksStarted, 1);
+});
+
+t.test('a walk that stops: the files fetched ahead and never read are counted wasted', async (t) => {
+  const s = setup({ count: 100, depth: 8 });
+  for (let i = 0; i < 20; i++) await readWhole(s, i);
+  await settle();
+  s.cache.close();
+  const fetched = s.client.getBytes;
+  t.equal(s.cache.stats.prefetchWasted.cross_file, 8 * FILE, 'the 8 files ahead of the reader');
+  t.equal(s.cache.stats.prefetchUsed.cross_file + s.cache.stats.prefetchWasted.cross_file + (CONFIRM_STEPS + 1) * FILE, fetched,
+    'used + wasted + demand = bytes fetched');
+});
+
+t.test('several readers walking different parts of a folder each get their own walk', async (t) => {
+  const s = setup({ count: 200, depth: 8 });
+  // 4 loader workers, each given a slice of 50 files, opening in turn (interleaved)
+  const starts = [0, 50, 100, 150];
+  for (let step = 0; step < 50; step++) {
+    await Promise.all(starts.map(async (st) => {
+      const got = await readWhole(s, st + step);
+      t.ok(got.equals(s.client.body(s.files[st + step]!.key))) || t.bailout();
+    }));
+    await settle();
+  }
+  t.equal(s.xf.stats.walksStarted, 4, 'one walk per reader');
+  t.equal(s.cache.stats.misses, 4 * (CONFIRM_STEPS + 1), 'each walk missed only before it was confirmed');
+  t.ok(s.client.gets <= 200, 'no file fetched twice');
+  s.cache.close();
+  // each walk fetches up to 8 files past its slice: those of the next slice were read by its reader, so
+  // only the last walk's lookahead runs past the folder's end (nothing there) or wasted nothing.
+  t.ok(s.cache.stats.prefetchWasted.cross_file <= 3 * 8 * FILE, 'little waste');
+});
+
+t.test('opens out of listing order do not prefetch', async (t) => {
+  const s = setup({ count: 100, depth: 8 });
+  for (const i of [40, 3, 77, 12, 60, 25, 90, 5]) await readWhole(s, i);
+  await settle();
+  t.equal(s.client.gets, 8, 'only the files opened were fetched');
+  t.equal(s.xf.stats.filesRequested, 0);
+});
+
+t.test('files larger than cross-file-max-size are not fetched ahead', async (t) => {
+  const s = setup({ count: 20, depth: 8, size: 300 * KiB, maxSize: 100 * KiB });
+  for (let i = 0; i < 10; i++) await readWhole(s, i);
+  await settle();
+  t.equal(s.xf.stats.filesRequested, 0);
+  t.equal(s.cache.stats.prefetchUsed.cross_file + s.cache.stats.prefetchWasted.cross_file, 0);
+});
+
+t.test('within the in-flight budget: waits when it is used up, resumes on release', async (t) => {
+  const s = setup({ count: 40, depth: 16, maxInflight: 4 * FILE });
+  await readWhole(s, 0);
+  await readWhole(s, 1);
+  s.client.hold();
+  s.xf.onOpen(s.files, 2); // confirms the walk: wants files 3..18
+  t.ok(s.budget.peakPrefetch <= 4 * FILE, 'prefetch within the budget');
+  t.equal(s.client.gets, 2 + 4, 'four files fit the budget; the rest wait');
+  s.client.release();
+  for (let i = 0; i < 50 && s.xf.stats.filesRequested < 16; i++) await new Promise((r) => setTimeout(r, 5));
+  t.equal(s.xf.stats.filesRequested, 16, 'the waiting walk resumed as bytes were released');
+  t.ok(s.budget.peakPrefetch <= 4 * FILE, 'never past the budget');
+  for (let i = 0; i < 20 && s.budget.inUse > 0; i++) await new Promise((r) => setTimeout(r, 5));
+  t.equal(s.budget.inUse, 0);
+});
+
+t.test('depth 0 disables it', async (t) => {
+  const s = setup({ count: 20, depth: 0 });
+  for (let i = 0; i < 10; i++) await readWhole(s, i);
+  t.equal(s.xf.stats.filesRequested, 0);
+  t.equal(s.client.gets, 10);
+});

@@ -1,0 +1,189 @@
+import t from 'tap';
+import { BlockCache } from '../../src/cache/block-cache.js';
+import { AbortedError } from '../../src/errors.js';
+import { BlockFetcher, type FileRef } from '../../src/prefetch/block-fetcher.js';
+import { InflightBudget } from '../../src/prefetch/inflight-budget.js';
+import { FIRST_WINDOW, ReadCursor, SEEK_BACKWARD_TOLERANCE, SEEK_FORWARD_TOLERANCE } from '../../src/prefetch/read-cursor.js';
+import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const BLOCK = 64 * KiB;
+const PART = 256 * KiB;
+
+function setup(o: { files?: number; size?: number; maxInflight?: number; cache?: number } = {}) {
+  const client = new FakeObjectClient();
+  const files: FileRef[] = [];
+  for (let i = 0; i < (o.files ?? 1); i++) {
+    const key = `data/f${i}`;
+    const etag = client.put(key, patternBytes(o.size ?? 16 * MiB, i + 1));
+    files.push({ key, etag, size: o.size ?? 16 * MiB });
+  }
+  const cache = new BlockCache({ capacityBytes: o.cache ?? 256 * MiB, blockSize: BLOCK });
+  const budget = new InflightBudget(o.maxInflight ?? 64 * MiB);
+  const fetcher = new BlockFetcher(client, cache, budget, PART);
+  return { client, files, cache, budget, fetcher };
+}
+
+async function readAt(c: ReadCursor, pos: number, len: number, signal?: AbortSignal) {
+  const dst = Buffer.alloc(len);
+  const r = await c.read(dst, len, pos, signal);
+  return dst.subarray(0, r.bytes);
+}
+
+const settle = () => new Promise((r) => setImmediate(r));
+
+t.test('sequential reads: small first request, window doubles up to max-prefetch, part-aligned GETs', async (t) => {
+  const s = setup();
+  const max = 4 * MiB;
+  const c = new ReadCursor(s.files[0]!, s.fetcher, max);
+  const body = s.client.body(s.files[0]!.key);
+  await readAt(c, 0, 128 * KiB);
+  t.equal(c.currentWindow, 2 * FIRST_WINDOW, 'first batch issued with FIRST_WINDOW, then doubled');
+  const firstBytes = s.client.requests.reduce((n, r) => n + r.end - r.start, 0);
+  t.ok(firstBytes <= FIRST_WINDOW + 128 * KiB + BLOCK, `first request is small (${firstBytes} bytes)`);
+  t.equal(s.client.requests[0]!.end - s.client.requests[0]!.start, 128 * KiB, 'the demand GET covers only the read: first byte fast');
+  const windows: number[] = [c.currentWindow];
+  for (let pos = 128 * KiB; pos < 16 * MiB; pos += 128 * KiB) {
+    const got = await readAt(c, pos, 128 * KiB);
+    t.ok(got.equals(body.subarray(pos, pos + 128 * KiB)), `bytes at ${pos}`) || t.bailout();
+    windows.push(c.currentWindow);
+    await settle();
+  }
+  for (let i = 1; i < windows.length; i++) t.ok(windows[i]! >= windows[i - 1]!, 'window never shrinks while sequential');
+  t.equal(Math.max(...windows), max, 'window reaches max-prefetch and stays there');
+  for (const r of s.client.requests) {
+    t.ok(r.end - r.start <= PART, 'no GET larger than a part');
+    t.equal(Math.floor(r.start / PART), Math.floor((r.end - 1) / PART), 'no GET crosses a part boundary');
+  }
+  t.equal(s.client.getBytes, 16 * MiB, 'every byte fetched exactly once');
+  t.equal(c.stats.randomReads, 0);
+  s.cache.close();
+  t.equal(s.cache.stats.prefetchWasted.sequential, 0, 'nothing read ahead was wasted');
+  t.ok(s.cache.stats.prefetchUsed.sequential > 12 * MiB, 'most bytes came from read-ahead');
+});
+
+t.test('seek tolerance: small backward and forward seeks stay sequential, a long jump turns random', async (t) => {
+  const s = setup({ size: 24 * MiB });
+  const c = new ReadCursor(s.files[0]!, s.fetcher, 2 * MiB);
+  const body = s.client.body(s.files[0]!.key);
+  let pos = 0;
+  for (; pos < 4 * MiB; pos += 128 * KiB) await readAt(c, pos, 128 * KiB);
+  const w = c.currentWindow;
+  t.ok(w > 0);
+  // out-of-order kernel readahead: a read slightly behind the last one
+  t.ok((await readAt(c, pos - 512 * KiB, 128 * KiB)).equals(body.subarray(pos - 512 * KiB, pos - 384 * KiB)));
+  t.equal(c.stats.randomReads, 0, 'small backward seek tolerated');
+  t.equal(c.currentWindow, w, 'window kept');
+  pos = pos - 384 * KiB + SEEK_FORWARD_TOLERANCE - 64 * KiB;
+  t.ok((await readAt(c, pos, 128 * KiB)).equals(body.subarray(pos, pos + 128 * KiB)));
+  t.equal(c.stats.randomReads, 0, 'forward seek within tolerance tolerated');
+  t.ok(c.currentWindow >= w, 'window kept');
+  const far = pos + 128 * KiB + SEEK_FORWARD_TOLERANCE + 4 * MiB + 1;
+  t.ok((await readAt(c, far, 4096)).equals(body.subarray(far, far + 4096)));
+  t.equal(c.stats.randomReads, 1, 'a long jump is random');
+  t.equal(c.currentWindow, 0, 'window dropped');
+  const back = far - SEEK_BACKWARD_TOLERANCE - 4 * MiB;
+  await readAt(c, back, 4096);
+  t.equal(c.stats.randomReads, 2, 'a long backward jump is random');
+  // contiguous again: sequential, from the first window
+  await readAt(c, back + 4096, 4096);
+  t.equal(c.stats.randomReads, 2, 'contiguous read after random is sequential');
+  t.equal(c.currentWindow, Math.min(2 * FIRST_WINDOW, 2 * MiB), 'restarts from the first window');
+});
+
+t.test('random reads fetch only the blocks they touch: no read-ahead', async (t) => {
+  const s = setup({ size: 16 * MiB });
+  const c = new ReadCursor(s.files[0]!, s.fetcher, 8 * MiB);
+  const body = s.client.body(s.files[0]!.key);
+  // deterministic pseudo-random offsets, never contiguous with the previous read
+  let x = 12345;
+  const blocks = new Set<number>();
+  let last = -1;
+  for (let i = 0; i < 60; i++) {
+    x = (x * 1103515245 + 12345) % 2 ** 31;
+    const len = 1 + (x % (100 * KiB));
+    let pos = 1 + (Math.floor(x / 7) % (16 * MiB - len - 1));
+    if (pos === last) pos++;
+    const got = await readAt(c, pos, len);
+    t.ok(got.equals(body.subarray(pos, pos + len)), `bytes of read ${i}`) || t.bailout();
+    for (let b = Math.floor(pos / BLOCK); b <= Math.floor((pos + len - 1) / BLOCK); b++) blocks.add(b);
+    last = pos + len;
+    await settle();
+  }
+  t.equal(c.stats.sequentialReads, 0);
+  t.equal(c.currentWindow, 0);
+  const expected = [...blocks].reduce((n, b) => n + Math.min(BLOCK, 16 * MiB - b * BLOCK), 0);
+  t.equal(s.client.getBytes, expected, 'fetched bytes = the blocks touched, nothing more');
+  t.equal(s.cache.stats.prefetchUsed.sequential + s.cache.stats.prefetchWasted.sequential, 0, 'no read-ahead');
+});
+
+t.test('in-flight budget: read-ahead stays within max-inflight, demand reads always proceed', async (t) => {
+  const limit = 2 * MiB;
+  const s = setup({ files: 6, size: 8 * MiB, maxInflight: limit });
+  const cursors = s.files.map((f) => new ReadCursor(f, s.fetcher, 4 * MiB));
+  s.client.hold();
+  const pending: Array<Promise<{ i: number; pos: number; buf: Buffer }>> = [];
+  for (let step = 0; step < 8; step++) {
+    cursors.forEach((c, i) => {
+      const pos = step * 128 * KiB;
+      const dst = Buffer.alloc(128 * KiB);
+      pending.push(c.read(dst, 128 * KiB, pos).then(() => ({ i, pos, buf: dst })));
+    });
+  }
+  t.ok(s.budget.peakPrefetch <= limit, `read-ahead in flight ${s.budget.peakPrefetch} <= ${limit}`);
+  t.ok(s.budget.peakPrefetch > 0, 'some read-ahead started');
+  const demandBytes = s.cache.stats.misses * BLOCK;
+  t.ok(s.client.peakInflightBytes <= limit + demandBytes, 'GET bytes in flight bounded by budget + demand');
+  // the budget is fully used by read-ahead, yet a demand read of an unfetched block completes
+  s.client.release();
+  const done = await Promise.all(pending);
+  for (const d of done) t.ok(d.buf.equals(s.client.body(s.files[d.i]!.key).subarray(d.pos, d.pos + 128 * KiB)));
+  await settle();
+  t.equal(s.budget.inUse, 0, 'everything released');
+  const hog = s.budget.tryAcquire(limit)!;
+  t.ok(hog, 'budget taken by someone else');
+  const c = cursors[0]!;
+  const far = 6 * MiB;
+  t.ok((await readAt(c, far, 4096)).equals(s.client.body(s.files[0]!.key).subarray(far, far + 4096)), 'demand read proceeds with no budget left');
+  hog();
+});
+
+t.test('read-ahead refused by the budget is retried on a later read', async (t) => {
+  const s = setup({ size: 8 * MiB, maxInflight: 1 * MiB });
+  const c = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB);
+  const hog = s.budget.tryAcquire(1 * MiB)!;
+  await readAt(c, 0, 64 * KiB);
+  t.equal(s.client.gets, 1, 'only the demand block was fetched');
+  hog();
+  await readAt(c, 64 * KiB, 64 * KiB);
+  await settle();
+  t.ok(s.client.gets > 1, 'read-ahead started once the budget allowed it');
+});
+
+t.test('an AbortSignal settles a read that waits on S3', async (t) => {
+  const s = setup({ size: 1 * MiB });
+  const c = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB);
+  s.client.hold();
+  const ac = new AbortController();
+  const p = readAt(c, 0, 4096, ac.signal);
+  ac.abort();
+  await t.rejects(p, AbortedError);
+  const pre = new AbortController();
+  pre.abort();
+  await t.rejects(readAt(c, 4096, 4096, pre.signal), AbortedError, 'an already aborted signal rejects');
+  s.client.release();
+  t.ok((await readAt(c, 0, 4096)).equals(s.client.body(s.files[0]!.key).subarray(0, 4096)), 'the shared GET still lands');
+});
+
+t.test('end of file: short reads, zero at and past EOF, empty file', async (t) => {
+  const s = setup({ size: 100_000 });
+  const c = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB);
+  const body = s.client.body(s.files[0]!.key);
+  t.ok((await readAt(c, 99_000, 4096)).equals(body.subarray(99_000)));
+  t.equal((await readAt(c, 100_000, 4096)).length, 0);
+  t.equal((await readAt(c, 200_000, 4096)).length, 0);
+  const e = new ReadCursor({ key: 'none', etag: '"x"', size: 0 }, s.fetcher, 4 * MiB);
+  t.equal((await readAt(e, 0, 4096)).length, 0);
+  t.equal(s.client.requests.filter((r) => r.key === 'none').length, 0, 'an empty file is never fetched');
+});
