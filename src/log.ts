@@ -38,8 +38,8 @@ const fieldPattern = SECRET_FIELDS.map((f) => f.replace(/[-_]/g, '').split('').j
 const JSON_FIELD_RE = new RegExp(`("(?:${fieldPattern})"\\s*:\\s*)("(?:[^"\\\\]|\\\\.)*"|-?\\d[\\d.eE+-]*|true|false|null)`, 'gi');
 /** `"field": [ ... ]` with scalar items only (e.g. a header listed as an array). */
 const JSON_ARRAY_FIELD_RE = new RegExp(`("(?:${fieldPattern})"\\s*:\\s*)\\[(?:[^\\]"]|"(?:[^"\\\\]|\\\\.)*")*\\]`, 'gi');
-/** `field=value` or `field: value` in free text (env dumps, header text, query strings). */
-const TEXT_FIELD_RE = new RegExp(`\\b((?:${fieldPattern})\\s*[=:]\\s*)(?!\\s*")([^\\s&,;"'\\\\]+)`, 'gi');
+/** `field=value` or `field: value` in free text (env dumps, header text, query strings); an auth scheme word is taken along. */
+const TEXT_FIELD_RE = new RegExp(`\\b((?:${fieldPattern})\\s*[=:]\\s*)(?!\\s*")((?:(?:Bearer|Basic|AWS4-HMAC-SHA256|AWS)\\s+)?[^\\s&,;"'\\\\]+)`, 'gi');
 /** Presigned URL parameters; the value runs to the next `&`, quote, space or backslash. */
 const QUERY_RE = /([?&](?:X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token)=)[^&"'\s\\#]*/gi;
 /** SigV4 Authorization header parts: `Credential=AKIA.../date/region/s3/aws4_request`, `Signature=<hex>`. */

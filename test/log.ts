@@ -38,9 +38,10 @@ t.test('credentials never appear, at any depth, in fields, messages or errors', 
   logger.error(new Error(`request failed with secret ${SECRET} in it`));
   logger.info({ nested: [{ deeper: { aws_session_token: TOKEN } }] }, 'array');
   logger.info({ authorization: ['Bearer abc.def'] }, 'array header');
+  logger.info('sent authorization: Bearer xyz.uvw and password=hunter2');
   const all = lines.join('\n');
-  t.equal(lines.length, 7);
-  for (const s of [SECRET, KEY_ID, TOKEN, encodeURIComponent(TOKEN), 'ab'.repeat(32), 'cd'.repeat(32), 'Bearer abc.def']) {
+  t.equal(lines.length, 8);
+  for (const s of [SECRET, KEY_ID, TOKEN, encodeURIComponent(TOKEN), 'ab'.repeat(32), 'cd'.repeat(32), 'Bearer abc.def', 'xyz.uvw', 'hunter2']) {
     t.notOk(all.includes(s), `no ${s.slice(0, 12)}...`);
   }
   for (const l of lines) JSON.parse(l); // still valid JSON after scrubbing

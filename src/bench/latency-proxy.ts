@@ -27,8 +27,12 @@
  */
 import net from 'node:net';
 
-/** 256 KiB: at 80 MB/s that is ~3 ms of tokens, well above Node's 1 ms timer granularity, so the cap is smooth. */
-const BURST_BYTES = 256 * 1024;
+/**
+ * 1 MiB: at 80 MB/s that is ~13 ms of tokens. Timers fire late on a loaded machine;
+ * tokens beyond the burst are lost, so the burst must cover a late wake-up, or the
+ * proxy would cap below its setting. A real TCP stream is that bursty too.
+ */
+const BURST_BYTES = 1024 * 1024;
 /** 4 MiB held per connection before the upstream socket is paused: a few S3 parts' worth of TCP window. */
 const HIGH_WATER = 4 * 1024 * 1024;
 /** Request heads above 64 KiB are not HTTP from an S3 client; stop parsing rather than buffer without end. */

@@ -20,7 +20,8 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { AbortedError } from '../errors.js';
 import { startLocalS3, type LocalS3 } from '../local/s3-server.js';
-import { seedDataset, sourceBytes, type SeededObject } from '../local/dataset.js';
+import { sourceBytes, type SeededObject } from '../local/dataset.js';
+import { seedBenchDataset } from './datasets.js';
 import { describeProfile, type LatencyProfile } from './latency-proxy.js';
 import { measureLimit, type LimitResult } from './limit.js';
 import { childPids, cmdlineOf, readProcStats, type ProcStats } from './proc-stats.js';
@@ -233,8 +234,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     const data: Record<string, SeededObject[]> = {};
     for (const name of used) {
       const t0 = epochMs();
-      const objs = await seedDataset(s3, config.bucket, `${name}/`, config.datasets[name]!);
-      objs.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      const objs = await seedBenchDataset(s3, config.bucket, `${name}/`, config.datasets[name]!);
       data[name] = objs;
       const bytes = objs.reduce((n, x) => n + x.size, 0);
       o.log(`seeded dataset ${name}: ${objs.length} objects, ${(bytes / 1e6).toFixed(1)} MB in ${((epochMs() - t0) / 1000).toFixed(1)} s`);

@@ -99,7 +99,7 @@ function dataset(file: string, name: string, v: unknown): DatasetSpec {
     out.smallFiles = {
       count: num(file, s.count, `datasets.${name}.smallFiles.count`, 1, 100_000),
       size: size(file, s.size, `datasets.${name}.smallFiles.size`),
-      folders: num(file, s.folders, `datasets.${name}.smallFiles.folders`, 1, 10_000, 16),
+      folders: num(file, s.folders, `datasets.${name}.smallFiles.folders`, 1, 100, 1),
     };
   }
   if (v.largeFiles !== undefined) {

@@ -12,8 +12,8 @@ import path from 'node:path';
 import type { BenchResults, Figure } from './runner.js';
 import { fmtValue, sluiceFor } from './report.js';
 
-/** Geometry, in px: a label column wide enough for "FastFile ×8", bars of up to BAR_W. */
-const WIDTH = 820;
+/** Geometry, in px: a label column wide enough for "FastFile", bars of up to BAR_W, ~370 px left for the value labels. */
+const WIDTH = 1000;
 const LABEL_W = 150;
 const BAR_W = 480;
 const ROW_H = 22;
@@ -50,7 +50,7 @@ export function scenarioSvg(res: BenchResults, scenario: string): string {
     if (showLimit && limit) {
       body.push(`<text x="${LABEL_W - 8}" y="${y + 14}" class="l">link limit</text>`);
       body.push(`<rect x="${LABEL_W}" y="${y + 3}" width="${scale(limit.mbps).toFixed(1)}" height="${ROW_H - 6}" fill="${COLOURS.limit}"/>`);
-      body.push(`<text x="${LABEL_W + scale(limit.mbps) + 6}" y="${y + 15}" class="v">${esc(fmtValue(limit.mbps, 'MB/s'))}</text>`);
+      body.push(`<text x="${(LABEL_W + scale(limit.mbps) + 6).toFixed(1)}" y="${y + 15}" class="v">${esc(fmtValue(limit.mbps, 'MB/s'))}</text>`);
       y += ROW_H;
     }
     for (const f of gf) {
@@ -67,7 +67,7 @@ export function scenarioSvg(res: BenchResults, scenario: string): string {
         }
         if (!f.verified) label += ' · BYTES NOT VERIFIED';
         body.push(`<rect x="${LABEL_W}" y="${y + 3}" width="${w.toFixed(1)}" height="${ROW_H - 6}" fill="${COLOURS[f.role]}"/>`);
-        body.push(`<text x="${LABEL_W + w + 6}" y="${y + 15}" class="v">${esc(label)}</text>`);
+        body.push(`<text x="${(LABEL_W + w + 6).toFixed(1)}" y="${y + 15}" class="v">${esc(label)}</text>`);
       }
       y += ROW_H;
     }

@@ -89,6 +89,12 @@ function awsBinary(): string | undefined {
   return onPath('aws') ?? (existsSync('/root/.pyenv/shims/aws') ? '/root/.pyenv/shims/aws' : undefined);
 }
 
+function withoutKeys(env: NodeJS.ProcessEnv, keys: string[]): NodeJS.ProcessEnv {
+  const out = { ...env };
+  for (const k of keys) delete out[k];
+  return out;
+}
+
 function sizeMiB(n: number): string {
   return `${Math.max(1, Math.round(n / MiB))}`;
 }
@@ -140,7 +146,8 @@ function mountCommand(t: 'FastFile' | 's3fs' | 'rclone', e: TargetEnv, dir: stri
         cmd: 'rclone',
         args: ['mount', `bench:${e.bucket}/${e.prefix}`, dir, '--read-only', '--cache-dir', path.join(e.runDir, 'rclone-cache'), ...extra.rclone],
         env: {
-          ...process.env,
+          // rclone's S3 backend fails on AWS_CA_BUNDLE ("unsupported transport"); the endpoint is plain http on loopback.
+          ...withoutKeys(process.env, ['AWS_CA_BUNDLE']),
           RCLONE_CONFIG: path.join(e.runDir, 'rclone.conf'),
           RCLONE_CONFIG_BENCH_TYPE: 's3', RCLONE_CONFIG_BENCH_PROVIDER: 'Other', RCLONE_CONFIG_BENCH_ENDPOINT: e.endpoint,
           RCLONE_CONFIG_BENCH_ACCESS_KEY_ID: e.credentials.accessKeyId, RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY: e.credentials.secretAccessKey,

@@ -14,7 +14,12 @@
  *    A failed fetch is removed from `inflight` and never cached, so the next
  *    lookup retries.
  * One GET may fill several contiguous blocks (`fill()`): the fetcher asks for a
- * run of blocks and the cache slices the reply.
+ * run of blocks and the cache slices the reply without copying (a copy costs an
+ * allocation and page faults per block: about as much CPU as the rest of the
+ * data path). Slices share the GET's buffer, so the blocks of one GET form a group
+ * that is evicted together: when LRU evicts one of them, its siblings go too.
+ * INVARIANT: a GET's buffer is either wholly resident (and counted in the size) or
+ * not held by the cache at all, so the memory held is exactly `size`.
  *
  * Prefetch accounting: a block fetched ahead of a reader carries its kind
  * ('sequential' or 'cross_file') until a reader first uses it (counted "used"),
@@ -48,6 +53,14 @@ interface Resident {
   data: Buffer;
   /** Set while the block was prefetched and no reader has used it yet. */
   kind: PrefetchKind | undefined;
+  /** The blocks sharing this block's GET buffer (undefined for a block fetched alone). */
+  group: Group | undefined;
+}
+
+interface Group {
+  keys: string[];
+  /** Set once one member left the cache: the others are being removed. */
+  dropped: boolean;
 }
 
 interface Inflight {
@@ -93,6 +106,8 @@ export class BlockCache implements BlockStore {
   private readonly resident: LRUCache<string, Resident>;
   private readonly inflight = new Map<string, Inflight>();
   private closed = false;
+  /** This cache's share of the cacheBytes gauge. */
+  private reported = 0;
 
   constructor(opts: BlockCacheOptions) {
     if (!(Number.isSafeInteger(opts.blockSize) && opts.blockSize > 0)) throw new RangeError('blockSize must be a positive integer');
@@ -104,8 +119,12 @@ export class BlockCache implements BlockStore {
       // lru-cache rejects size 0; an empty block cannot exist (blocks past EOF are never made).
       sizeCalculation: (v) => Math.max(1, v.data.length),
       dispose: (v, _k, reason) => this.onDispose(v, reason),
+      // disposeAfter runs once the entry is fully removed, so it may change the cache.
+      disposeAfter: (v, k, reason) => this.dropGroup(v, k, reason),
     });
-    cacheCapacityBytes.set(opts.capacityBytes);
+    // Gauges move by deltas: with several FastFile channels, each with its own cache,
+    // they report the process's total.
+    cacheCapacityBytes.inc(opts.capacityBytes);
   }
 
   get(id: BlockId): Buffer | undefined {
@@ -121,7 +140,7 @@ export class BlockCache implements BlockStore {
     if (this.closed) return;
     const k = cacheKey(id.key, id.etag, id.index);
     if (this.inflight.has(k)) return; // the fetch in flight will store the same bytes
-    this.resident.set(k, { data, kind });
+    this.resident.set(k, { data, kind, group: undefined });
     this.updateGauge();
   }
 
@@ -169,17 +188,20 @@ export class BlockCache implements BlockStore {
         const blocks: Buffer[] = [];
         for (let i = 0; i < count; i++) {
           const start = i * this.blockSize;
-          // Copy when one GET filled several blocks, so an evicted neighbour does not keep
-          // the whole GET's buffer alive: memory stays bounded by the cache size.
-          blocks.push(count === 1 ? buf : Buffer.from(buf.subarray(start, Math.min(buf.length, start + this.blockSize))));
+          blocks.push(count === 1 ? buf : buf.subarray(start, Math.min(buf.length, start + this.blockSize)));
         }
+        const group: Group | undefined = count > 1 ? { keys, dropped: false } : undefined;
         for (let i = 0; i < count; i++) {
           const rec = records[i]!;
           if (this.inflight.get(keys[i]!) === rec) this.inflight.delete(keys[i]!);
-          if (this.closed) continue;
+          // A group larger than what LRU keeps may evict its own first members: store no more of it.
           const data = blocks[i]!;
+          if (this.closed || group?.dropped) {
+            if (rec.kind) (rec.used ? this.countUsed(rec.kind, data.length) : this.countWasted(rec.kind, data.length));
+            continue;
+          }
           if (rec.used && rec.kind) this.countUsed(rec.kind, data.length);
-          this.resident.set(keys[i]!, { data, kind: rec.used ? undefined : rec.kind });
+          this.resident.set(keys[i]!, { data, kind: rec.used ? undefined : rec.kind, group });
         }
         this.updateGauge();
         return blocks;
@@ -214,10 +236,12 @@ export class BlockCache implements BlockStore {
 
   /** Drops every block (unread prefetched blocks count as wasted); later fills are not stored. */
   close(): void {
+    if (this.closed) return;
     this.closed = true;
     this.resident.clear();
     this.inflight.clear();
     this.updateGauge();
+    cacheCapacityBytes.dec(this.capacityBytes);
   }
 
   private countUsed(kind: PrefetchKind, n: number): void {
@@ -230,13 +254,33 @@ export class BlockCache implements BlockStore {
       this.stats.evictions++;
       cacheEvictions.inc();
     }
-    if (v.kind) {
-      this.stats.prefetchWasted[v.kind] += v.data.length;
-      prefetchBytes.inc({ kind: v.kind, outcome: 'wasted' }, v.data.length);
+    if (v.kind) this.countWasted(v.kind, v.data.length);
+  }
+
+  private countWasted(kind: PrefetchKind, n: number): void {
+    this.stats.prefetchWasted[kind] += n;
+    prefetchBytes.inc({ kind, outcome: 'wasted' }, n);
+  }
+
+  /** A block left the cache: its GET's other blocks leave too (see the INVARIANT above). */
+  private dropGroup(v: Resident, k: string, reason: LRUCache.DisposeReason): void {
+    const g = v.group;
+    if (!g || g.dropped || this.closed) return;
+    g.dropped = true;
+    for (const other of g.keys) {
+      if (other === k || this.resident.peek(other)?.group !== g) continue;
+      this.resident.delete(other);
+      if (reason === 'evict') {
+        this.stats.evictions++;
+        cacheEvictions.inc();
+      }
     }
+    this.updateGauge();
   }
 
   private updateGauge(): void {
-    cacheBytes.set(this.resident.calculatedSize);
+    const now = this.resident.calculatedSize;
+    cacheBytes.inc(now - this.reported);
+    this.reported = now;
   }
 }

@@ -24,6 +24,7 @@
  * The bytes are written as stored: CompressionType does not apply to File mode.
  */
 import { mkdir, open, readFile, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
+import { setMaxListeners } from 'node:events';
 import path from 'node:path';
 import cliProgress from 'cli-progress';
 import { AbortedError, UnsafeKeyError } from '../errors.js';
@@ -163,6 +164,8 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
   const total = todo.reduce((s, f) => s + f.obj.size, 0);
   const progress = startProgress(o, todo.length, total);
   const ac = new AbortController();
+  // Every GET in flight listens on this signal; more than Node's default of 10 is expected.
+  setMaxListeners(o.maxConnections + 8, ac.signal);
   const onAbort = () => ac.abort(o.signal?.reason);
   o.signal?.addEventListener('abort', onAbort, { once: true });
   const jobs: Job[] = [];

@@ -22,6 +22,7 @@
  * sluice reports the channel's error.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { setMaxListeners } from 'node:events';
 import { mkdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -34,6 +35,7 @@ import type { ObjectClient } from '../s3/object-client.js';
 import { createObjectClient } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
+import { checkFuseAvailable } from '../fuse/mountpoint.js';
 import { startPipeChannel, type PipeChannel } from '../pipe/pipe-channel.js';
 import { downloadChannel } from '../channels/file-mode.js';
 import { resolveHosts, type HostIdentity } from '../channels/hosts.js';
@@ -131,11 +133,13 @@ export async function run(argv: string[]): Promise<number> {
   }
   const { options: o, rest, positionals } = parseOptions('run', argv, RUN_OPTION_NAMES);
   setLogLevel(o.logLevel);
-  if (positionals.length > 0) throw new InvalidArgumentError(`sluice run: unexpected argument ${JSON.stringify(positionals[0])}`, { hint: 'Put the training command after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
-  if (rest.length === 0) throw new InvalidArgumentError('sluice run: no training command', { hint: 'Add it after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
+  if (positionals.length > 0) throw new InvalidArgumentError(`unexpected argument ${JSON.stringify(positionals[0])}`, { hint: 'Put the training command after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
+  if (rest.length === 0) throw new InvalidArgumentError('no training command given', { hint: 'Add it after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
 
   const { channels, warnings } = await loadChannels(o);
   for (const w of warnings) log.warn(w);
+  // FastFile needs /dev/fuse: say so now, not after another channel's long download.
+  if (channels.some((c) => c.inputMode === 'FastFile')) checkFuseAvailable();
   const paths = sagemakerPaths(o.root);
   const id = await resolveHosts(paths.configDir, {
     ...(o.hostConfig !== undefined ? { hostConfig: o.hostConfig } : {}),
@@ -148,6 +152,7 @@ export async function run(argv: string[]): Promise<number> {
 
   const cleanup = new Cleanup();
   const abort = new AbortController();
+  setMaxListeners(0, abort.signal); // each listing, HEAD and download listens on it
   let child: ChildProcess | undefined;
   let stopSignal: NodeJS.Signals | undefined;
   const onSignal = (sig: NodeJS.Signals) => {

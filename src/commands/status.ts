@@ -125,6 +125,14 @@ export function render(url: string, cur: Exposition, prev?: Exposition, seconds?
       ]),
     ]));
   }
+  const pipes = rates.filter((r) => r.mode === 'Pipe');
+  if (pipes.length > 0) {
+    lines.push('');
+    lines.push(...table([
+      ['pipe', 'epoch', 'FIFO full (reader slow)', 'FIFO empty (S3 slow)'],
+      ...pipes.map((r) => [r.channel, String(r.totals.epoch), fmt.pct(r.pipeFullPct), fmt.pct(r.pipeEmptyPct)]),
+    ]));
+  }
   lines.push('');
 
   const c = cacheFigures(cur);

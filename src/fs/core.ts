@@ -15,7 +15,6 @@
 import { performance } from 'node:perf_hooks';
 import { BlockCache } from '../cache/block-cache.js';
 import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NotDirectoryError, NotFoundError, ReadOnlyError } from '../errors.js';
-import { log } from '../log.js';
 import { openHandles, readWait, readWaitSeconds, servedBytes } from '../metrics/metrics.js';
 import { BlockFetcher } from '../prefetch/block-fetcher.js';
 import { CrossFilePrefetcher } from '../prefetch/cross-file.js';
@@ -58,9 +57,6 @@ export interface ReadOptions {
  * part-size / block-size contiguous blocks.
  */
 export const MAX_BLOCK_SIZE = 256 * 1024;
-
-/** Skipped keys named in the startup warning; the rest are only counted. */
-const MAX_LOGGED_SKIPS = 5;
 
 /** statfs block size: what `df` multiplies by; 4 KiB is the page size. */
 const STATFS_BSIZE = 4096;
@@ -146,12 +142,8 @@ export class SluiceFs implements FsCore {
     const prefix = normalizePrefix(opts.prefix);
     const objects: ObjectInfo[] = [];
     for await (const o of opts.client.list(prefix)) objects.push(o);
-    const fs = new SluiceFs(opts, objects);
-    if (fs.skippedKeys.length > 0) {
-      // One line for all of them: a bucket may hold thousands of such keys.
-      log.warn({ channel: fs.channel, skipped: fs.skippedKeys.length, examples: fs.skippedKeys.slice(0, MAX_LOGGED_SKIPS) }, 'some object keys are not shown in the mount');
-    }
-    return fs;
+    // The caller logs skippedKeys (src/fuse/fastfile.ts): the core stays free of I/O policy.
+    return new SluiceFs(opts, objects);
   }
 
   getattr(path: string): Attr {

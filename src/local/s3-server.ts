@@ -23,6 +23,13 @@ import {
   CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client,
 } from '@aws-sdk/client-s3';
 
+/**
+ * The SDK warns at every start on Node < 22 that its releases after January 2027 will need
+ * Node 22. sluice pins its SDK and supports Node >= 20, so on stderr (our JSON log lines)
+ * that is noise; an explicit setting by the user still wins.
+ */
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
 export interface LocalS3 {
   endpoint: string;
   port: number;

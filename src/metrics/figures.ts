@@ -9,7 +9,10 @@
  *  - hit ratio: reads answered without waiting on S3 (the le="0" bucket of
  *    sluice_read_wait_seconds) over all reads; n/a without reads;
  *  - starving %: delta of sluice_read_wait_seconds_total / seconds. It is reader-seconds
- *    of waiting per second, so several readers waiting at once can exceed 100%.
+ *    of waiting per second, so several readers waiting at once can exceed 100%. A Pipe
+ *    channel's reader starves while the FIFO sits empty waiting on S3, so for Pipe the
+ *    seconds of sluice_pipe_empty_seconds_total count as waiting too;
+ *  - Pipe only: FIFO full % and empty % (which side is slow), and the current epoch.
  * Counters that went down (the daemon restarted between samples) count from zero.
  */
 import { type Exposition, has, labelValues, quantileOf, sumOf } from './exposition.js';
@@ -22,6 +25,10 @@ export interface ChannelTotals {
   waitSeconds: number;
   reads: number;
   readsWithoutWait: number;
+  /** Pipe only (0 otherwise): seconds the FIFO sat full (reader slow) and empty (S3 slow), and the epoch. */
+  pipeFullSeconds: number;
+  pipeEmptySeconds: number;
+  epoch: number;
   /** Seconds from start to the first byte / first whole file; undefined until then. */
   firstByteSeconds: number | undefined;
   firstBatchSeconds: number | undefined;
@@ -38,6 +45,9 @@ export interface ChannelRates {
   hitRatio: number;
   /** Percent of the window that readers spent waiting on S3 (reader-seconds per second x 100). */
   starvingPct: number;
+  /** Pipe only: percent of the window the FIFO was full / empty. */
+  pipeFullPct: number;
+  pipeEmptyPct: number;
   totals: ChannelTotals;
 }
 
@@ -54,12 +64,17 @@ export function channelTotals(e: Exposition): ChannelTotals[] {
   const out: ChannelTotals[] = [];
   for (const { channel, mode } of keys.values()) {
     const m = { channel, mode };
+    const pipe = mode === 'Pipe';
+    const pipeEmptySeconds = pipe ? sumOf(e, 'sluice_pipe_empty_seconds_total', { channel }) : 0;
     out.push({
       channel,
       mode,
       servedBytes: sumOf(e, 'sluice_served_bytes_total', m),
       files: sumOf(e, 'sluice_channel_objects_total', m),
-      waitSeconds: sumOf(e, 'sluice_read_wait_seconds_total', m),
+      waitSeconds: sumOf(e, 'sluice_read_wait_seconds_total', m) + pipeEmptySeconds,
+      pipeFullSeconds: pipe ? sumOf(e, 'sluice_pipe_full_seconds_total', { channel }) : 0,
+      pipeEmptySeconds,
+      epoch: sumOf(e, 'sluice_channel_epoch', m),
       reads: sumOf(e, 'sluice_read_wait_seconds_count', m),
       readsWithoutWait: sumOf(e, 'sluice_read_wait_seconds_bucket', { ...m, le: (v) => Number(v) === 0 }),
       firstByteSeconds: has(e, 'sluice_time_to_first_byte_seconds', m) ? sumOf(e, 'sluice_time_to_first_byte_seconds', m) : undefined,
@@ -90,13 +105,15 @@ export function channelRates(prev: ChannelTotals[] | undefined, cur: ChannelTota
       filesPerSec: delta(c.files, p.files) / s,
       hitRatio: reads > 0 ? delta(c.readsWithoutWait, p.readsWithoutWait) / reads : NaN,
       starvingPct: (100 * delta(c.waitSeconds, p.waitSeconds)) / s,
+      pipeFullPct: (100 * delta(c.pipeFullSeconds, p.pipeFullSeconds)) / s,
+      pipeEmptyPct: (100 * delta(c.pipeEmptySeconds, p.pipeEmptySeconds)) / s,
       totals: c,
     };
   });
 }
 
 function zeroTotals(c: ChannelTotals): ChannelTotals {
-  return { ...c, servedBytes: 0, files: 0, waitSeconds: 0, reads: 0, readsWithoutWait: 0 };
+  return { ...c, servedBytes: 0, files: 0, waitSeconds: 0, reads: 0, readsWithoutWait: 0, pipeFullSeconds: 0, pipeEmptySeconds: 0 };
 }
 
 export const fmt = {

@@ -92,7 +92,17 @@ export class FifoWriter {
       }
       await unlink(path); // left by an earlier run that did not clean up
     }
-    await fifoOps().mkfifo(path, FIFO_MODE);
+    try {
+      await fifoOps().mkfifo(path, FIFO_MODE);
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      throw new InvalidArgumentError(`cannot create the FIFO ${path}: ${e.code ?? e.message}`, {
+        hint: e.code === 'ENOSYS'
+          ? 'Install coreutils (the mkfifo command) or build the native addon (cd native && npx node-gyp rebuild)'
+          : 'Make sure the data folder (--root) is writable, on a local file system that supports FIFOs',
+        cause: err,
+      });
+    }
     return new FifoWriter(path, hooks);
   }
 

@@ -3,15 +3,19 @@
  * `<dataDir>/<channel>_<epoch>`, one FIFO per epoch.
  *
  * Per epoch:
- *  1. create the FIFO (epoch 0 before startPipeChannel() resolves, so the training
- *     command can be started right after);
+ *  1. the epoch's FIFO exists already (epoch 0's is made before startPipeChannel()
+ *     resolves, so the training command can be started right after);
  *  2. ask itemsForEpoch(epoch) for the items, in pipe order (the caller sorts,
  *     shards and shuffles), and start reading ahead at once, while waiting for the
  *     reader to open the FIFO (fifo-writer.ts polls; no thread blocks);
- *  3. write the epoch's bytes (epoch-bytes.ts: Gzip, RecordIO) with backpressure;
- *  4. close the write end when done (the reader reads the rest, then EOF), or stop
+ *  3. once the reader is there, make the NEXT epoch's FIFO (unless this is the
+ *     last epoch): a reader that finishes an epoch, or quits it early, opens the
+ *     next FIFO at once, and must find it there, not race our cleanup. Its open()
+ *     simply waits until this epoch is over and the next one's writer starts;
+ *  4. write the epoch's bytes (epoch-bytes.ts: Gzip, RecordIO) with backpressure;
+ *  5. close the write end when done (the reader reads the rest, then EOF), or stop
  *     at once when the reader closed early (EPIPE);
- *  5. remove the FIFO and go on with the next epoch, until `epochs` are done
+ *  6. remove the FIFO and go on with the next epoch, until `epochs` are done
  *     (unlimited by default) or stop() is called.
  *
  * Failure: when an epoch cannot be completed (an object vanished, S3 keeps failing,
@@ -111,8 +115,8 @@ class PipeChannelImpl implements PipeChannel {
   private readonly o: Required<Omit<PipeChannelOptions, 'epochs'>> & { epochs: number | undefined };
   private readonly abort = new AbortController();
   private readonly log: Logger;
-  /** The FIFO of the current epoch, until it is removed. */
-  private writer: FifoWriter | undefined;
+  /** FIFOs made and not yet removed: the current epoch's, then maybe the next one's. */
+  private readonly fifos = new Map<number, FifoWriter>();
   private stopping = false;
 
   constructor(o: PipeChannelOptions) {
@@ -131,8 +135,12 @@ class PipeChannelImpl implements PipeChannel {
   }
 
   async start(): Promise<void> {
-    await mkdir(this.o.dataDir, { recursive: true });
-    this.writer = await this.createFifo(0);
+    await mkdir(this.o.dataDir, { recursive: true }).catch((err: NodeJS.ErrnoException) => {
+      throw new InvalidArgumentError(`cannot create the data folder ${this.o.dataDir}: ${err.code ?? err.message}`, {
+        hint: 'Choose a writable --root', cause: err,
+      });
+    });
+    await this.createFifo(0);
     this.done = this.run();
     this.done.catch(() => {}); // the caller's handler is theirs to attach; never an unhandled rejection here
   }
@@ -141,36 +149,41 @@ class PipeChannelImpl implements PipeChannel {
     if (!this.stopping) {
       this.stopping = true;
       this.abort.abort();
-      this.writer?.destroy();
+      for (const w of this.fifos.values()) w.destroy();
     }
     await this.done.catch(() => {});
-    const writer = this.writer;
-    this.writer = undefined;
-    await writer?.remove();
+    for (const [epoch, w] of [...this.fifos]) {
+      this.fifos.delete(epoch);
+      await w.remove();
+    }
   }
 
-  private createFifo(epoch: number): Promise<FifoWriter> {
+  private async createFifo(epoch: number): Promise<FifoWriter> {
     const labels = { channel: this.o.channel };
-    return FifoWriter.create(this.fifoPath(epoch), {
+    const writer = await FifoWriter.create(this.fifoPath(epoch), {
       onWritten: (n) => servedBytes.inc({ ...labels, mode: 'Pipe' }, n),
       onFullWait: (s) => pipeFullSeconds.inc(labels, s),
     });
+    this.fifos.set(epoch, writer);
+    return writer;
+  }
+
+  private isLast(epoch: number): boolean {
+    return this.o.epochs !== undefined && epoch + 1 >= this.o.epochs;
   }
 
   private async run(): Promise<void> {
     for (let epoch = 0; ; ) {
       this.currentEpoch = epoch;
       channelEpoch.set({ channel: this.o.channel, mode: 'Pipe' }, epoch);
-      const writer = this.writer!;
+      const writer = this.fifos.get(epoch) ?? (await this.createFifo(epoch));
+      if (this.stopping) return; // stop() came while the FIFO was made: it removes it
       const outcome = await this.serveEpoch(epoch, writer);
       this.log.info({ epoch, outcome }, 'pipe epoch ended');
-      this.writer = undefined;
+      this.fifos.delete(epoch);
       await writer.remove();
+      if (outcome === 'stopped' || this.stopping || this.isLast(epoch)) return;
       epoch += 1;
-      if (outcome === 'stopped' || this.stopping) return;
-      if (this.o.epochs !== undefined && epoch >= this.o.epochs) return;
-      this.writer = await this.createFifo(epoch);
-      if (this.stopping) return; // stop() came while the FIFO was made: it removes it
     }
   }
 
@@ -188,6 +201,7 @@ class PipeChannelImpl implements PipeChannel {
       if (!(await writer.open(this.abort.signal))) return 'stopped';
       this.log.info({ epoch, fifo: writer.path, items: items.length, pipeBufferBytes: writer.pipeSize }, 'pipe reader connected');
       this.warnIfNoNative();
+      if (!this.isLast(epoch) && !this.fifos.has(epoch + 1)) await this.createFifo(epoch + 1);
       const bytes = epochBytes(items, ra, {
         recordWrapper: this.o.recordWrapper,
         compression: this.o.compression,

@@ -14,7 +14,9 @@
  *  - once a walk has advanced CONFIRM_STEPS times in a row, every step fetches
  *    the files i + 1 .. i + depth that are not already cached or in flight, whole,
  *    skipping files larger than maxSize (a large file gets its own sequential
- *    read-ahead when it is read).
+ *    read-ahead when it is read);
+ *  - in a folder where some walk has made TRUSTED_WALK_STEPS steps, a new walk
+ *    fetches ahead from its first open.
  * Fetches run within the in-flight budget. When the budget is used up, a walk waits
  * and resumes when bytes are released (the budget's onRelease), oldest first; it
  * skips files its reader has already opened meanwhile.
@@ -45,6 +47,15 @@ export const MAX_STEP = 8;
  * cost only the walk's first two files.
  */
 export const CONFIRM_STEPS = 2;
+
+/**
+ * Steps after which a walk proves its folder is read by a sequential loader: 16 files
+ * in listing order are no accident. In such a folder a new walk (a loader worker
+ * starting its next batch, e.g. PyTorch workers taking batches k, k + W, ...)
+ * prefetches from its first open instead of after CONFIRM_STEPS, so a batch of 32
+ * misses one file instead of three.
+ */
+export const TRUSTED_WALK_STEPS = 16;
 
 export interface CrossFileOptions {
   /** Files to fetch ahead of a walk (--cross-file-prefetch); 0 disables. */
@@ -95,16 +106,20 @@ export class CrossFilePrefetcher {
       if (w.last < index && index - w.last <= MAX_STEP && (!best || w.last > best.last)) best = w;
     }
     if (!best) {
-      this.walks.push({ files, last: index, steps: 0, nextFile: index + 1, nextBlock: 0, limit: index + 1 });
+      const w: Walk = { files, last: index, steps: 0, nextFile: index + 1, nextBlock: 0, limit: index + 1 };
+      this.walks.push(w);
       this.stats.walksStarted++;
       if (this.walks.length > MAX_WALKS) this.waiting.delete(this.walks.shift()!);
-      return;
+      // A loader that walked this folder at length is most likely starting its next batch.
+      if (!this.walks.some((o) => o.files === files && o.steps >= TRUSTED_WALK_STEPS)) return;
+      best = w;
+    } else {
+      best.last = index;
+      best.steps++;
+      this.walks.splice(this.walks.indexOf(best), 1);
+      this.walks.push(best);
+      if (best.steps < CONFIRM_STEPS) return;
     }
-    best.last = index;
-    best.steps++;
-    this.walks.splice(this.walks.indexOf(best), 1);
-    this.walks.push(best);
-    if (best.steps < CONFIRM_STEPS) return;
     if (best.nextFile <= index) {
       best.nextFile = index + 1;
       best.nextBlock = 0;

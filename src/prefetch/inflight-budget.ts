@@ -14,6 +14,9 @@
  */
 import { inflightBytes } from '../metrics/metrics.js';
 
+// The inflightBytes gauge moves by deltas, so with several budgets (one per FastFile
+// channel) it reports the process's total.
+
 export class InflightBudget {
   readonly limit: number;
   /** Bytes currently claimed (demand + prefetch). */
@@ -39,7 +42,7 @@ export class InflightBudget {
   /** A reader's claim: never refused. Returns the function that gives it back. */
   acquireDemand(n: number): () => void {
     this.used += n;
-    inflightBytes.set(this.used);
+    inflightBytes.inc(n);
     return this.releaser(n, false);
   }
 
@@ -49,7 +52,7 @@ export class InflightBudget {
     this.used += n;
     this.prefetchUsed += n;
     if (this.prefetchUsed > this.peakPrefetch) this.peakPrefetch = this.prefetchUsed;
-    inflightBytes.set(this.used);
+    inflightBytes.inc(n);
     return this.releaser(n, true);
   }
 
@@ -66,7 +69,7 @@ export class InflightBudget {
       done = true;
       this.used -= n;
       if (prefetch) this.prefetchUsed -= n;
-      inflightBytes.set(this.used);
+      inflightBytes.dec(n);
       for (const fn of [...this.listeners]) fn();
     };
   }

@@ -6,11 +6,13 @@
  *    for the region (https://s3.<region>.amazonaws.com, .com.cn in China).
  *  - Region: the option, else AWS_REGION, else AWS_DEFAULT_REGION; the client then tries
  *    the shared profile, and falls back to us-east-1.
- *  - Virtual-hosted (https://bucket.host/key) unless path-style is asked for, or the
- *    bucket name cannot be a DNS label (upper case, '_' or '.' which breaks TLS wildcards).
+ *  - Virtual-hosted (https://bucket.host/key) unless path-style is asked for, the
+ *    bucket name cannot be a DNS label (upper case, '_' or '.' which breaks TLS wildcards),
+ *    or the endpoint is an IP address or localhost (no DNS to put the bucket in).
  *  - Keys are encoded per segment with RFC 3986 (encodeURIComponent plus !'()*), keeping
  *    '/': S3 signs the path exactly as sent and decodes '+' as '+' only if it is %2B.
  */
+import { isIP } from 'node:net';
 import { InvalidArgumentError } from '../errors.js';
 
 /** The region AWS SDKs use when nothing else is configured. */
@@ -64,7 +66,8 @@ export function addressingFor(bucket: string, endpoint: string | undefined, regi
   const shown = endpoint ?? defaultEndpoint(region);
   const url = parseEndpoint(shown);
   const basePath = url.pathname.replace(/\/+$/, '');
-  const virtual = !pathStyle && dnsCompatible(bucket);
+  const hostname = url.hostname.replace(/^\[|\]$/g, '');
+  const virtual = !pathStyle && dnsCompatible(bucket) && isIP(hostname) === 0 && hostname !== 'localhost';
   const host = virtual ? `${bucket}.${url.host}` : url.host;
   return {
     origin: `${url.protocol}//${host}`,

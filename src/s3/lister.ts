@@ -56,9 +56,24 @@ const DISCOVERY_DEPTH = 3;
 /** Listed objects buffered ahead of a slow consumer before range workers pause. */
 const HIGH_WATER = 20_000;
 
-/** S3 sorts keys by their UTF-8 bytes, which differs from JS string order for astral characters. */
+/**
+ * S3 sorts keys by their UTF-8 bytes, i.e. by code point. JS compares UTF-16 code units,
+ * which agrees except between a surrogate (an astral character, e.g. an emoji) and a BMP
+ * character >= U+E000: UTF-16 puts the surrogate first, code point order puts it last.
+ * Compared without allocating, since the lister compares every key it sees.
+ */
 export function compareKeys(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x === y) continue;
+    const xs = x >= 0xd800 && x <= 0xdfff;
+    const ys = y >= 0xd800 && y <= 0xdfff;
+    if (xs !== ys && (x >= 0xe000 || y >= 0xe000)) return xs ? 1 : -1;
+    return x - y;
+  }
+  return a.length - b.length;
 }
 
 /** Drops the last code point: every key >= `s` is > the result. */

@@ -30,6 +30,8 @@ import type { Dispatcher, Pool } from 'undici';
 import { AbortedError, BadRangeReplyError, ObjectChangedError } from '../errors.js';
 import { inflightBytes, s3BytesReceived, s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import type { Addressing } from './addressing.js';
+import { LimiterTimeout, type ConcurrencyLimiter, type Slot } from './concurrency-limiter.js';
+import { requestDeadlineMs, type Reachability } from './outage.js';
 import { backoffMs, sleep } from './retry.js';
 import type { SignGet } from './signing.js';
 import { exhausted, judgeError, judgeReply, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
@@ -42,6 +44,10 @@ export interface RangeReaderOptions {
   sign: SignGet;
   maxAttempts: number;
   requestTimeoutMs: number;
+  /** Adaptive bound on concurrent attempts (./concurrency-limiter.ts); unbounded when absent. */
+  limiter?: ConcurrencyLimiter;
+  /** Set once the endpoint answers; a refused endpoint that once answered is retried by time (./outage.ts). */
+  reachability?: Reachability;
 }
 
 /**
@@ -92,7 +98,12 @@ function xmlField(xml: string, tag: string): string | undefined {
 }
 
 export class RangeReader {
-  constructor(private readonly o: RangeReaderOptions) {}
+  /** How long a once-reachable endpoint may refuse connections before a read fails (./outage.ts). */
+  private readonly outageDeadlineMs: number;
+
+  constructor(private readonly o: RangeReaderOptions) {
+    this.outageDeadlineMs = requestDeadlineMs(o);
+  }
 
   /** The bytes of [start, end) of version `etag` of `key`, in order, each exactly once. */
   async *read(key: string, start: number, end: number, etag: string, signal?: AbortSignal): AsyncGenerator<Buffer> {
@@ -100,6 +111,7 @@ export class RangeReader {
     const t0 = performance.now();
     let pos = start;
     let failures = 0;
+    let refusedSince: number | undefined;
     inflightBytes.inc(end - start);
     try {
       while (pos < end) {
@@ -117,10 +129,20 @@ export class RangeReader {
           if ('fail' in verdict) throw verdict.fail;
           if (pos - before >= PROGRESS_RESET_BYTES) failures = 0;
           failures++;
-          const limit = verdict.retry === 'unreachable' ? Math.min(this.o.maxAttempts, UNREACHABLE_MAX_ATTEMPTS) : this.o.maxAttempts;
-          if (failures >= limit) throw exhausted(verdict.retry, failures, verdict.cause, ctx, this.o.requestTimeoutMs);
+          let pause = backoffMs(failures);
+          if (verdict.retry === 'unreachable' && this.o.reachability?.answered) {
+            // An outage of an endpoint that answered before: retry by time (./outage.ts).
+            refusedSince ??= performance.now();
+            const left = this.outageDeadlineMs - (performance.now() - refusedSince);
+            if (left <= 0) throw exhausted(verdict.retry, failures, verdict.cause, ctx, this.o.requestTimeoutMs);
+            pause = Math.min(pause, left);
+          } else {
+            refusedSince = undefined;
+            const limit = verdict.retry === 'unreachable' ? Math.min(this.o.maxAttempts, UNREACHABLE_MAX_ATTEMPTS) : this.o.maxAttempts;
+            if (failures >= limit) throw exhausted(verdict.retry, failures, verdict.cause, ctx, this.o.requestTimeoutMs);
+          }
           s3Retries.inc({ operation: 'get', reason: verdict.retry });
-          await sleep(backoffMs(failures), signal);
+          await sleep(pause, signal);
         }
       }
     } finally {
@@ -145,6 +167,8 @@ export class RangeReader {
   private async *attempt(key: string, pos: number, end: number, etag: string, signal?: AbortSignal): AsyncGenerator<Buffer> {
     const ctx: FailureContext = { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag };
     const where = `s3://${this.o.bucket}/${key}`;
+    const slot = await this.slot(where, signal);
+    let ok = false;
     const ctrl = new AbortController();
     let timedOut = false;
     let timer: NodeJS.Timeout | undefined;
@@ -166,12 +190,14 @@ export class RangeReader {
       const res = await this.o.pool.request({ path, method: 'GET', headers, signal: ctrl.signal });
       body = res.body;
       status = String(res.statusCode);
+      if (this.o.reachability) this.o.reachability.answered = true;
       s3FirstByteSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
       arm();
       if (res.statusCode >= 300) {
         const xml = await readErrorBody(res.body);
         const verdict = judgeReply(res.statusCode, xmlField(xml, 'Code'), xmlField(xml, 'Message'), ctx);
         if ('fail' in verdict) throw verdict.fail;
+        if (verdict.retry === 'throttled' && slot) this.o.limiter!.onThrottle(slot);
         throw new TransientError(verdict.retry, `${res.statusCode} ${xmlField(xml, 'Code') ?? ''} from ${where}`);
       }
       const replyEtag = header(res.headers, 'etag');
@@ -226,10 +252,11 @@ export class RangeReader {
         got += chunk.length;
         disarm();
         yield chunk;
-        if (got === expected && partial) { discard(res.body); return; } // the rest is not ours
+        if (got === expected && partial) { discard(res.body); ok = true; return; } // the rest is not ours
         arm();
       }
       if (got < expected) throw new TransientError('short_body', `body of ${where} ended after ${got} of ${expected} bytes`);
+      ok = true;
     } catch (err) {
       if (timedOut) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
       if (body !== undefined && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
@@ -244,6 +271,21 @@ export class RangeReader {
       if (body && !body.destroyed && !body.readableEnded) discard(body);
       s3InflightRequests.dec({ operation: 'get' });
       s3Requests.inc({ operation: 'get', status });
+      if (slot) {
+        if (ok) this.o.limiter!.onSuccess();
+        slot.release();
+      }
+    }
+  }
+
+  /** A concurrency slot for one attempt; waiting longer than --request-timeout is a timed-out attempt. */
+  private async slot(where: string, signal?: AbortSignal): Promise<Slot | undefined> {
+    if (!this.o.limiter) return undefined;
+    try {
+      return await this.o.limiter.acquire(this.o.requestTimeoutMs, signal);
+    } catch (err) {
+      if (err instanceof LimiterTimeout) throw new TransientError('timeout', `${err.message} for ${where}`);
+      throw err;
     }
   }
 }

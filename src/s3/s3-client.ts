@@ -22,9 +22,18 @@ import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, regionFr
 import { listAll, type ListPage, type ListQuery } from './lister.js';
 import type { ObjectClient, ObjectInfo, RequestOptions, StreamOptions } from './object-client.js';
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
+import { ConcurrencyLimiter } from './concurrency-limiter.js';
+import type { Reachability } from './outage.js';
 import { backoffMs, sleep } from './retry.js';
 import { createGetSigner, type GetSignerOptions } from './signing.js';
 import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
+
+/**
+ * The SDK warns at every start on Node < 22 that its releases after January 2027 will need
+ * Node 22. sluice pins its SDK and supports Node >= 20, so on stderr (our JSON log lines)
+ * that is noise; an explicit setting by the user still wins.
+ */
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 export interface S3ClientOptions {
   bucket: string;
@@ -87,6 +96,10 @@ export class S3ObjectClient implements ObjectClient {
   private readonly requestTimeoutMs: number;
   private readonly listConcurrency: number;
   private dataPath: Promise<{ addressing: Addressing; pool: Pool; reader: RangeReader }> | undefined;
+  /** AIMD bound on concurrent GET attempts, at most --max-connections (./concurrency-limiter.ts). */
+  readonly limiter: ConcurrencyLimiter;
+  /** Set once the endpoint answered any request, SDK or data path (./outage.ts). */
+  private readonly reachability: Reachability = { answered: false };
   private closed = false;
 
   constructor(opts: S3ClientOptions) {
@@ -96,6 +109,7 @@ export class S3ObjectClient implements ObjectClient {
     this.maxAttempts = checkInt('max-attempts', opts.maxAttempts ?? OPTIONS.maxAttempts.default, 1, 100);
     this.requestTimeoutMs = checkInt('request-timeout', opts.requestTimeoutMs ?? OPTIONS.requestTimeout.default, 1, 3_600_000);
     this.listConcurrency = checkInt('list concurrency', opts.listConcurrency ?? LIST_CONCURRENCY, 1, 256);
+    this.limiter = new ConcurrencyLimiter(this.maxConnections);
     this.endpoint = opts.endpoint ?? endpointFromEnv();
     if (this.endpoint !== undefined) parseEndpoint(this.endpoint);
     this.pathStyle = opts.pathStyle ?? false;
@@ -134,6 +148,7 @@ export class S3ObjectClient implements ObjectClient {
       });
       const reader = new RangeReader({
         bucket: this.bucket, addressing, pool, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
+        limiter: this.limiter, reachability: this.reachability,
       });
       return { addressing, pool, reader };
     })();
@@ -169,6 +184,7 @@ export class S3ObjectClient implements ObjectClient {
         } finally {
           clearTimeout(timer);
           signal?.removeEventListener('abort', onAbort);
+          if (status !== 'error') this.reachability.answered = true;
           s3InflightRequests.dec({ operation });
           s3Requests.inc({ operation, status });
         }

@@ -113,3 +113,30 @@ t.test('rejects nonsense sizes', async (t) => {
   t.throws(() => new BlockCache({ capacityBytes: 0, blockSize: 4 }));
   t.throws(() => new BlockCache({ capacityBytes: 10, blockSize: 0 }));
 });
+
+t.test('the blocks of one GET share its buffer and are evicted together, so memory held = size', async (t) => {
+  const c = new BlockCache({ capacityBytes: 16 * KiB, blockSize: 4 * KiB });
+  const blocks = await Promise.all(c.fill('k', '"e1"', 0, 3, async () => Buffer.alloc(12 * KiB, 1), 'sequential'));
+  t.equal(blocks[0]!.buffer, blocks[2]!.buffer, 'slices, not copies');
+  c.lookup(id(2)); // the newest member is used (and recent) ...
+  c.put(id(10), Buffer.alloc(4 * KiB));
+  c.put(id(11), Buffer.alloc(4 * KiB)); // ... but evicting block 0 takes its siblings along
+  t.equal(c.get(id(0)), undefined);
+  t.equal(c.get(id(1)), undefined);
+  t.equal(c.get(id(2)), undefined, 'no block pins the GET buffer alone');
+  t.equal(c.size, 8 * KiB);
+  t.equal(c.stats.evictions, 3);
+  t.equal(c.stats.prefetchUsed.sequential, 4 * KiB);
+  t.equal(c.stats.prefetchWasted.sequential, 8 * KiB, 'the unread siblings are wasted');
+});
+
+t.test('a prefetch still in flight when the cache closes is counted wasted, not lost', async (t) => {
+  const c = new BlockCache({ capacityBytes: 64 * KiB, blockSize: 4 * KiB });
+  const d = deferred<Buffer>();
+  const ps = c.fill('k', '"e1"', 0, 2, () => d.promise, 'cross_file');
+  c.close();
+  d.resolve(Buffer.alloc(8 * KiB));
+  await Promise.all(ps);
+  t.equal(c.stats.prefetchWasted.cross_file, 8 * KiB);
+  t.equal(c.size, 0);
+});

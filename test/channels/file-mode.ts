@@ -11,6 +11,7 @@ import { seedDataset } from '../../src/local/dataset.js';
 import { startLocalS3 } from '../../src/local/s3-server.js';
 import type { ObjectClient } from '../../src/s3/object-client.js';
 import { createObjectClient } from '../../src/s3/s3-client.js';
+import { bytesFor, MemoryClient } from '../helpers/pipe.js';
 
 const KiB = 1024;
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -112,4 +113,59 @@ t.test('two keys for one file are rejected', async (t) => {
     { key: 'p/a/b', rel: 'a/b', size: 1, etag: '"y"', client: untouchable },
   ];
   await t.rejects(downloadChannel({ channel: 'c', dataDir, objects, partSize: 1024, maxInflight: 4096, maxConnections: 2, progress: 'none' }), /would write the same file/);
+});
+
+t.test('connections and bytes in flight stay within their bounds; large objects go in parts', async (t) => {
+  const client = new MemoryClient('bkt');
+  client.delayMs = () => 5;
+  const objects = [];
+  for (let i = 0; i < 6; i++) {
+    const key = `p/o${i}`;
+    const info = client.put(key, bytesFor(key, i === 0 ? 10_000 : 2500));
+    objects.push({ ...info, rel: `o${i}`, client });
+  }
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-bounds-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  let bytes = 0;
+  let maxBytes = 0;
+  const getRange = client.getRange.bind(client);
+  client.getRange = async (key, start, end, etag, opts) => {
+    bytes += end - start;
+    maxBytes = Math.max(maxBytes, bytes);
+    try { return await getRange(key, start, end, etag, opts); } finally { bytes -= end - start; }
+  };
+  const r = await downloadChannel({ channel: 'c', dataDir, objects, partSize: 1000, maxInflight: 3000, maxConnections: 3, progress: 'none' });
+  t.equal(r.downloaded, 6);
+  t.ok(maxBytes <= 3000, `at most 3000 bytes requested at once, saw ${maxBytes}`);
+  t.ok(client.maxInflight <= 3, `at most 3 GETs at once, saw ${client.maxInflight}`);
+  t.equal(client.requested.filter((q) => q.key === 'p/o0').length, 10, 'the 10,000-byte object went in 10 parts');
+  for (const o of objects) t.ok((await readFile(path.join(dataDir, 'c', o.rel))).equals(bytesFor(o.key, o.size)), o.key);
+});
+
+t.test('an abort stops the download, removes partial files and keeps the record of finished ones', async (t) => {
+  const client = new MemoryClient('bkt');
+  client.delayMs = (key) => (key === 'p/slow' ? 60_000 : 0);
+  const fast = client.put('p/fast', bytesFor('fast', 100));
+  const slow = client.put('p/slow', bytesFor('slow', 5000));
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-abort-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const ac = new AbortController();
+  const p = downloadChannel({ channel: 'c', dataDir, objects: [{ ...fast, rel: 'fast', client }, { ...slow, rel: 'slow', client }], partSize: 1000, maxInflight: 10_000, maxConnections: 4, progress: 'none', signal: ac.signal });
+  for (let i = 0; i < 200 && client.gets < 6; i++) await new Promise((r) => setTimeout(r, 10));
+  ac.abort();
+  await t.rejects(p, { code: 'SLUICE_ABORTED' });
+  const left = await readdir(path.join(dataDir, 'c'));
+  t.same(left, ['fast'], 'the finished file stays, no partial file');
+  const sidecar = JSON.parse(await readFile(sidecarPath(dataDir, 'c'), 'utf8'));
+  t.same(Object.keys(sidecar.files), ['fast']);
+});
+
+t.test('a failed GET fails the channel with its error and leaves no partial file', async (t) => {
+  const client = new MemoryClient('bkt');
+  const a = client.put('p/a', bytesFor('a', 3000));
+  client.fail = (key) => (key === 'p/a' ? new Error('boom') : undefined);
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-fail-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  await t.rejects(downloadChannel({ channel: 'c', dataDir, objects: [{ ...a, rel: 'a', client }], partSize: 1000, maxInflight: 10_000, maxConnections: 4, progress: 'none' }), /boom/);
+  t.same(await readdir(path.join(dataDir, 'c')), []);
 });

@@ -4,6 +4,7 @@ import type { ChannelConfig } from '../../src/channels/input-config.js';
 import { startLocalS3 } from '../../src/local/s3-server.js';
 import type { ObjectClient } from '../../src/s3/object-client.js';
 import { createObjectClient } from '../../src/s3/s3-client.js';
+import { MemoryClient } from '../helpers/pipe.js';
 
 const base: Omit<ChannelConfig, 's3Uri' | 's3DataType'> = { name: 'c', distribution: 'FullyReplicated', inputMode: 'Pipe', recordWrapper: 'None', compression: 'None' };
 
@@ -60,4 +61,22 @@ t.test('S3Prefix, ManifestFile and AugmentedManifestFile against the local serve
   await s3.putObject('bkt', 'm/aug-missing.jsonl', Buffer.from('{"source-ref": "s3://bkt/data/a", "class": 1}\n\n{"source-ref": "s3://bkt/data/zz", "class": 1}\n'));
   await t.rejects(listChannel({ ...base, s3Uri: 's3://bkt/m/aug-missing.jsonl', s3DataType: 'AugmentedManifestFile', attributeNames: ['source-ref', 'class'] }, clientFor),
     { code: 'SLUICE_MANIFEST', message: 'manifest line 3: s3://bkt/data/zz does not exist' });
+});
+
+t.test('a large ManifestFile is resolved by one listing, not a HEAD per entry', async (t) => {
+  const client = new MemoryClient('bkt');
+  const names = Array.from({ length: 300 }, (_, i) => `f${String(i).padStart(3, '0')}`);
+  for (const n of names) client.put(`data/${n}`, Buffer.from(n));
+  client.put('other/unlisted', Buffer.from('x'));
+  const entries = names.slice().reverse();
+  client.put('m.manifest', Buffer.from(JSON.stringify([{ prefix: 's3://bkt/data/' }, ...entries]).replace(/","/g, '",\n"')));
+  let heads = 0;
+  const head = client.head.bind(client);
+  client.head = async (key: string) => { heads++; return head(key); };
+  const got = await listChannel({ ...base, s3Uri: 's3://bkt/m.manifest', s3DataType: 'ManifestFile' }, () => client);
+  t.same(got.objects.map((o) => o.rel), entries, 'manifest order');
+  t.equal(heads, 1, 'only the manifest itself was HEADed');
+  client.put('m2.manifest', Buffer.from(JSON.stringify([{ prefix: 's3://bkt/data/' }, ...entries, 'missing']).replace(/","/g, '",\n"')));
+  await t.rejects(listChannel({ ...base, s3Uri: 's3://bkt/m2.manifest', s3DataType: 'ManifestFile' }, () => client),
+    { code: 'SLUICE_MANIFEST', message: 'manifest line 301: s3://bkt/data/missing does not exist' });
 });

@@ -16,6 +16,8 @@ import { runCli, startCli, waitExit, type RunningCli } from '../helpers/cli.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 
 const BUCKET = 'mountcmd';
+/** Bad-input cases run this many CLI processes at once. */
+const BAD_INPUT_PARALLEL = 3;
 /** The AWS SDK's multi-line NodeVersionSupportWarning, as Node prints process warnings. */
 const isNodeWarning = (l: string) => /^\(node:\d+\) |^\(Use `node --trace-warnings|^(versions published|will require node|To continue receiving|and security updates|More information can be found)|^$/.test(l);
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -108,8 +110,13 @@ t.test('sluice mount', async (t) => {
       ['bad option value', [uri, empty, '--part-size', 'lots'], env, /not a size/],
       ['unknown option', [uri, empty, '--frobnicate'], env, /unknown option/],
     ];
-    for (const [name, args, e, want] of cases) {
-      const r = await runCli(['mount', ...args], e);
+    // A few at a time: each is a fresh node process, and the machine is small.
+    const results: Awaited<ReturnType<typeof runCli>>[] = [];
+    for (let i = 0; i < cases.length; i += BAD_INPUT_PARALLEL) {
+      results.push(...await Promise.all(cases.slice(i, i + BAD_INPUT_PARALLEL).map(([, args, e]) => runCli(['mount', ...args], e))));
+    }
+    cases.forEach(([name, , , want], i) => {
+      const r = results[i]!;
       // JSON log lines and Node process warnings (the AWS SDK warns about Node 20) are not the error line.
       const lines = r.stderr.trim().split('\n').filter((l) => !l.startsWith('{') && !isNodeWarning(l));
       t.not(r.code, 0, `${name}: nonzero exit`);
@@ -117,7 +124,7 @@ t.test('sluice mount', async (t) => {
       t.match(lines[0] ?? '', /^sluice: /, `${name}: prefixed`);
       t.match(lines[0] ?? '', want, `${name}: names the problem`);
       t.equal(r.stdout, '', `${name}: nothing on stdout`);
-    }
+    });
     t.same(await mountAt(empty), undefined, 'nothing left mounted');
   });
 

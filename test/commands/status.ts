@@ -45,6 +45,9 @@ sluice_s3_retries_total{operation="get",reason="throttled"} 2
 sluice_cache_bytes 1048576
 sluice_cache_capacity_bytes 4194304
 sluice_process_process_start_time_seconds 1000
+sluice_served_bytes_total{channel="pipe1",mode="Pipe"} 1000000
+sluice_pipe_full_seconds_total{channel="pipe1"} 1.5
+sluice_channel_epoch{channel="pipe1",mode="Pipe"} 3
 `);
   const screen = render('http://x/metrics', b, a, 2, 1_100_000);
   t.match(screen, /up 1m40s/);
@@ -53,6 +56,7 @@ sluice_process_process_start_time_seconds 1000
   t.match(screen, /cache\s+1\.0 MiB of 4\.0 MiB \(25\.0%\)/);
   t.match(screen, /32 requests \(11\.0\/s\), 2 errors \(1\.0\/s\), 2 throttled \(503\) \(1\.0\/s\)/);
   t.match(screen, /2 retries \(throttled 2\)/);
+  t.match(screen, /pipe1\s+3\s+75\.0%\s+0\.0%/, 'pipe table: epoch, full, empty');
   const once = render('http://x/metrics', b, undefined, undefined, 1_100_000);
   t.match(once, /averaged since start/);
   t.match(once, /train\s+FastFile\s+0\.2\s+/, '20 MB over 100 s');

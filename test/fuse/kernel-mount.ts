@@ -10,6 +10,8 @@ import { registry } from '../../src/metrics/metrics.js';
 import { MemCore } from '../helpers/mem-core.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 
+/** fuse-native's own default per-operation timeout (node_modules/fuse-native/index.js). */
+const FUSE_NATIVE_DEFAULT_TIMEOUT_MS = 15_000;
 const bytes = (n: number, seed: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff));
 
 t.test('an in-memory core through the kernel', async (t) => {
@@ -73,6 +75,36 @@ t.test('an in-memory core through the kernel', async (t) => {
     t.match(text, /sluice_fuse_operations_total\{op="getattr",result="ENOENT"\} [1-9]/);
     t.match(text, /sluice_fuse_operation_seconds_count\{op="open"\} [1-9]/);
     t.match(text, /sluice_fuse_read_size_bytes_count [1-9]/);
+  });
+
+  t.test("fuse-native's timer answers ETIMEDOUT only after the timeout we set", async (t) => {
+    // A second mount with a 1 s timeout and a 3 s read: the timer fires. The late reply
+    // of the core (into a buffer fuse-native has let go) must not crash anything.
+    const core2 = new MemCore({ '/slow.bin': bytes(4096, 9) });
+    core2.slowRead = { path: '/slow.bin', ms: 3000 };
+    const dir2 = await tempMountpoint(t, 'timeout');
+    const m2 = await mountCore(core2, dir2, { allowOther: false, attrTimeoutSec: 1, readaheadKb: 0, fuseTimeoutMs: 1000 });
+    t.teardown(() => m2.unmount());
+    await t.rejects(readFile(path.join(dir2, 'slow.bin')), { code: 'ETIMEDOUT' });
+    await new Promise((r) => setTimeout(r, 3000)); // let the late reply land
+    core2.slowRead = undefined;
+    t.same(await readFile(path.join(dir2, 'slow.bin')), bytes(4096, 9), 'the mount still answers afterwards');
+  });
+
+  t.test("a read slower than fuse-native's 15 s default still succeeds", async (t) => {
+    // The main mount's timeout is 60 s (fuseTimeoutMs() gives 301 s with the defaults).
+    // A file never read before, so the page cache cannot answer for the core.
+    core.files.set('/late.txt', Buffer.from('hello\n'));
+    core.slowRead = { path: '/late.txt', ms: FUSE_NATIVE_DEFAULT_TIMEOUT_MS + 1500 };
+    t.teardown(() => { core.slowRead = undefined; });
+    const t0 = Date.now();
+    const fh = await open(path.join(dir, 'late.txt'));
+    const buf = Buffer.alloc(6);
+    const { bytesRead } = await fh.read(buf, 0, 6, 0);
+    await fh.close();
+    t.equal(bytesRead, 6);
+    t.equal(buf.toString(), 'hello\n');
+    t.ok(Date.now() - t0 >= FUSE_NATIVE_DEFAULT_TIMEOUT_MS, 'the read really went through the slow core');
   });
 
   t.test('unmount', async (t) => {

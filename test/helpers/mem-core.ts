@@ -18,6 +18,8 @@ export class MemCore implements FsCore {
   private nextFh = 1;
   /** When set, read() rejects with what it returns (if anything). */
   failRead: ((path: string) => Error | undefined) | undefined;
+  /** When set, read() of these paths waits this long first (ms). */
+  slowRead: { path: string; ms: number } | undefined;
   private readonly mtime = new Date('2024-01-01T00:00:00Z');
 
   constructor(files: Record<string, Buffer>) {
@@ -61,7 +63,8 @@ export class MemCore implements FsCore {
     const err = this.failRead?.(path);
     if (err) throw err;
     const f = this.files.get(path)!;
-    await new Promise((r) => setImmediate(r));
+    if (this.slowRead?.path === path) await new Promise((r) => setTimeout(r, this.slowRead!.ms));
+    else await new Promise((r) => setImmediate(r));
     return f.copy(dst, 0, Math.min(position, f.length), Math.min(position + length, f.length));
   }
 

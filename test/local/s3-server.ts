@@ -37,12 +37,25 @@ t.test('starts s3rver on loopback, stores objects, stops and cleans up', async (
   t.notOk(existsSync(dir), 'temp dir removed');
 });
 
-t.test('datasets are deterministic per seed', async (t) => {
-  const a = sourceBytes({ key: 'k', size: 1001, seed: 3 });
-  const b = sourceBytes({ key: 'k', size: 1001, seed: 3 });
-  const c = sourceBytes({ key: 'k', size: 1001, seed: 4 });
-  t.equal(a.length, 1001);
-  t.ok(a.equals(b));
-  t.notOk(a.equals(c));
-  t.ok(sourceBytes({ key: 'k', size: 1001, seed: 3 }, 10, 20).equals(a.subarray(10, 20)));
+t.test('a given directory is used and kept; objects survive a restart', async (t) => {
+  const { mkdtemp, rm } = await import('node:fs/promises');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-s3-test-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const a = await startLocalS3({ dir });
+  t.teardown(() => a.stop());
+  t.equal(a.dir, dir);
+  await a.createBucket('keep');
+  const etag = await a.putObject('keep', 'k', Buffer.from('kept'));
+  await a.stop();
+  t.ok(existsSync(dir), 'kept');
+  const b = await startLocalS3({ dir });
+  t.teardown(() => b.stop());
+  t.not(b.port, 0);
+  const sdk = new S3Client({ endpoint: b.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: b.credentials });
+  t.teardown(() => sdk.destroy());
+  const got = await sdk.send(new GetObjectCommand({ Bucket: 'keep', Key: 'k' }));
+  t.equal(got.ETag, etag);
+  t.equal(Buffer.from(await got.Body!.transformToByteArray()).toString(), 'kept');
 });

@@ -10,14 +10,17 @@ sluice_read_wait_seconds_bucket{le="0",channel="train",mode="FastFile"} ${noWait
 sluice_read_wait_seconds_bucket{le="0.001",channel="train",mode="FastFile"} ${reads}
 sluice_read_wait_seconds_bucket{le="+Inf",channel="train",mode="FastFile"} ${reads}
 sluice_read_wait_seconds_count{channel="train",mode="FastFile"} ${reads}
-sluice_served_bytes_total{channel="test",mode="pipe"} 10
+sluice_served_bytes_total{channel="test",mode="Pipe"} ${10 * served}
+sluice_pipe_empty_seconds_total{channel="test"} ${wait}
+sluice_pipe_full_seconds_total{channel="test"} ${2 * wait}
+sluice_channel_epoch{channel="test",mode="Pipe"} 2
 sluice_time_to_first_byte_seconds{channel="train",mode="FastFile"} 0.25
 `;
 
 t.test('channel rates from two samples', async (t) => {
   const a = channelTotals(parseExposition(text(1e6, 10, 1, 100, 50)));
   const b = channelTotals(parseExposition(text(101e6, 30, 4, 200, 140)));
-  t.same(b.map((c) => `${c.channel}/${c.mode}`), ['test/pipe', 'train/FastFile']);
+  t.same(b.map((c) => `${c.channel}/${c.mode}`), ['test/Pipe', 'train/FastFile']);
   const train = b.find((c) => c.channel === 'train')!;
   t.equal(train.firstByteSeconds, 0.25);
   t.equal(train.firstBatchSeconds, undefined);
@@ -28,8 +31,14 @@ t.test('channel rates from two samples', async (t) => {
   t.equal(r.starvingPct, 30);
   const line = formatChannelLine(r, 'over the last 10 s');
   t.equal(line, 'channel train (FastFile): 10.0 MB/s, 2.0 files/s, hit ratio 90.0%, starving 30.0% over the last 10 s (total 96.3 MiB, 30 files)');
+  t.equal(r.pipeFullPct, 0, 'no pipe figures for FastFile');
   const pipe = channelRates(a, b, 10).find((c) => c.channel === 'test')!;
   t.ok(Number.isNaN(pipe.hitRatio), 'no reads: n/a');
+  t.equal(pipe.starvingPct, 30, 'Pipe: FIFO-empty time is starving time');
+  t.equal(pipe.pipeEmptyPct, 30);
+  t.ok(Math.abs(pipe.pipeFullPct - 60) < 1e-9, 'FIFO full %');
+  t.equal(pipe.totals.epoch, 2);
+  t.equal(pipe.mbPerSec, 100);
   t.match(formatChannelLine(pipe, ''), /hit ratio n\/a/);
   const restarted = channelRates(b, a, 10).find((c) => c.channel === 'train')!;
   t.equal(restarted.mbPerSec, 0.1, 'a counter that went down restarted from zero');

@@ -6,11 +6,11 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { DecompressionError, InvalidArgumentError, NoSuchKeyError } from '../../src/errors.js';
-import { channelEpoch, channelObjects, servedBytes } from '../../src/metrics/metrics.js';
+import { channelEpoch, channelObjects, pipeEmptySeconds, pipeFullSeconds, servedBytes } from '../../src/metrics/metrics.js';
 import { setLogLevel } from '../../src/log.js';
 import { NO_NATIVE_ENV } from '../../src/pipe/native.js';
 import { startPipeChannel, type PipeChannel, type PipeChannelOptions, type PipeItem } from '../../src/pipe/pipe-channel.js';
@@ -135,6 +135,19 @@ t.test('RecordIO + Gzip: each decompressed object is one record', async (t) => {
   await ch.done;
 });
 
+t.test('RecordIO + Gzip: a record larger than the hold limit (maxInflight) goes out split, and parses back whole', async (t) => {
+  const client = new MemoryClient();
+  const plain = bytesFor('big', 200_001);
+  const items: PipeItem[] = [{ kind: 'object', info: client.put('big.gz', gzipSync(plain)) }];
+  const ch = await start(t, { client, epochs: 1, compression: 'Gzip', recordWrapper: 'RecordIO', maxInflight: 64 * 1024, partSize: 16 * 1024, itemsForEpoch: () => items });
+  const wire = await readEpoch(ch, 0);
+  t.equal(wire.readUInt32LE(4) >>> 29, 1, 'the first frame is cflag 1');
+  const records = decodeRecordIO(wire);
+  t.equal(records.length, 1);
+  t.ok(records[0]!.equals(plain));
+  await ch.done;
+});
+
 t.test('an object that is not gzip fails the channel with DecompressionError; stop() cleans up', async (t) => {
   const client = new MemoryClient();
   const items: PipeItem[] = [{ kind: 'object', info: client.put('bad.gz', Buffer.from('not gzip at all')) }];
@@ -170,6 +183,44 @@ t.test('a reader that closes early moves the channel to the next epoch (EPIPE ha
   t.ok(full.equals(Buffer.concat(items.map((i) => bodyOf(i, bodies)))), 'epoch 1 complete');
   t.notOk(existsSync(ch.fifoPath(0)), 'epoch 0 FIFO removed');
   await readEpoch(ch, 2, 10); // the last epoch closed early too
+  await ch.done;
+});
+
+t.test('a script that opens each next epoch at once (no waiting) always finds its FIFO', async (t) => {
+  const client = new MemoryClient();
+  const { items, bodies } = dataset(client, [70_000, 5, 3000]);
+  const dataDir = await tempDir(t);
+  const ch = await start(t, { client, dataDir, epochs: 4, itemsForEpoch: () => items });
+  const f = (e: number) => JSON.stringify(ch.fifoPath(e));
+  // Epoch 0 read whole, epoch 1 quit after 10 bytes, epochs 2 and 3 whole: as a training loop would.
+  const script = `cat ${f(0)} && head -c 10 ${f(1)} && cat ${f(2)} && cat ${f(3)}`;
+  const out = await new Promise<Buffer>((resolve, reject) => {
+    const child = spawn('sh', ['-c', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const chunks: Buffer[] = [];
+    let err = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.stdout.on('data', (c: Buffer) => chunks.push(c));
+    child.stderr.on('data', (c: Buffer) => { err += String(c); });
+    child.on('close', (code) => { clearTimeout(timer); code === 0 ? resolve(Buffer.concat(chunks)) : reject(new Error(`exit ${code}: ${err}`)); });
+  });
+  const whole = Buffer.concat(items.map((i) => bodyOf(i, bodies)));
+  t.ok(out.equals(Buffer.concat([whole, whole.subarray(0, 10), whole, whole])), 'every epoch found and read');
+  await ch.done;
+  t.same(await readdir(dataDir), []);
+});
+
+t.test('the next FIFO is made once the reader connects, never after the last epoch', async (t) => {
+  const client = new MemoryClient();
+  const { items } = dataset(client, [3 * 1024 * 1024]);
+  const ch = await start(t, { client, epochs: 2, itemsForEpoch: () => items, partSize: 256 * 1024 });
+  t.notOk(existsSync(ch.fifoPath(1)), 'not before a reader came');
+  const reading = readEpoch(ch, 0);
+  await waitFor(() => existsSync(ch.fifoPath(1)), 30_000, 'the FIFO of epoch 1');
+  await reading;
+  const last = readEpoch(ch, 1);
+  await waitFor(() => ch.currentEpoch === 1 && client.gets >= 24, 30_000, 'epoch 1 streaming');
+  t.notOk(existsSync(ch.fifoPath(2)), 'no FIFO beyond the last epoch');
+  await last;
   await ch.done;
 });
 
@@ -237,6 +288,24 @@ t.test('metrics: served bytes (mode Pipe), objects and the current epoch, per ch
   t.equal(await value(channelEpoch, { channel: 'metrics', mode: 'Pipe' }), 1);
 });
 
+t.test('metrics: a slow reader shows as pipe-full time, a slow S3 as pipe-empty time', async (t) => {
+  const client = new MemoryClient();
+  const { items, bodies } = dataset(client, [3 * 1024 * 1024, 10]);
+  client.delayMs = (key) => (key.endsWith('001') ? 100 : 0); // the second object is slow to come
+  const value = async (m: typeof pipeFullSeconds) => (await m.get()).values.find((v) => v.labels.channel === 'slowness')?.value ?? 0;
+  const ch = await start(t, { client, channel: 'slowness', epochs: 1, itemsForEpoch: () => items, partSize: 512 * 1024 });
+  // Opens the FIFO, lets it fill up, then reads it all.
+  const reader = spawn('sh', ['-c', `exec 3<"${ch.fifoPath(0)}"; sleep 0.5; cat <&3`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => { if (reader.exitCode === null) reader.kill('SIGKILL'); });
+  const chunks: Buffer[] = [];
+  reader.stdout.on('data', (c: Buffer) => chunks.push(c));
+  await new Promise((r) => reader.on('close', r));
+  await ch.done;
+  t.ok(Buffer.concat(chunks).equals(Buffer.concat(items.map((i) => bodyOf(i, bodies)))), 'bytes');
+  t.ok((await value(pipeFullSeconds)) > 0, 'pipe-full time counted');
+  t.ok((await value(pipeEmptySeconds)) > 0, 'pipe-empty time counted');
+});
+
 t.test(`the fallback backend (${NO_NATIVE_ENV}=1) serves the same bytes`, async (t) => {
   process.env[NO_NATIVE_ENV] = '1';
   t.teardown(() => { delete process.env[NO_NATIVE_ENV]; });
@@ -257,4 +326,16 @@ t.test('bad options are one-line InvalidArgumentErrors', async (t) => {
   await t.rejects(startPipeChannel({ ...base, compression: 'Zstd' as 'None' }), { message: /CompressionType "Zstd"/ });
   await t.rejects(startPipeChannel({ ...base, maxInflight: -1 }), { message: /maxInflight/ });
   t.same(await readdir(dataDir), [], 'nothing created');
+});
+
+t.test('a data folder where no FIFO can be made is a one-line error', async (t) => {
+  const client = new MemoryClient();
+  const dir = await tempDir(t);
+  const file = path.join(dir, 'a-file');
+  await writeFile(file, 'x');
+  const base = { client, channel: 'train', itemsForEpoch: () => [], recordWrapper: 'None', compression: 'None' } as const;
+  await t.rejects(startPipeChannel({ ...base, dataDir: path.join(file, 'data') }), { code: 'SLUICE_INVALID_ARGUMENT', message: /cannot create the data folder .*ENOTDIR/ });
+  await t.rejects(startPipeChannel({ ...base, dataDir: '/proc/self' }), { code: 'SLUICE_INVALID_ARGUMENT', message: /cannot create the FIFO \/proc\/self\/train_0/ });
+  await writeFile(path.join(dir, 'train_0'), 'user data');
+  await t.rejects(startPipeChannel({ ...base, dataDir: dir }), { message: /train_0 exists and is not a FIFO/ });
 });

@@ -2,7 +2,7 @@ import t from 'tap';
 import { BlockCache } from '../../src/cache/block-cache.js';
 import { prefetchBytes } from '../../src/metrics/metrics.js';
 import { BlockFetcher, type FileRef } from '../../src/prefetch/block-fetcher.js';
-import { CONFIRM_STEPS, CrossFilePrefetcher } from '../../src/prefetch/cross-file.js';
+import { CONFIRM_STEPS, CrossFilePrefetcher, TRUSTED_WALK_STEPS } from '../../src/prefetch/cross-file.js';
 import { InflightBudget } from '../../src/prefetch/inflight-budget.js';
 import { ReadCursor } from '../../src/prefetch/read-cursor.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
@@ -90,6 +90,26 @@ t.test('several readers walking different parts of a folder each get their own w
   // each walk fetches up to 8 files past its slice: those of the next slice were read by its reader, so
   // only the last walk's lookahead runs past the folder's end (nothing there) or wasted nothing.
   t.ok(s.cache.stats.prefetchWasted.cross_file <= 3 * 8 * FILE, 'little waste');
+});
+
+t.test('loader workers taking batches k, k + W, ...: a new batch in a trusted folder prefetches from its first file', async (t) => {
+  const batch = 32;
+  const workers = 4;
+  const s = setup({ count: 512, depth: 8 });
+  t.ok(batch - 1 >= TRUSTED_WALK_STEPS);
+  for (let round = 0; round < 512 / batch / workers; round++) {
+    for (let step = 0; step < batch; step++) {
+      await Promise.all(Array.from({ length: workers }, async (_, w) => {
+        const i = (round * workers + w) * batch + step;
+        const got = await readWhole(s, i);
+        t.ok(got.equals(s.client.body(s.files[i]!.key))) || t.bailout();
+      }));
+      await settle();
+    }
+  }
+  const first = workers * (CONFIRM_STEPS + 1);
+  t.ok(s.cache.stats.misses <= first + (512 / batch - workers), `misses ${s.cache.stats.misses}: later batches miss at most their first file`);
+  t.ok(s.client.gets <= 512, 'no file fetched twice');
 });
 
 t.test('opens out of listing order do not prefetch', async (t) => {

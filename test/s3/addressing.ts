@@ -22,7 +22,11 @@ t.test('path-style and virtual-hosted addressing', async (t) => {
   t.equal(dotted.origin, 'https://s3.us-east-1.amazonaws.com', 'dots force path-style (TLS wildcard)');
   t.equal(dotted.pathFor('k'), '/my.bucket/k');
   t.equal(defaultEndpoint('cn-north-1'), 'https://s3.cn-north-1.amazonaws.com.cn');
-  t.equal(addressingFor('b', 'http://h:1/base/', 'r', true).pathFor('k'), '/base/b/k', 'endpoint base path kept');
+  t.equal(addressingFor('bkt', 'http://h:1/base/', 'r', true).pathFor('k'), '/base/bkt/k', 'endpoint base path kept');
+  t.equal(addressingFor('bkt', 'http://minio.local:9000', 'r', false).origin, 'http://bkt.minio.local:9000', 'virtual-hosted on a custom endpoint');
+  for (const ep of ['http://127.0.0.1:9000', 'http://[::1]:9000', 'http://localhost:9000']) {
+    t.equal(addressingFor('bkt', ep, 'r', false).pathFor('k'), '/bkt/k', `${ep} is path-style`);
+  }
 });
 
 t.test('the data path encodes keys exactly as the SDK does', async (t) => {

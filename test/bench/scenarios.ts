@@ -1,0 +1,59 @@
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { ConfigError } from '../../src/errors.js';
+import { loadBenchConfig, parseBenchConfig } from '../../src/bench/scenarios.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+const smoke = readFileSync(path.join(ROOT, 'bench/scenarios/smoke.yaml'), 'utf8');
+
+t.test('the default file parses into the issue\'s scenarios', async (t) => {
+  const c = loadBenchConfig(path.join(ROOT, 'bench/scenarios/default.yaml'));
+  t.ok(c.repetitions >= 3, 'several repetitions');
+  t.same(c.profiles.map((p) => p.name), ['s3-like', 'no-latency']);
+  t.same(c.profiles[0], { name: 's3-like', ttfbMs: 25, bytesPerSec: 80e6 });
+  t.same(c.profiles[1], { name: 'no-latency', ttfbMs: 0, bytesPerSec: 0 });
+  const names = c.scenarios.map((s) => s.name);
+  for (const n of ['A', 'B', 'C', 'D', 'random', 'ttfb', 'list']) t.ok(names.includes(n), `scenario ${n}`);
+  const a = c.scenarios.find((s) => s.name === 'A')!;
+  t.equal(a.metric, 'files/s');
+  t.same(a.modes, ['File', 'FastFile', 'Pipe']);
+  t.same(a.peers, ['s3fs', 'rclone', 'aws']);
+  t.equal(c.scenarios.find((s) => s.name === 'D')!.metric, 'MB/s');
+  t.equal(c.datasets['keys-5k']!.smallFiles!.count, 5000);
+  t.ok(c.scenarios.some((s) => s.profiles.includes('no-latency')), 'the no-latency profile is used');
+  const r = c.scenarios.find((s) => s.name === 'random')!;
+  t.same(r.random, { threads: 8, blockSize: 65536, ops: 2000 });
+});
+
+t.test('--quick keeps one repetition and halves time limits', async (t) => {
+  const full = parseBenchConfig(smoke.replace('repetitions: 1', 'repetitions: 3'), 'smoke.yaml');
+  const quick = parseBenchConfig(smoke.replace('repetitions: 1', 'repetitions: 3'), 'smoke.yaml', { quick: true });
+  t.equal(full.repetitions, 3);
+  t.equal(quick.repetitions, 1);
+  t.equal(quick.scenarios[0]!.maxSeconds, full.scenarios[0]!.maxSeconds / 2);
+});
+
+t.test('problems are one-line ConfigErrors naming the field', async (t) => {
+  const cases: [string, string, RegExp][] = [
+    ['ttfbMs: 5', 'ttfbMs: -5', /ttfbMs/],
+    ['bandwidth: 80MB/s', 'bandwidth: fast', /bandwidth.*not a size/],
+    ['dataset: tiny-small }', 'dataset: nope }', /unknown dataset "nope"/],
+    ['readers: [2]', 'readers: [0]', /readers must be a list of integers/],
+    ['modes: [File, FastFile, Pipe]', 'modes: [File, Turbo]', /unknown "Turbo"/],
+    ['kind: random', 'kind: sideways', /kind "sideways" is unknown/],
+    ['limit: { dataset: tiny-large', 'limit: { dataset: tiny-small', /limit.dataset must have largeFiles/],
+  ];
+  for (const [from, to, re] of cases) {
+    const text = smoke.replace(from, to);
+    t.not(text, smoke, `fixture edit ${from}`);
+    let caught: unknown;
+    try { parseBenchConfig(text, 'x.yaml'); } catch (err) { caught = err; }
+    t.ok(caught instanceof ConfigError, `${to}: a ConfigError`);
+    t.match((caught as ConfigError).message, re, to);
+    t.notOk((caught as ConfigError).oneLine().includes('\n'), `${to}: one line`);
+  }
+  t.throws(() => parseBenchConfig('a: [', 'x.yaml'), /not valid YAML/);
+  t.throws(() => parseBenchConfig('- 1', 'x.yaml'), /top level must be a mapping/);
+  t.throws(() => loadBenchConfig('/nonexistent.yaml'), /cannot read scenario file/);
+});

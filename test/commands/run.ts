@@ -1,0 +1,251 @@
+/**
+ * `sluice run` end to end: the built CLI (node dist/cli.js) against the local S3 server,
+ * with a `node -e` training command that reports what it sees.
+ */
+import t from 'tap';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { seedDataset, type SeededObject } from '../../src/local/dataset.js';
+import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
+import { runCli, startCli, waitExit } from '../helpers/cli.js';
+import { cleanupMount } from '../helpers/fuse.js';
+import { epochUnits } from '../../src/commands/run.js';
+import { shuffled } from '../../src/channels/shuffle.js';
+import type { ChannelConfig } from '../../src/channels/input-config.js';
+import type { HostIdentity } from '../../src/channels/hosts.js';
+
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+let s3: LocalS3;
+let seeded: SeededObject[];
+let valBodies: Buffer[];
+
+t.before(async () => {
+  s3 = await startLocalS3();
+  await s3.createBucket('bkt');
+  seeded = await seedDataset(s3, 'bkt', 'train/', { smallFiles: { count: 12, size: 3000, folders: 3 }, largeFiles: { count: 1, size: 300_000 }, seed: 5 });
+  valBodies = [];
+  for (let i = 0; i < 3; i++) {
+    const body = Buffer.from(`validation object ${i}\n`.repeat(50 + i));
+    valBodies.push(body);
+    await s3.putObject('bkt', `val/part-${i}`, body);
+  }
+});
+t.teardown(() => s3?.stop());
+
+async function tmpRoot(t: { teardown(fn: () => unknown): void }): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-run-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+// NODE_NO_WARNINGS: the AWS SDK warns about Node 20 on stderr, which is not sluice's output.
+const env = () => ({ ...process.env, NODE_NO_WARNINGS: '1', AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1', SLUICE_LOG_LEVEL: 'warn' });
+const common = () => ['--endpoint', s3.endpoint, '--path-style', '--metrics-port=-1', '--max-attempts', '3'];
+
+/** A training command that records the SM_* variables, the config files and the Pipe bytes. */
+const REPORTER = `
+const fs = require('fs'), path = require('path'), crypto = require('crypto');
+const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('SM_')));
+const cfg = path.join(process.env.SM_INPUT_CONFIG_DIR);
+const out = { env,
+  inputdataconfig: JSON.parse(fs.readFileSync(path.join(cfg, 'inputdataconfig.json'), 'utf8')),
+  resourceconfig: JSON.parse(fs.readFileSync(path.join(cfg, 'resourceconfig.json'), 'utf8')),
+  train: fs.readdirSync(process.env.SM_CHANNEL_TRAIN, { recursive: true }).map(String).sort(),
+};
+if (process.env.SM_CHANNEL_VAL) out.val = fs.readFileSync(process.env.SM_CHANNEL_VAL + '_0').toString('base64');
+fs.writeFileSync(process.argv[1], JSON.stringify(out));
+process.exit(Number(process.argv[2]));
+`;
+
+t.test('the child sees SageMaker\'s environment and files, and its exit code propagates', async (t) => {
+  const root = await tmpRoot(t);
+  const report = path.join(root, 'report.json');
+  const channels = path.join(root, 'channels.json');
+  await writeFile(channels, JSON.stringify([
+    { ChannelName: 'train', DataSource: { S3DataSource: { S3Uri: 's3://bkt/train/', S3DataType: 'S3Prefix', S3DataDistributionType: 'FullyReplicated' } }, ContentType: 'application/octet-stream' },
+  ]));
+  const r = await runCli(['run', '--input-data-config', channels, '--channel', 'val=s3://bkt/val/,mode=Pipe', '--epochs', '1', '--root', root, ...common(),
+    '--', process.execPath, '-e', REPORTER, report, '3'], env());
+  t.equal(r.code, 3, `exit code propagates (stderr: ${r.stderr})`);
+  const got = JSON.parse(await readFile(report, 'utf8'));
+  const data = path.join(root, 'input', 'data');
+  t.same(got.env, {
+    SM_CHANNEL_TRAIN: path.join(data, 'train'),
+    SM_CHANNEL_VAL: path.join(data, 'val'),
+    SM_CHANNELS: '["train", "val"]',
+    SM_HOSTS: '["algo-1"]',
+    SM_CURRENT_HOST: 'algo-1',
+    SM_INPUT_DATA_CONFIG: '{"train": {"ContentType": "application/octet-stream", "TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}, "val": {"TrainingInputMode": "Pipe", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}}',
+    SM_RESOURCE_CONFIG: '{"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "eth0"}',
+    SM_NETWORK_INTERFACE_NAME: 'eth0',
+    SM_INPUT_DIR: path.join(root, 'input'),
+    SM_INPUT_CONFIG_DIR: path.join(root, 'input', 'config'),
+    SM_MODEL_DIR: path.join(root, 'model'),
+    SM_OUTPUT_DIR: path.join(root, 'output'),
+    SM_OUTPUT_DATA_DIR: path.join(root, 'output', 'data'),
+  });
+  t.same(got.inputdataconfig, {
+    train: { ContentType: 'application/octet-stream', TrainingInputMode: 'File', S3DistributionType: 'FullyReplicated', RecordWrapperType: 'None' },
+    val: { TrainingInputMode: 'Pipe', S3DistributionType: 'FullyReplicated', RecordWrapperType: 'None' },
+  });
+  t.same(got.resourceconfig, { current_host: 'algo-1', hosts: ['algo-1'], network_interface_name: 'eth0' });
+  const files = seeded.map((o) => o.key.slice('train/'.length));
+  t.same(got.train.filter((f: string) => files.includes(f)).sort(), files.sort(), 'File channel downloaded before the command started');
+  for (const o of seeded) t.equal(sha256(await readFile(path.join(data, 'train', o.key.slice('train/'.length)))), o.sha256);
+  t.ok(Buffer.from(got.val, 'base64').equals(Buffer.concat(valBodies)), 'Pipe epoch 0 is the objects in key order');
+  t.notOk(existsSync(path.join(data, 'val_0')), 'the FIFO is removed');
+});
+
+t.test('a child killed by a signal gives 128 + n; a missing command 127', async (t) => {
+  const root = await tmpRoot(t);
+  const r = await runCli(['run', '--channel', 'train=s3://bkt/val/', '--root', root, ...common(), '--', process.execPath, '-e', 'process.kill(process.pid, "SIGKILL")'], env());
+  t.equal(r.code, 137, r.stderr);
+  const m = await runCli(['run', '--channel', 'train=s3://bkt/val/', '--root', root, ...common(), '--', 'no-such-command-sluice'], env());
+  t.equal(m.code, 127);
+  t.match(m.stderr, /cannot start the training command "no-such-command-sluice" \(ENOENT\)/);
+});
+
+t.test('ShardedByS3Key across 4 simulated hosts: disjoint downloads whose union is every object', async (t) => {
+  const union: string[] = [];
+  for (let h = 1; h <= 4; h++) {
+    const root = await tmpRoot(t);
+    const r = await runCli(['run', '--channel', 'train=s3://bkt/train/,distribution=ShardedByS3Key', '--root', root, '--current-host', `algo-${h}`, '--host-count', '4', ...common(),
+      '--', process.execPath, '-e', 'process.exit(0)'], env());
+    t.equal(r.code, 0, r.stderr);
+    const files = (await readdir(path.join(root, 'input', 'data', 'train'), { recursive: true, withFileTypes: true })).filter((d) => d.isFile());
+    t.ok(files.length > 0, `host ${h} has a share`);
+    union.push(...files.map((d) => path.relative(path.join(root, 'input', 'data', 'train'), path.join(d.parentPath, d.name))));
+    t.same(JSON.parse(await readFile(path.join(root, 'input', 'config', 'resourceconfig.json'), 'utf8')).current_host, `algo-${h}`);
+  }
+  t.equal(new Set(union).size, union.length, 'disjoint');
+  t.same(union.sort(), seeded.map((o) => o.key.slice('train/'.length)).sort(), 'complete');
+});
+
+t.test('SIGTERM is passed to the child, then FIFOs are removed and sluice exits 128 + 15', async (t) => {
+  const root = await tmpRoot(t);
+  const child = `console.log('ready ' + process.pid); setInterval(() => {}, 1000); process.on('SIGTERM', () => process.exit(143));`;
+  const running = await startCli(['run', '--channel', 'val=s3://bkt/val/,mode=Pipe', '--root', root, ...common(), '--', process.execPath, '-e', child], env());
+  t.teardown(() => { running.child.kill('SIGKILL'); });
+  t.ok(existsSync(path.join(root, 'input', 'data', 'val_0')), 'the FIFO exists while the child runs');
+  running.child.kill('SIGTERM');
+  const { code } = await waitExit(running);
+  t.equal(code, 143);
+  t.notOk(existsSync(path.join(root, 'input', 'data', 'val_0')), 'the FIFO is removed');
+});
+
+t.test('bad configs and bad input get one-line errors and exit 2', async (t) => {
+  const root = await tmpRoot(t);
+  const bad = path.join(root, 'bad.json');
+  await writeFile(bad, '[{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": "s3://bkt/train/"}}, "InputMode": "pipe"}]');
+  const missingAttrs = path.join(root, 'aug.json');
+  await writeFile(missingAttrs, JSON.stringify([{ ChannelName: 'aug', InputMode: 'Pipe', DataSource: { S3DataSource: { S3Uri: 's3://bkt/m.jsonl', S3DataType: 'AugmentedManifestFile' } } }]));
+  const cases: [string[], RegExp][] = [
+    [['--input-data-config', bad], /^sluice: channel "train": InputMode "pipe" is not valid\. Did you mean Pipe\? Values are case-sensitive$/],
+    [['--input-data-config', missingAttrs], /^sluice: channel "aug": AugmentedManifestFile needs AttributeNames\. /],
+    [['--input-data-config', path.join(root, 'nope.json')], /^sluice: cannot read --input-data-config .*nope\.json \(ENOENT\)/],
+    [['--channel', 'train=s3://bkt/train/,mode=Stream'], /^sluice: --channel train: mode "Stream" is not valid\. Use one of File, FastFile, Pipe$/],
+    [['--channel', 'train=s3://bkt/train/', '--channel', 'train=s3://bkt/val/'], /^sluice: channel "train" is defined twice/],
+    [['--channel', 'train=s3://bkt/nothing-here/'], /^sluice: channel "train": no objects under s3:\/\/bkt\/nothing-here\//],
+    [['--channel', 'train=s3://bkt/train/,distribution=ShardedByS3Key', '--current-host', 'algo-9', '--host-count', '2'], /^sluice: --current-host\/--hosts: current host "algo-9" is not in hosts/],
+    [['--channel', 'train=s3://bkt/train/', '--epochs', '0'], /^sluice: epochs must be at least 1/],
+  ];
+  for (const [args, re] of cases) {
+    const r = await runCli(['run', ...args, '--root', root, ...common(), '--', process.execPath, '-e', 'process.exit(0)'], { ...env(), SLUICE_LOG_LEVEL: 'silent' });
+    t.equal(r.code, 2, args.join(' '));
+    t.match(r.stderr.trim(), re, args.join(' '));
+    t.equal(r.stderr.trim().split('\n').length, 1, `one line: ${r.stderr}`);
+  }
+  const noCmd = await runCli(['run', '--channel', 'train=s3://bkt/train/', '--root', root], env());
+  t.equal(noCmd.code, 2);
+  t.match(noCmd.stderr, /^sluice: no training command given\. Add it after --/);
+});
+
+t.test('--help explains the command', async (t) => {
+  const r = await runCli(['run', '--help'], env());
+  t.equal(r.code, 0);
+  t.match(r.stdout, /Usage: sluice run/);
+  t.match(r.stdout, /--input-data-config/);
+  t.match(r.stdout, /JOB_COMPLETION_INDEX/);
+});
+
+/** Reads FIFOs <SM_CHANNEL_VAL>_0 .. _{n-1} in turn (waiting, bounded, for each to appear). */
+const PIPE_READER = `
+const fs = require('fs');
+const [report, epochs] = [process.argv[1], Number(process.argv[2])];
+const out = [];
+for (let e = 0; e < epochs; e++) {
+  const fifo = process.env.SM_CHANNEL_VAL + '_' + e;
+  for (let i = 0; i < 600 && !fs.existsSync(fifo); i++) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+  out.push(fs.readFileSync(fifo).toString('base64'));
+}
+fs.writeFileSync(report, JSON.stringify(out));
+`;
+
+t.test('Pipe with a shuffle seed: each epoch is the objects shuffled by (seed, epoch)', async (t) => {
+  const root = await tmpRoot(t);
+  const report = path.join(root, 'report.json');
+  const r = await runCli(['run', '--channel', 'val=s3://bkt/val/,mode=Pipe,seed=11', '--epochs', '3', '--root', root, ...common(),
+    '--', process.execPath, '-e', PIPE_READER, report, '3'], env());
+  t.equal(r.code, 0, r.stderr);
+  const epochs = (JSON.parse(await readFile(report, 'utf8')) as string[]).map((b) => Buffer.from(b, 'base64'));
+  const orders: number[][] = [];
+  for (let e = 0; e < 3; e++) {
+    const order = shuffled([0, 1, 2], 11, e);
+    orders.push(order);
+    t.ok(epochs[e]!.equals(Buffer.concat(order.map((i) => valBodies[i]!))), `epoch ${e} is in order ${order}`);
+  }
+});
+
+t.test('AugmentedManifestFile with RecordIO through sluice run', async (t) => {
+  const root = await tmpRoot(t);
+  await s3.putObject('bkt', 'aug/train.jsonl', Buffer.from('{"source-ref": "s3://bkt/val/part-1", "class": 1}\n{"source-ref": "s3://bkt/val/part-0", "class": {"k": "v"}}\n'));
+  const report = path.join(root, 'report.json');
+  const r = await runCli(['run', '--channel', 'val=s3://bkt/aug/train.jsonl,type=AugmentedManifestFile,attributes=source-ref|class,mode=Pipe,wrapper=RecordIO', '--epochs', '1', '--root', root, ...common(),
+    '--', process.execPath, '-e', PIPE_READER, report, '1'], env());
+  t.equal(r.code, 0, r.stderr);
+  const bytes = Buffer.from((JSON.parse(await readFile(report, 'utf8')) as string[])[0]!, 'base64');
+  // Parse RecordIO: magic, length word (cflag in the top 3 bits), data, padding to 4 bytes.
+  const records: Buffer[] = [];
+  for (let off = 0; off < bytes.length;) {
+    t.equal(bytes.readUInt32LE(off), 0xced7230a, 'magic');
+    const len = bytes.readUInt32LE(off + 4) & ((1 << 29) - 1);
+    records.push(bytes.subarray(off + 8, off + 8 + len));
+    off += 8 + len + ((4 - (len % 4)) % 4);
+  }
+  t.same(records.map((b) => b.toString()), [valBodies[1]!.toString(), '1', valBodies[0]!.toString(), '{"k":"v"}']);
+});
+
+t.test('FastFile: the prefix is mounted for the child and unmounted after', async (t) => {
+  const root = await tmpRoot(t);
+  const mnt = path.join(root, 'input', 'data', 'ff');
+  t.teardown(() => cleanupMount(mnt));
+  const o = seeded.find((x) => x.key.includes('large/'))!;
+  const script = `
+    const fs = require('fs'), crypto = require('crypto');
+    const file = process.env.SM_CHANNEL_FF + '/' + process.argv[1];
+    process.stdout.write(crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex'));`;
+  const r = await runCli(['run', '--channel', 'ff=s3://bkt/train/,mode=FastFile', '--root', root, ...common(), '--cache-size', '64MiB',
+    '--', process.execPath, '-e', script, o.key.slice('train/'.length)], env());
+  t.equal(r.code, 0, r.stderr);
+  t.equal(r.stdout, o.sha256, 'bytes read through the mount match the source');
+  t.notOk((await readFile('/proc/mounts', 'utf8')).includes(mnt), 'unmounted');
+});
+
+t.test('epochUnits: 4 hosts, per epoch disjoint and complete; same seed same order, new epoch new order', async (t) => {
+  const units = Array.from({ length: 40 }, (_, i) => ({ key: `k/${String(i).padStart(3, '0')}`, size: 100 + (i % 7) * 10, items: [] }));
+  const c: ChannelConfig = { name: 'c', s3Uri: 's3://bkt/k/', s3DataType: 'S3Prefix', distribution: 'ShardedByS3Key', inputMode: 'Pipe', recordWrapper: 'None', compression: 'None', seed: 5 };
+  const host = (i: number): HostIdentity => ({ currentHost: `algo-${i + 1}`, hosts: ['algo-1', 'algo-2', 'algo-3', 'algo-4'], hostIndex: i, hostCount: 4, source: 'flags' });
+  for (let epoch = 0; epoch < 3; epoch++) {
+    const keys = [0, 1, 2, 3].flatMap((h) => epochUnits(units, c, host(h), epoch).map((u) => u.key));
+    t.equal(new Set(keys).size, 40, `epoch ${epoch}: disjoint`);
+    t.same(keys.slice().sort(), units.map((u) => u.key), `epoch ${epoch}: complete`);
+  }
+  t.same(epochUnits(units, c, host(0), 1), epochUnits(units, c, host(0), 1));
+  t.notSame(epochUnits(units, c, host(0), 0).map((u) => u.key), epochUnits(units, c, host(0), 1).map((u) => u.key));
+  const noSeed = { ...c, seed: undefined, distribution: 'FullyReplicated' as const };
+  t.same(epochUnits(units, noSeed, host(2), 4).map((u) => u.key), units.map((u) => u.key), 'without a seed: key order, every epoch');
+});
