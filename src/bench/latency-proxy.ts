@@ -2,7 +2,7 @@
  * A TCP proxy that puts S3-like latency and per-connection bandwidth between a
  * client and a local S3 server (the kernel here has no netem).
  *
- * Model, per client connection (one upstream connection each):
+ * Model, per client connection (one server connection at a time):
  *  - Time to first byte. The client->server byte stream is parsed just enough to
  *    find HTTP/1.1 request boundaries (request line + headers up to CRLFCRLF, then a
  *    Content-Length or chunked body). Each request is stamped with its arrival
@@ -16,6 +16,12 @@
  *    bucket, so N parallel connections get N times the bandwidth, as with S3.
  *  - Back-pressure. When more than HIGH_WATER bytes are held for a slow client,
  *    the upstream socket is paused, so the proxy's memory stays bounded.
+ *
+ *  - Keep-alive. s3rver (Node's http server) closes a connection idle for 5 s; a
+ *    client held back by the proxy can send its next request just then. The proxy
+ *    keeps the client's connection, opens a new one to the server, and replays the
+ *    request bytes that got no answer, as S3 (which keeps connections much longer)
+ *    would never have closed it. A reset from the server is passed on as a reset.
  *
  * Limits (documented in BENCHMARKS.md): the delay is added per request, not per
  * TCP round trip, so slow start and loss are not modelled; a pipelining client
@@ -35,6 +41,8 @@ import net from 'node:net';
 const BURST_BYTES = 1024 * 1024;
 /** 4 MiB held per connection before the upstream socket is paused: a few S3 parts' worth of TCP window. */
 const HIGH_WATER = 4 * 1024 * 1024;
+/** Up to 1 MiB of unanswered request bytes is kept for a replay: any GET/HEAD/LIST head; bigger uploads are not replayed. */
+const REPLAY_MAX = 1024 * 1024;
 /** Request heads above 64 KiB are not HTTP from an S3 client; stop parsing rather than buffer without end. */
 const MAX_HEAD_BYTES = 64 * 1024;
 
@@ -201,9 +209,6 @@ class TokenBucket {
 }
 
 function pipeConnection(client: net.Socket, opts: LatencyProxyOptions, stats: LatencyProxyStats, sockets: Set<net.Socket>): void {
-  const upstream = net.connect({ host: opts.targetHost ?? '127.0.0.1', port: opts.targetPort });
-  sockets.add(upstream);
-  upstream.setNoDelay(true);
   client.setNoDelay(true);
   const framer = new RequestFramer();
   const bucket = new TokenBucket(opts.bytesPerSec);
@@ -213,18 +218,60 @@ function pipeConnection(client: net.Socket, opts: LatencyProxyOptions, stats: La
   let heldBytes = 0;
   let timer: NodeJS.Timeout | undefined;
   let waitingDrain = false;
-  let upstreamEnded = false;
   let closed = false;
   /** Requests seen on this connection. */
   let seen = 0;
+  /** The server side; replaced when the server closes an idle keep-alive connection. */
+  let upstream: net.Socket | undefined;
+  /**
+   * Client bytes sent upstream since the server last sent anything. When the server
+   * closes an idle connection just as a request reaches it (Node's 5 s keep-alive
+   * timeout racing a client that waited on the proxy), they are replayed on a new
+   * connection; S3 keeps connections far longer, so the client must not see it.
+   * INVARIANT: unansweredBytes is the sum of unanswered's lengths; over REPLAY_MAX, no replay.
+   */
+  let unanswered: Buffer[] = [];
+  let unansweredBytes = 0;
 
   const close = () => {
     if (closed) return;
     closed = true;
     if (timer) clearTimeout(timer);
     client.destroy();
-    upstream.destroy();
-    sockets.delete(upstream);
+    upstream?.destroy();
+  };
+
+  const connectUpstream = (): net.Socket => {
+    const up = net.connect({ host: opts.targetHost ?? '127.0.0.1', port: opts.targetPort });
+    upstream = up;
+    sockets.add(up);
+    up.setNoDelay(true);
+    up.on('data', (buf: Buffer) => {
+      unanswered = [];
+      unansweredBytes = 0;
+      held.push({ buf, notBefore: releaseAt });
+      heldBytes += buf.length;
+      if (heldBytes >= HIGH_WATER) up.pause();
+      if (!timer && !waitingDrain) pump();
+    });
+    const gone = (graceful: boolean) => {
+      sockets.delete(up);
+      if (upstream !== up) return;
+      upstream = undefined;
+      // A reset may cut a response short: the client must see the connection fail.
+      if (!graceful) { close(); return; }
+      if (unansweredBytes > 0 && unansweredBytes <= REPLAY_MAX && !closed) {
+        const replay = unanswered;
+        unanswered = [];
+        unansweredBytes = 0;
+        const next = connectUpstream();
+        for (const b of replay) { next.write(b); unanswered.push(b); unansweredBytes += b.length; }
+      }
+    };
+    up.on('end', () => gone(true));
+    up.on('error', () => gone(false));
+    up.on('close', (hadError) => gone(!hadError));
+    return up;
   };
 
   const pump = () => {
@@ -241,10 +288,9 @@ function pipeConnection(client: net.Socket, opts: LatencyProxyOptions, stats: La
       heldBytes -= n;
       stats.bytesToClient += n;
       const ok = client.write(piece);
-      if (heldBytes < HIGH_WATER && upstream.isPaused()) upstream.resume();
+      if (heldBytes < HIGH_WATER && upstream?.isPaused()) upstream.resume();
       if (!ok) { waitingDrain = true; return; }
     }
-    if (upstreamEnded) client.end();
   };
 
   client.on('drain', () => { waitingDrain = false; if (!timer) pump(); });
@@ -259,20 +305,14 @@ function pipeConnection(client: net.Socket, opts: LatencyProxyOptions, stats: La
       seen = 1;
       releaseAt = performance.now() + opts.ttfbMs;
     }
-    upstream.write(buf);
+    (upstream ?? connectUpstream()).write(buf);
+    unanswered.push(buf);
+    unansweredBytes += buf.length;
   });
-  upstream.on('data', (buf: Buffer) => {
-    held.push({ buf, notBefore: releaseAt });
-    heldBytes += buf.length;
-    if (heldBytes >= HIGH_WATER) upstream.pause();
-    if (!timer && !waitingDrain) pump();
-  });
-  upstream.on('end', () => { upstreamEnded = true; if (!timer && !waitingDrain) pump(); });
-  client.on('end', () => upstream.end());
+  client.on('end', () => { upstream?.end(); });
   client.on('error', close);
-  upstream.on('error', close);
   client.on('close', close);
-  upstream.on('close', () => { if (held.length === 0) close(); else upstreamEnded = true; });
+  connectUpstream();
 }
 
 /** Starts the proxy on an ephemeral port of 127.0.0.1 (or `listenHost`). */

@@ -14,7 +14,12 @@ import { createHash } from 'node:crypto';
 import { Pool } from 'undici';
 import { epochMs } from './read-plan.js';
 
+/** Attempts per part: a dropped connection is retried as any S3 client would, and counted. */
+const MAX_ATTEMPTS = 3;
+
 export interface LimitResult {
+  /** Parts that needed another attempt. */
+  retries: number;
   bytes: number;
   seconds: number;
   mbps: number;
@@ -39,6 +44,7 @@ export async function measureLimit(opts: {
   const remaining = buffers.map((b) => b.length);
   const mismatches: string[] = [];
   let bytes = 0;
+  let retries = 0;
   let next = 0;
   const t0 = epochMs();
   const worker = async () => {
@@ -46,12 +52,21 @@ export async function measureLimit(opts: {
       const p = parts[next++]!;
       const o = opts.objects[p.obj]!;
       const path = `/${opts.bucket}/${o.key.split('/').map(encodeURIComponent).join('/')}`;
-      const res = await pool.request({ method: 'GET', path, headers: { range: `bytes=${p.start}-${p.end - 1}` } });
-      const chunks: Buffer[] = [];
-      for await (const c of res.body) chunks.push(c as Buffer);
-      const body = Buffer.concat(chunks);
-      if (res.statusCode !== 206 && !(res.statusCode === 200 && p.start === 0 && p.end === o.size)) throw new Error(`limit: GET ${o.key} ${p.start}-${p.end - 1} answered ${res.statusCode}`);
-      if (body.length !== p.end - p.start) throw new Error(`limit: GET ${o.key} ${p.start}-${p.end - 1} returned ${body.length} bytes`);
+      let body: Buffer | undefined;
+      for (let attempt = 1; body === undefined; attempt++) {
+        try {
+          const res = await pool.request({ method: 'GET', path, headers: { range: `bytes=${p.start}-${p.end - 1}` } });
+          const chunks: Buffer[] = [];
+          for await (const c of res.body) chunks.push(c as Buffer);
+          const b = Buffer.concat(chunks);
+          if (res.statusCode !== 206 && !(res.statusCode === 200 && p.start === 0 && p.end === o.size)) throw new Error(`answered ${res.statusCode}`);
+          if (b.length !== p.end - p.start) throw new Error(`returned ${b.length} bytes`);
+          body = b;
+        } catch (err) {
+          if (attempt >= MAX_ATTEMPTS) throw new Error(`limit: GET ${o.key} ${p.start}-${p.end - 1} failed ${attempt} times: ${err instanceof Error ? err.message : String(err)}`);
+          retries++;
+        }
+      }
       bytes += body.length;
       buffers[p.obj]![p.index] = body;
       if (--remaining[p.obj] === 0) {
@@ -68,5 +83,5 @@ export async function measureLimit(opts: {
     await pool.close();
   }
   const seconds = (epochMs() - t0) / 1000;
-  return { bytes, seconds, mbps: bytes / 1e6 / seconds, requests: parts.length, verified: mismatches.length === 0, mismatches };
+  return { retries, bytes, seconds, mbps: bytes / 1e6 / seconds, requests: parts.length, verified: mismatches.length === 0, mismatches };
 }

@@ -85,8 +85,17 @@ export function whyUnavailable(t: TargetName): string | undefined {
   return why;
 }
 
+/** The aws CLI; a pyenv shim is resolved to the real script so its ~0.5 s of shell hooks do not count against aws. */
+let awsPath: string | undefined | null = null;
 function awsBinary(): string | undefined {
-  return onPath('aws') ?? (existsSync('/root/.pyenv/shims/aws') ? '/root/.pyenv/shims/aws' : undefined);
+  if (awsPath !== null) return awsPath;
+  let p = onPath('aws') ?? (existsSync('/root/.pyenv/shims/aws') ? '/root/.pyenv/shims/aws' : undefined);
+  if (p?.includes('/shims/')) {
+    const r = spawnSync('pyenv', ['which', 'aws'], { encoding: 'utf8' });
+    if (r.status === 0 && r.stdout.trim()) p = r.stdout.trim();
+  }
+  awsPath = p;
+  return p;
 }
 
 function withoutKeys(env: NodeJS.ProcessEnv, keys: string[]): NodeJS.ProcessEnv {

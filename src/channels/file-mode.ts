@@ -30,6 +30,7 @@ import cliProgress from 'cli-progress';
 import { AbortedError, UnsafeKeyError } from '../errors.js';
 import { log } from '../log.js';
 import { channelObjects, channelSkippedBytes, servedBytes } from '../metrics/metrics.js';
+import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
 
 export interface DownloadObject {
@@ -87,7 +88,11 @@ export function safeTarget(dir: string, key: string, rel: string): { file: strin
   for (const s of segments) {
     if (s === '..') throw new UnsafeKeyError(key, 'it has a ".." path segment');
     if (s === '.') throw new UnsafeKeyError(key, 'it has a "." path segment');
+    // Linux NAME_MAX: a longer name would fail the download with a bare ENAMETOOLONG.
+    if (Buffer.byteLength(s) > 255) throw new UnsafeKeyError(key, 'a name in its path is longer than 255 bytes');
   }
+  // A lone surrogate (a key that was not valid UTF-8) would be written as U+FFFD: two keys could share a file.
+  if (/\p{Cs}/u.test(rel)) throw new UnsafeKeyError(key, 'it is not valid Unicode');
   if (segments.length === 0) return undefined;
   const root = path.resolve(dir);
   const target = path.resolve(root, ...segments);
@@ -155,6 +160,7 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
       result.skippedBytes += f.obj.size;
       channelSkippedBytes.inc({ channel: o.channel }, f.obj.size);
       channelObjects.inc({ channel: o.channel, mode: 'File' });
+      markFirstFile(o.channel, 'File');
     } else {
       todo.push(f);
     }
@@ -214,6 +220,7 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
     result.downloaded++;
     result.downloadedBytes += job.obj.size;
     channelObjects.inc({ channel: o.channel, mode: 'File' });
+    markFirstFile(o.channel, 'File');
     progress.file();
   }
 }
@@ -262,6 +269,7 @@ async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, 
       off += bytesWritten;
     }
     servedBytes.inc({ channel: o.channel, mode: 'File' }, buf.length);
+    markFirstByte(o.channel, 'File');
     progress.bytes(buf.length);
     if (--job.partsLeft === 0) await finish(job);
   }

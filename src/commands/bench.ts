@@ -74,7 +74,8 @@ export async function run(argv: string[]): Promise<number> {
 
   say(`scenario file ${file}, ${config.repetitions} repetition(s) per figure`);
   for (const p of config.profiles) say(`profile ${describeProfile(p)}`);
-  for (const peer of PEERS) say(`peer ${peer}: ${whyUnavailable(peer) ?? 'found'}`);
+  const peers = PEERS.filter((p) => config.scenarios.some((s) => s.peers.includes(p)));
+  for (const peer of peers) say(`peer ${peer}: ${whyUnavailable(peer) ?? 'found'}`);
 
   const ac = new AbortController();
   const onSignal = () => { say('interrupted: stopping after the current run'); ac.abort(); };

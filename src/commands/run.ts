@@ -223,7 +223,14 @@ export async function run(argv: string[]): Promise<number> {
 
 async function startMetrics(o: RunOptions, cleanup: Cleanup): Promise<MetricsServer | undefined> {
   if (o.metricsPort < 0) return undefined;
-  const server = await startMetricsServer({ host: o.metricsHost, port: o.metricsPort });
+  let server: MetricsServer;
+  try {
+    server = await startMetricsServer({ host: o.metricsHost, port: o.metricsPort });
+  } catch (err) {
+    // Metrics are for operators; a busy port must not stop a training job.
+    log.warn({ err, port: o.metricsPort }, 'metrics endpoint not started (pass --metrics-port 0 for a free port, or -1 to disable)');
+    return undefined;
+  }
   log.info({ url: server.url }, 'metrics endpoint');
   cleanup.add('metrics server', () => server.close());
   return server;

@@ -146,7 +146,7 @@ export function render(url: string, cur: Exposition, prev?: Exposition, seconds?
   const d = (k: 'requests' | 'errors' | 'throttled' | 'retries' | 'receivedBytes') => (p ? Math.max(0, s[k] - p[k]) : s[k]);
   const reasons = Object.entries(s.retriesByReason).filter(([, n]) => n > 0).map(([r, n]) => `${r} ${count(n)}`).join(', ');
   lines.push(`S3        ${count(s.requests)} requests${perSec(d('requests'), span)}, ${count(s.errors)} errors${perSec(d('errors'), span)}, `
-    + `${count(s.throttled)} throttled (503)${perSec(d('throttled'), span)}`);
+    + `${count(s.throttled)} throttled by 503 SlowDown${perSec(d('throttled'), span)}`);
   lines.push(`          ${count(s.retries)} retries${reasons ? ` (${reasons})` : ''}, received ${fmt.bytes(s.receivedBytes)} (${fmt.num(d('receivedBytes') / 1e6 / (span || NaN))} MB/s)`);
   lines.push(`          in flight ${count(s.inflightRequests)} requests / ${fmt.bytes(s.inflightBytes)}, concurrency limit ${s.concurrencyLimit === undefined ? '-' : count(s.concurrencyLimit)}, `
     + `first byte p50 ${fmt.seconds(s.firstByteP50)} p99 ${fmt.seconds(s.firstByteP99)}`);

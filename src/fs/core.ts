@@ -9,6 +9,14 @@
  * ETag; an object changed since the listing fails the read with
  * ObjectChangedError, never with bytes of two versions.
  *
+ * Semantics of the view (./tree.ts has the rules): a prefix is a folder prefix;
+ * unsafe keys are skipped and listed in `skippedKeys`; a name that is both a file
+ * and a folder is shown as the folder. Files are 0444 regular files, folders 0555;
+ * every write-like operation is ReadOnlyError (EROFS).
+ *
+ * Memory: the block cache (--cache-size) plus GETs in flight (--max-inflight, which
+ * read-ahead never exceeds; demand reads may add one read's blocks each).
+ *
  * Starvation metrics: a read served entirely from resident blocks waited 0 s;
  * otherwise its whole duration counts as time waiting on S3.
  */
@@ -58,6 +66,9 @@ export interface ReadOptions {
  */
 export const MAX_BLOCK_SIZE = 256 * 1024;
 
+/** Share of --max-inflight that cross-file prefetch may use (see the budget's comment). */
+const CROSS_FILE_SHARE = 0.5;
+
 /** statfs block size: what `df` multiplies by; 4 KiB is the page size. */
 const STATFS_BSIZE = 4096;
 
@@ -68,10 +79,12 @@ const S_IFDIR = 0o040000;
 const S_IFREG = 0o100000;
 /** Access-mode bits of open(2) flags (O_RDONLY 0, O_WRONLY 1, O_RDWR 2). */
 const O_ACCMODE = 3;
-/** open(2) flags that would modify the file. */
-const O_CREAT = 0o100;
+/**
+ * O_TRUNC modifies the file even when opened read-only. (O_CREAT of an existing file
+ * and O_APPEND without write access change nothing, so they are allowed, as Linux
+ * allows them on a read-only mount.)
+ */
 const O_TRUNC = 0o1000;
-const O_APPEND = 0o2000;
 
 interface Handle {
   node: FileNode;
@@ -130,7 +143,9 @@ export class SluiceFs implements FsCore {
     this.totalBytes = tree.totalBytes;
     this.skippedKeys = tree.skipped;
     this.cache = new BlockCache({ capacityBytes: opts.cacheSize, blockSize: Math.min(MAX_BLOCK_SIZE, opts.partSize) });
-    this.budget = new InflightBudget(opts.maxInflight);
+    // Cross-file prefetch may take half the budget (at least a part, so a run always fits):
+    // sequential read-ahead of large files read at the same time keeps the other half.
+    this.budget = new InflightBudget(opts.maxInflight, { cross_file: Math.max(Math.floor(opts.maxInflight * CROSS_FILE_SHARE), opts.partSize) });
     this.fetcher = new BlockFetcher(opts.client, this.cache, this.budget, opts.partSize);
     this.crossFile = new CrossFilePrefetcher(this.fetcher, { depth: opts.crossFilePrefetch, maxSize: opts.crossFileMaxSize });
     openHandles.set({ channel: this.channel }, 0);
@@ -149,8 +164,7 @@ export class SluiceFs implements FsCore {
   getattr(path: string): Attr {
     const node = this.node(path);
     if (node.kind === 'dir') {
-      const subdirs = node.names.reduce((n, name) => n + (node.children.get(name)!.kind === 'dir' ? 1 : 0), 0);
-      return { mode: S_IFDIR | 0o555, size: DIR_SIZE, mtime: this.mountTime, nlink: 2 + subdirs, uid: this.uid, gid: this.gid };
+      return { mode: S_IFDIR | 0o555, size: DIR_SIZE, mtime: this.mountTime, nlink: 2 + node.subdirs, uid: this.uid, gid: this.gid };
     }
     return { mode: S_IFREG | 0o444, size: node.info.size, mtime: node.info.lastModified, nlink: 1, uid: this.uid, gid: this.gid };
   }
@@ -164,7 +178,7 @@ export class SluiceFs implements FsCore {
 
   async open(path: string, flags: number): Promise<number> {
     this.checkOpen();
-    if ((flags & O_ACCMODE) !== 0 || (flags & (O_CREAT | O_TRUNC | O_APPEND)) !== 0) throw new ReadOnlyError('open for writing');
+    if ((flags & O_ACCMODE) !== 0 || (flags & O_TRUNC) !== 0) throw new ReadOnlyError('open for writing');
     const node = this.node(path);
     if (node.kind === 'dir') throw new IsDirectoryError(path);
     const fh = this.nextFh++;

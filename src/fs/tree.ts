@@ -43,6 +43,8 @@ export interface DirNode {
   names: string[];
   /** Child files in listing order, as pinned versions (key, etag, size). */
   files: Array<{ key: string; etag: string; size: number }>;
+  /** Number of child folders (for st_nlink), filled by finish(). */
+  subdirs: number;
 }
 
 export type Node = FileNode | DirNode;
@@ -82,6 +84,9 @@ export function compareCodePoints(a: string, b: string): number {
   return a.length - b.length;
 }
 
+/** A lone surrogate: a UTF-16 half with no partner (the u flag makes pairs one code point). */
+const LONE_SURROGATE = /\p{Cs}/u;
+
 /** Why a relative key cannot be shown, or undefined when it is safe. */
 export function unsafeReason(rel: string): string | undefined {
   if (rel.includes('\0')) return 'contains NUL';
@@ -98,10 +103,8 @@ export function unsafeReason(rel: string): string | undefined {
   return undefined;
 }
 
-const LONE_SURROGATE = /\p{Cs}/u;
-
 function newDir(name: string, parent: DirNode | undefined): DirNode {
-  return { kind: 'dir', name, parent, children: new Map(), names: [], files: [] };
+  return { kind: 'dir', name, parent, children: new Map(), names: [], files: [], subdirs: 0 };
 }
 
 /** Builds the folder view of `objects` (all under `prefix`, in any order). */
@@ -176,8 +179,10 @@ function finish(d: DirNode): void {
   d.names = [...d.children.keys()].sort(compareCodePoints);
   for (const name of d.names) {
     const c = d.children.get(name)!;
-    if (c.kind === 'dir') finish(c);
-    else {
+    if (c.kind === 'dir') {
+      d.subdirs++;
+      finish(c);
+    } else {
       c.index = d.files.length;
       d.files.push({ key: c.info.key, etag: c.info.etag, size: c.info.size });
     }

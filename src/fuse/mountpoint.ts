@@ -13,9 +13,10 @@
  *  without them. They are for tests only; users never need them.
  *
  * prepareMountpoint(): the folder must exist, be a directory, be empty and not be
- * a live mount. A mount left behind by a killed daemon answers `stat` with ENOTCONN
- * ("Transport endpoint is not connected"): we detach it (`fusermount -uz`, then
- * `umount -l`) and reuse the folder, so a restart after kill -9 just works.
+ * a live mount. A mount left behind by a killed daemon answers with ENOTCONN
+ * ("Transport endpoint is not connected") on `stat`, or on `readdir` when the kernel
+ * still had its attributes cached: we detach it (`fusermount -uz`, then `umount -l`)
+ * and reuse the folder, so a restart after kill -9 just works.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
@@ -124,17 +125,16 @@ function errCode(err: unknown): string | undefined {
 }
 
 const STALE_CODES = new Set(['ENOTCONN', 'ECONNABORTED']);
+/**
+ * Stale mounts we detach before giving up: a folder killed under twice holds two
+ * stacked mounts, each detached in turn; more than this means detaching does not work.
+ */
+const MAX_STALE_DETACH = 3;
 
-/** Detaches the stale mount at `abs`, or throws MountpointError when it stays. */
-async function cleanStale(abs: string): Promise<void> {
-  await detachMount(abs);
-  try {
-    await stat(abs);
-  } catch (err) {
-    throw new MountpointError(`mount point ${abs} holds a stale mount that could not be removed (${errCode(err) ?? String(err)})`, {
-      hint: `Run: fusermount -uz ${abs} (or umount -l ${abs}) as root, then retry`,
-    });
-  }
+function staleError(abs: string, code: string): MountpointError {
+  return new MountpointError(`mount point ${abs} holds a stale mount that could not be removed (${code})`, {
+    hint: `Run: fusermount -uz ${abs} (or umount -l ${abs}) as root, then retry`,
+  });
 }
 
 /**
@@ -144,15 +144,19 @@ async function cleanStale(abs: string): Promise<void> {
  * so a folder that is a mount is probed with readdir, which always reaches the daemon.
  */
 export async function prepareMountpoint(dir: string): Promise<void> {
-  const abs = path.resolve(dir);
+  return prepare(path.resolve(dir), MAX_STALE_DETACH);
+}
+
+async function prepare(abs: string, detachesLeft: number): Promise<void> {
   let st;
   try {
     st = await stat(abs);
   } catch (err) {
     const code = errCode(err);
     if (code !== undefined && STALE_CODES.has(code)) {
-      await cleanStale(abs);
-      return prepareMountpoint(abs);
+      if (detachesLeft === 0) throw staleError(abs, code);
+      await detachMount(abs);
+      return prepare(abs, detachesLeft - 1);
     }
     if (code === 'ENOENT') throw new MountpointError(`mount point ${abs} does not exist`, { hint: `Create it first: mkdir -p ${abs}` });
     if (code === 'EACCES' || code === 'EPERM') throw new MountpointError(`mount point ${abs} is not accessible (${code})`, { hint: 'Run as a user who can read the folder, or choose another one' });
@@ -168,8 +172,9 @@ export async function prepareMountpoint(dir: string): Promise<void> {
   } catch (err) {
     const code = errCode(err);
     if (code !== undefined && STALE_CODES.has(code)) {
-      await cleanStale(abs);
-      return prepareMountpoint(abs);
+      if (detachesLeft === 0) throw staleError(abs, code);
+      await detachMount(abs);
+      return prepare(abs, detachesLeft - 1);
     }
     throw new MountpointError(`cannot list mount point ${abs}: ${code ?? String(err)}`, { hint: 'Choose an empty folder you can read' });
   }

@@ -26,7 +26,7 @@ export interface SummaryOptions {
 export interface Summary {
   /** Write the lines for the window since the previous tick now (also what the timer does). */
   tick(): Promise<string[]>;
-  /** Stop the timer and write the whole-run lines. Idempotent: later calls return []. */
+  /** Stop the timer and write the whole-run lines. Never rejects (a failure is logged); later calls return []. */
   stop(): Promise<string[]>;
 }
 
@@ -51,6 +51,7 @@ export function startSummary(opts: SummaryOptions = {}): Summary {
   const startedAt = performance.now();
   // The first window starts from the totals at start (usually zero, but not in tests).
   const baseline = totalsNow();
+  baseline.catch(() => undefined); // awaited by the first tick or stop(), which report a failure
   let prev: { at: number; totals: Promise<ChannelTotals[]> } = { at: startedAt, totals: baseline };
   let stopped = false; // set when the final lines are written; later ticks write nothing
   let stopCalled = false;
@@ -93,6 +94,9 @@ export function startSummary(opts: SummaryOptions = {}): Summary {
         const totals = await totalsNow();
         const seconds = (performance.now() - startedAt) / 1000;
         return emit(channelRates(await baseline, totals, seconds), `over the whole run (${Math.round(seconds)} s)`);
+      }).catch((err: unknown) => {
+        log.warn({ err }, 'throughput summary failed');
+        return [] as string[];
       });
       chain = run.catch(() => undefined);
       return run;

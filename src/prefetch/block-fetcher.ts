@@ -91,7 +91,7 @@ export class BlockFetcher {
       }
       let j = i;
       while (j + 1 <= last && this.part(j + 1) === this.part(i) && !this.has(file, j + 1)) j++;
-      const release = this.budget.tryAcquire(this.runBytes(file, i, j - i + 1));
+      const release = this.budget.tryAcquire(this.runBytes(file, i, j - i + 1), kind);
       if (!release) return i;
       this.startRun(file, i, j - i + 1, kind, release);
       i = j + 1;

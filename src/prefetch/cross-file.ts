@@ -16,7 +16,9 @@
  *    skipping files larger than maxSize (a large file gets its own sequential
  *    read-ahead when it is read);
  *  - in a folder where some walk has made TRUSTED_WALK_STEPS steps, a new walk
- *    fetches ahead from its first open.
+ *    fetches ahead from its first open; so does a new walk that starts at a
+ *    folder's first file while any walk anywhere has made that many steps (a loader
+ *    walking a tree folder by folder).
  * Fetches run within the in-flight budget. When the budget is used up, a walk waits
  * and resumes when bytes are released (the budget's onRelease), oldest first; it
  * skips files its reader has already opened meanwhile.
@@ -110,8 +112,10 @@ export class CrossFilePrefetcher {
       this.walks.push(w);
       this.stats.walksStarted++;
       if (this.walks.length > MAX_WALKS) this.waiting.delete(this.walks.shift()!);
-      // A loader that walked this folder at length is most likely starting its next batch.
-      if (!this.walks.some((o) => o.files === files && o.steps >= TRUSTED_WALK_STEPS)) return;
+      // A loader that walked this folder at length is most likely starting its next batch;
+      // one that walked any folder at length and now opens a folder's first file is
+      // most likely walking the tree folder by folder.
+      if (!this.walks.some((o) => o.steps >= TRUSTED_WALK_STEPS && (o.files === files || index === 0))) return;
       best = w;
     } else {
       best.last = index;

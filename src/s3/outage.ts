@@ -13,6 +13,13 @@
  */
 import { BACKOFF_BASE_MS, BACKOFF_CAP_MS } from './retry.js';
 
+/**
+ * Ceiling of the backoff between attempts on a refused endpoint. A refused connection
+ * costs S3 nothing, so polling about every second lets reads resume within ~1 s of the
+ * endpoint's return instead of after a backoff of up to BACKOFF_CAP_MS (20 s).
+ */
+export const OUTAGE_POLL_MS = 1000;
+
 /** Shared by every request path of one client: has the endpoint ever answered (any HTTP reply)? */
 export interface Reachability {
   answered: boolean;

@@ -31,8 +31,8 @@ import { AbortedError, BadRangeReplyError, ObjectChangedError } from '../errors.
 import { inflightBytes, s3BytesReceived, s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import type { Addressing } from './addressing.js';
 import { LimiterTimeout, type ConcurrencyLimiter, type Slot } from './concurrency-limiter.js';
-import { requestDeadlineMs, type Reachability } from './outage.js';
-import { backoffMs, sleep } from './retry.js';
+import { OUTAGE_POLL_MS, requestDeadlineMs, type Reachability } from './outage.js';
+import { BACKOFF_BASE_MS, backoffMs, sleep } from './retry.js';
 import type { SignGet } from './signing.js';
 import { exhausted, judgeError, judgeReply, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
 
@@ -135,7 +135,7 @@ export class RangeReader {
             refusedSince ??= performance.now();
             const left = this.outageDeadlineMs - (performance.now() - refusedSince);
             if (left <= 0) throw exhausted(verdict.retry, failures, verdict.cause, ctx, this.o.requestTimeoutMs);
-            pause = Math.min(pause, left);
+            pause = Math.min(backoffMs(failures, Math.random, BACKOFF_BASE_MS, OUTAGE_POLL_MS), left);
           } else {
             refusedSince = undefined;
             const limit = verdict.retry === 'unreachable' ? Math.min(this.o.maxAttempts, UNREACHABLE_MAX_ATTEMPTS) : this.o.maxAttempts;

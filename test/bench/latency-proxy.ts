@@ -1,5 +1,6 @@
 import t from 'tap';
 import { createHash } from 'node:crypto';
+import net from 'node:net';
 import { Pool } from 'undici';
 import { RequestFramer, startLatencyProxy, describeProfile, validateProfile } from '../../src/bench/latency-proxy.js';
 import { startLocalS3 } from '../../src/local/s3-server.js';
@@ -51,4 +52,34 @@ t.test('bytes pass through intact on keep-alive connections, each request counte
   t.equal(createHash('sha256').update(Buffer.concat(parts)).digest('hex'), o.sha256);
   t.equal(proxy.stats.connections, 1, 'one keep-alive connection');
   t.equal(proxy.stats.requests, 4, 'four requests framed');
+});
+
+t.test('a server closing an idle keep-alive connection is hidden from the client', async (t) => {
+  // A server that answers one request per connection, then closes it (as Node does after its keep-alive timeout).
+  let conns = 0;
+  const server = net.createServer((s) => {
+    conns++;
+    let buf = '';
+    s.on('data', (b: Buffer) => {
+      buf += b.toString('latin1');
+      if (!buf.includes('\r\n\r\n')) return;
+      s.end(`HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok`);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => server.close());
+  const proxy = await startLatencyProxy({ name: 't', ttfbMs: 1, bytesPerSec: 0, targetPort: (server.address() as net.AddressInfo).port });
+  t.teardown(() => proxy.close());
+  const c = net.connect(proxy.port, '127.0.0.1');
+  t.teardown(() => c.destroy());
+  await new Promise((r) => c.once('connect', r));
+  let got = '';
+  c.on('data', (b: Buffer) => { got += b.toString(); });
+  for (let i = 1; i <= 3; i++) {
+    c.write('GET /x HTTP/1.1\r\nHost: x\r\n\r\n');
+    for (let n = 0; n < 500 && got.split('ok').length - 1 < i; n++) await new Promise((r) => setTimeout(r, 10));
+    t.equal(got.split('ok').length - 1, i, `answer ${i} on the same client connection`);
+  }
+  t.equal(c.destroyed, false, 'the client connection stays open');
+  t.ok(conns >= 3, 'the proxy reconnected to the server');
 });

@@ -12,6 +12,9 @@ import { seedDataset, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { runCli, startCli, waitExit } from '../helpers/cli.js';
 import { cleanupMount } from '../helpers/fuse.js';
+import { startFaultProxy } from '../helpers/fault-proxy.js';
+import { spawn } from 'node:child_process';
+import { CLI } from '../helpers/cli.js';
 import { epochUnits } from '../../src/commands/run.js';
 import { shuffled } from '../../src/channels/shuffle.js';
 import type { ChannelConfig } from '../../src/channels/input-config.js';
@@ -248,4 +251,38 @@ t.test('epochUnits: 4 hosts, per epoch disjoint and complete; same seed same ord
   t.notSame(epochUnits(units, c, host(0), 0).map((u) => u.key), epochUnits(units, c, host(0), 1).map((u) => u.key));
   const noSeed = { ...c, seed: undefined, distribution: 'FullyReplicated' as const };
   t.same(epochUnits(units, noSeed, host(2), 4).map((u) => u.key), units.map((u) => u.key), 'without a seed: key order, every epoch');
+});
+
+t.test('SIGTERM during a File download stops it, leaves no partial file and never starts the command', async (t) => {
+  const root = await tmpRoot(t);
+  const proxy = await startFaultProxy(s3.port);
+  t.teardown(() => proxy.close());
+  const marker = path.join(root, 'started');
+  const args = ['run', '--channel', 'train=s3://bkt/train/', '--root', root, '--endpoint', proxy.endpoint, '--path-style', '--metrics-port=-1', '--progress', 'log',
+    '--', process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, 'x')`];
+  // Every request waits 4 s: the listing gets through, and when the progress line shows, the
+  // GETs are still waiting, however slow this machine is.
+  proxy.set({ latencyMs: 4000 });
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...env(), SLUICE_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => { child.kill('SIGKILL'); });
+  let stderr = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no File mode progress line: ${stderr}`)), 60_000);
+    child.stderr!.on('data', (b: Buffer) => {
+      stderr += b.toString();
+      if (stderr.includes('File mode:')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  const code = await exited;
+  clearTimeout(timer);
+  t.equal(code, 143, stderr.slice(-2000));
+  t.notOk(existsSync(marker), 'the training command never started');
+  const left = await readdir(path.join(root, 'input', 'data', 'train'), { recursive: true }).catch(() => []);
+  t.notOk(left.some((f) => String(f).endsWith('.sluice-part')), 'no partial files');
 });

@@ -54,7 +54,7 @@ sluice_channel_epoch{channel="pipe1",mode="Pipe"} 3
   t.match(screen, /rates over the last 2\.0 s/);
   t.match(screen, /train\s+FastFile\s+10\.0\s+2\.0\s+25\.0%\s+n\/a\s+19\.1 MiB\s+4/);
   t.match(screen, /cache\s+1\.0 MiB of 4\.0 MiB \(25\.0%\)/);
-  t.match(screen, /32 requests \(11\.0\/s\), 2 errors \(1\.0\/s\), 2 throttled \(503\) \(1\.0\/s\)/);
+  t.match(screen, /32 requests \(11\.0\/s\), 2 errors \(1\.0\/s\), 2 throttled by 503 SlowDown \(1\.0\/s\)/);
   t.match(screen, /2 retries \(throttled 2\)/);
   t.match(screen, /pipe1\s+3\s+75\.0%\s+0\.0%/, 'pipe table: epoch, full, empty');
   const once = render('http://x/metrics', b, undefined, undefined, 1_100_000);

@@ -26,6 +26,8 @@ t.test('an in-memory core through the kernel', async (t) => {
   t.equal(entry?.fstype, 'fuse.sluice', 'fstype is fuse.sluice');
   t.equal(entry?.source, 'sluice', 'fsname is sluice');
   t.match(await readFile('/proc/self/mountinfo', 'utf8'), new RegExp(`${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} ro[,\\s]`), 'mounted read-only');
+  const line = (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').find((l) => l.split(' ')[4] === dir) ?? '';
+  t.notMatch(line, /allow_other/, 'allow_other only when asked');
   t.equal(m.readaheadKb, 1024);
   t.equal(await getReadaheadKb(dir), 1024, 'readahead set on the bdi');
 

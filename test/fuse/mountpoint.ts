@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -42,8 +42,10 @@ t.test('prepareMountpoint', async (t) => {
   await t.rejects(prepareMountpoint(base), { code: 'SLUICE_MOUNTPOINT', message: /not empty \(2 entries\)/ });
 
   const live = await tempMountpoint(t, 'live');
-  const m = await mountCore(new MemCore({ '/x': Buffer.from('x') }), live, { allowOther: false, attrTimeoutSec: 1, readaheadKb: 0, fuseTimeoutMs: 30_000 });
+  const m = await mountCore(new MemCore({ '/x': Buffer.from('x') }), live, { allowOther: true, attrTimeoutSec: 1, readaheadKb: 0, fuseTimeoutMs: 30_000 });
   t.teardown(() => m.unmount());
+  const line = (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').find((l) => l.split(' ')[4] === live) ?? '';
+  t.match(line, /allow_other/, '--allow-other reaches the mount');
   await t.rejects(prepareMountpoint(live), { code: 'SLUICE_MOUNTPOINT', message: /already a mount \(fuse\.sluice sluice\)/ }, 'a live mount is refused');
   await m.unmount();
   await t.resolves(prepareMountpoint(live), 'fine again after unmount');

@@ -112,6 +112,28 @@ t.test('loader workers taking batches k, k + W, ...: a new batch in a trusted fo
   t.ok(s.client.gets <= 512, 'no file fetched twice');
 });
 
+t.test('a loader walking a tree folder by folder: a trusted walk entering a new folder prefetches from its first file', async (t) => {
+  const s = setup({ count: 40, depth: 8 });
+  const client = s.client;
+  const other: FileRef[] = [];
+  for (let i = 0; i < 20; i++) {
+    const key = `ds2/img${i}.jpg`;
+    other.push({ key, etag: client.put(key, patternBytes(FILE, 1000 + i)), size: FILE });
+  }
+  for (let i = 0; i < 40; i++) await readWhole(s, i);
+  await settle();
+  const misses = s.cache.stats.misses;
+  for (let i = 0; i < 20; i++) {
+    s.xf.onOpen(other, i);
+    const c = new ReadCursor(other[i]!, s.fetcher, 8 * MiB);
+    const dst = Buffer.alloc(FILE);
+    await c.read(dst, FILE, 0);
+    t.ok(dst.equals(client.body(other[i]!.key))) || t.bailout();
+    await settle();
+  }
+  t.equal(s.cache.stats.misses - misses, 1, 'only the new folder\'s first file missed');
+});
+
 t.test('opens out of listing order do not prefetch', async (t) => {
   const s = setup({ count: 100, depth: 8 });
   for (const i of [40, 3, 77, 12, 60, 25, 90, 5]) await readWhole(s, i);

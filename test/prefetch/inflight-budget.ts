@@ -39,3 +39,18 @@ t.test('rejects a nonsense limit', async (t) => {
   t.throws(() => new InflightBudget(0));
   t.throws(() => new InflightBudget(1.5));
 });
+
+t.test('a kind limit keeps cross-file prefetch from taking the whole budget', async (t) => {
+  const b = new InflightBudget(100, { cross_file: 50 });
+  const x = b.tryAcquire(40, 'cross_file')!;
+  t.ok(x);
+  t.equal(b.tryAcquire(20, 'cross_file'), undefined, 'cross_file capped at 50');
+  const s = b.tryAcquire(60, 'sequential')!;
+  t.ok(s, 'sequential gets the rest');
+  t.equal(b.usedBy('cross_file'), 40);
+  t.equal(b.usedBy('sequential'), 60);
+  x();
+  s();
+  t.equal(b.usedBy('cross_file'), 0);
+  t.equal(b.inUse, 0);
+});

@@ -1,0 +1,55 @@
+import t from 'tap';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { bestPeer, fmtValue, markdownTable, sluiceFor, writeJson } from '../../src/bench/report.js';
+import { fig, results } from '../helpers/bench-results.js';
+
+const figures = [
+  fig({ target: 'FastFile', value: 190 }),
+  fig({ target: 'File', value: 150 }),
+  fig({ target: 'Pipe', value: null, unavailable: 'Pipe mode is not available in this build' }),
+  fig({ target: 's3fs', value: 95 }),
+  fig({ target: 'rclone', value: 76 }),
+  fig({ target: 'aws', value: 100 }),
+];
+
+t.test('sluice ÷ peer uses the mode that plays the peer\'s part', async (t) => {
+  t.equal(sluiceFor(figures, figures[3]!)!.target, 'FastFile', 'mount peers compare with FastFile');
+  t.equal(sluiceFor(figures, figures[5]!)!.target, 'File', 'aws s3 cp compares with File mode');
+  t.equal(bestPeer(figures)!.target, 'aws');
+  const times = [fig({ target: 's3fs', value: 0.4, unit: 's', higherIsBetter: false }), fig({ target: 'rclone', value: 1.2, unit: 's', higherIsBetter: false })];
+  t.equal(bestPeer(times)!.target, 's3fs', 'for times the lowest wins');
+});
+
+t.test('the table has every figure, ratios, limit and verification', async (t) => {
+  const md = markdownTable(results(figures));
+  t.match(md, /\| s3-like \| \+25 ms to first byte per request, 80 MB\/s per connection \| 200\.0 MB\/s \| 16 × 8 MiB \| verified \|/);
+  t.match(md, /\| FastFile \| 190 MB\/s \| 95% \| ÷ best peer \(aws\) = 1\.90× \| 300 MiB \| 2\.5 \| verified \|/);
+  t.match(md, /\| s3fs \| 95\.0 MB\/s \| 48% \| FastFile ÷ s3fs = 2\.00× \|/);
+  t.match(md, /\| aws \| 100 MB\/s \| 50% \| File ÷ aws = 1\.50× \|/);
+  t.match(md, /not available: Pipe mode is not available in this build/);
+  t.equal(md.split('\n').filter((l) => l.startsWith('| B:')).length, figures.length);
+});
+
+t.test('wrong bytes are shouted', async (t) => {
+  const md = markdownTable(results([fig({ target: 'FastFile', value: 10, verified: false })]));
+  t.match(md, /\*\*WRONG\*\*/);
+});
+
+t.test('values are formatted by size', async (t) => {
+  t.equal(fmtValue(null, 'MB/s'), '–');
+  t.equal(fmtValue(212.4, 'MB/s'), '212 MB/s');
+  t.equal(fmtValue(47.25, 'files/s'), '47.3 files/s');
+  t.equal(fmtValue(0.4512, 's'), '0.451 s');
+});
+
+t.test('the JSON holds every figure', async (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-json-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = await writeJson(results(figures), dir);
+  t.match(path.basename(file), /^2026-11-30T09-00-00-000Z\.json$/);
+  const back = JSON.parse(readFileSync(file, 'utf8'));
+  t.equal(back.figures.length, figures.length);
+  t.equal(back.limits[0].mbps, 200);
+});
