@@ -55,6 +55,35 @@ const INIT_TIMEOUT_MS = 30_000;
 
 const flog = log.child({ component: 'fuse' });
 
+/**
+ * Failed operations logged per window: enough to see what is failing, while a reader
+ * retrying against an S3 outage (thousands of EIO a second) cannot flood the log.
+ * sluice_fuse_operations_total counts every one of them regardless.
+ */
+const ERROR_LOG_BURST = 10;
+const ERROR_LOG_WINDOW_MS = 10_000;
+
+/** Logs failed FUSE operations, at most ERROR_LOG_BURST per window, then how many were suppressed. */
+function errorLogger(): (op: string, path: string, err: unknown) => void {
+  let windowStart = 0;
+  let logged = 0;
+  let suppressed = 0;
+  return (op, p, err) => {
+    const now = Date.now();
+    if (now - windowStart >= ERROR_LOG_WINDOW_MS) {
+      if (suppressed > 0) flog.warn({ suppressed }, 'more FUSE operations failed (not logged one by one)');
+      windowStart = now;
+      logged = 0;
+      suppressed = 0;
+    }
+    if (logged++ < ERROR_LOG_BURST) {
+      flog.warn({ op, path: p, err: err instanceof Error ? err.message : String(err), code: (err as { code?: unknown }).code }, 'FUSE operation failed');
+    } else {
+      suppressed++;
+    }
+  };
+}
+
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const t = new Promise<never>((_, reject) => {
@@ -68,9 +97,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   checkFuseAvailable();
   const mnt = path.resolve(mountpoint);
   const Fuse = loadFuse();
-  const fuse: NativeFuse = new Fuse(mnt, fuseOpsFor(core, {
-    onUnexpectedError: (op, p, err) => flog.warn({ op, path: p, err: err instanceof Error ? err.message : String(err), code: (err as { code?: unknown }).code }, 'FUSE operation failed'),
-  }), {
+  const fuse: NativeFuse = new Fuse(mnt, fuseOpsFor(core, { onUnexpectedError: errorLogger() }), {
     timeout: opts.fuseTimeoutMs,
     fsname: 'sluice',
     subtype: 'sluice',

@@ -15,7 +15,8 @@ import { cleanupMount } from '../helpers/fuse.js';
 import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { spawn } from 'node:child_process';
 import { CLI } from '../helpers/cli.js';
-import { epochUnits } from '../../src/commands/run.js';
+import { epochUnits, run as runCommand } from '../../src/commands/run.js';
+import { isUserError, type SluiceError } from '../../src/errors.js';
 import { shuffled } from '../../src/channels/shuffle.js';
 import type { ChannelConfig } from '../../src/channels/input-config.js';
 import type { HostIdentity } from '../../src/channels/hosts.js';
@@ -114,7 +115,8 @@ t.test('a child killed by a signal gives 128 + n; a missing command 127', async 
 
 t.test('ShardedByS3Key across 4 simulated hosts: disjoint downloads whose union is every object', async (t) => {
   const union: string[] = [];
-  for (let h = 1; h <= 4; h++) {
+  // The 4 hosts run at once, as they would in a cluster.
+  await Promise.all([1, 2, 3, 4].map(async (h) => {
     const root = await tmpRoot(t);
     const r = await runCli(['run', '--channel', 'train=s3://bkt/train/,distribution=ShardedByS3Key', '--root', root, '--current-host', `algo-${h}`, '--host-count', '4', ...common(),
       '--', process.execPath, '-e', 'process.exit(0)'], env());
@@ -123,7 +125,7 @@ t.test('ShardedByS3Key across 4 simulated hosts: disjoint downloads whose union 
     t.ok(files.length > 0, `host ${h} has a share`);
     union.push(...files.map((d) => path.relative(path.join(root, 'input', 'data', 'train'), path.join(d.parentPath, d.name))));
     t.same(JSON.parse(await readFile(path.join(root, 'input', 'config', 'resourceconfig.json'), 'utf8')).current_host, `algo-${h}`);
-  }
+  }));
   t.equal(new Set(union).size, union.length, 'disjoint');
   t.same(union.sort(), seeded.map((o) => o.key.slice('train/'.length)).sort(), 'complete');
 });
@@ -144,17 +146,10 @@ t.test('bad configs and bad input get one-line errors and exit 2', async (t) => 
   const root = await tmpRoot(t);
   const bad = path.join(root, 'bad.json');
   await writeFile(bad, '[{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": "s3://bkt/train/"}}, "InputMode": "pipe"}]');
-  const missingAttrs = path.join(root, 'aug.json');
-  await writeFile(missingAttrs, JSON.stringify([{ ChannelName: 'aug', InputMode: 'Pipe', DataSource: { S3DataSource: { S3Uri: 's3://bkt/m.jsonl', S3DataType: 'AugmentedManifestFile' } } }]));
+  // Through the CLI: the one-line output and the exit code.
   const cases: [string[], RegExp][] = [
     [['--input-data-config', bad], /^sluice: channel "train": InputMode "pipe" is not valid\. Did you mean Pipe\? Values are case-sensitive$/],
-    [['--input-data-config', missingAttrs], /^sluice: channel "aug": AugmentedManifestFile needs AttributeNames\. /],
-    [['--input-data-config', path.join(root, 'nope.json')], /^sluice: cannot read --input-data-config .*nope\.json \(ENOENT\)/],
-    [['--channel', 'train=s3://bkt/train/,mode=Stream'], /^sluice: --channel train: mode "Stream" is not valid\. Use one of File, FastFile, Pipe$/],
-    [['--channel', 'train=s3://bkt/train/', '--channel', 'train=s3://bkt/val/'], /^sluice: channel "train" is defined twice/],
     [['--channel', 'train=s3://bkt/nothing-here/'], /^sluice: channel "train": no objects under s3:\/\/bkt\/nothing-here\//],
-    [['--channel', 'train=s3://bkt/train/,distribution=ShardedByS3Key', '--current-host', 'algo-9', '--host-count', '2'], /^sluice: --current-host\/--hosts: current host "algo-9" is not in hosts/],
-    [['--channel', 'train=s3://bkt/train/', '--epochs', '0'], /^sluice: epochs must be at least 1/],
   ];
   for (const [args, re] of cases) {
     const r = await runCli(['run', ...args, '--root', root, ...common(), '--', process.execPath, '-e', 'process.exit(0)'], { ...env(), SLUICE_LOG_LEVEL: 'silent' });
@@ -165,6 +160,32 @@ t.test('bad configs and bad input get one-line errors and exit 2', async (t) => 
   const noCmd = await runCli(['run', '--channel', 'train=s3://bkt/train/', '--root', root], env());
   t.equal(noCmd.code, 2);
   t.match(noCmd.stderr, /^sluice: no training command given\. Add it after --/);
+
+  // In process (no S3 needed): the error each bad input raises, all user errors on one line.
+  const missingAttrs = path.join(root, 'aug.json');
+  await writeFile(missingAttrs, JSON.stringify([{ ChannelName: 'aug', InputMode: 'Pipe', DataSource: { S3DataSource: { S3Uri: 's3://bkt/m.jsonl', S3DataType: 'AugmentedManifestFile' } } }]));
+  const inProcess: [string[], RegExp][] = [
+    [['--input-data-config', missingAttrs], /^channel "aug": AugmentedManifestFile needs AttributeNames\. /],
+    [['--input-data-config', path.join(root, 'nope.json')], /^cannot read --input-data-config .*nope\.json \(ENOENT\)/],
+    [['--channel', 'train=s3://bkt/train/,mode=Stream'], /^--channel train: mode "Stream" is not valid\. Use one of File, FastFile, Pipe$/],
+    [['--channel', 'train=s3://bkt/train/', '--channel', 'train=s3://bkt/val/'], /^channel "train" is defined twice/],
+    [['--channel', 'train=s3://bkt/train/,distribution=ShardedByS3Key', '--current-host', 'algo-9', '--host-count', '2'], /^--current-host\/--hosts: current host "algo-9" is not in hosts/],
+    [['--channel', 'train=s3://bkt/train/', '--epochs', '0'], /^epochs must be at least 1/],
+    [['--channel', 'train=s3://bkt/train/', '--input-mode', 'Stream'], /^input-mode must be File, FastFile or Pipe/],
+    [['--channel', 'train=s3://bkt/train/', 'stray'], /^unexpected argument "stray"\. Put the training command after --/],
+    [[], /^no channels defined\. Pass --input-data-config FILE or --channel/],
+  ];
+  for (const [args, re] of inProcess) {
+    const what = args.join(' ') || '(no channels)';
+    try {
+      await runCommand([...args, '--root', root, '--metrics-port=-1', '--log-level', 'silent', '--', 'true']);
+      t.fail(`${what}: no error`);
+    } catch (err) {
+      t.ok(isUserError(err), `${what}: a user error`);
+      t.match((err as SluiceError).oneLine(), re, what);
+      t.notOk((err as SluiceError).oneLine().includes('\n'), `${what}: one line`);
+    }
+  }
 });
 
 t.test('--help explains the command', async (t) => {

@@ -43,6 +43,7 @@ t.test('an in-memory core through the kernel', async (t) => {
     t.same(ents.map((e) => [e.name, e.isDirectory()]).sort(), [['b.txt', false], ['sub', true]], 'd_type from readdir');
     const st = await stat(path.join(dir, 'a.bin'));
     t.equal(st.mode & 0o777, 0o444);
+    t.equal(st.blksize, 128 * 1024, 'st_blksize asks buffered readers for 128 KiB reads');
     t.ok((await stat(path.join(dir, 'dir'))).isDirectory());
     const fh = await open(path.join(dir, 'a.bin'));
     const buf = Buffer.alloc(1000);

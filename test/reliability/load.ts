@@ -16,6 +16,7 @@ import { seedDataset } from '../../src/local/dataset.js';
 import { startLocalS3 } from '../../src/local/s3-server.js';
 import { startCli, waitExit, type RunningCli } from '../helpers/cli.js';
 import { tempMountpoint } from '../helpers/fuse.js';
+import { FIXED_OVERHEAD_MIB } from '../helpers/memory-budget.js';
 
 const MiB = 1024 * 1024;
 const READERS = 16;
@@ -23,12 +24,7 @@ const READERS = 16;
 const DURATION_MS = 20_000;
 const CACHE = 24 * MiB;
 const INFLIGHT = 16 * MiB;
-/**
- * The fixed memory overhead SEMANTICS.md documents: Node's runtime and heap, the AWS SDK,
- * pino, prom-client, the listing, and the kernel reads being copied (measured ~110 MiB idle
- * on Node 20; the margin covers allocator slack under load).
- */
-export const FIXED_OVERHEAD = 192 * MiB;
+const FIXED_OVERHEAD = FIXED_OVERHEAD_MIB * MiB;
 
 const DATASET = fileURLToPath(new URL('../../dist/local/dataset.js', import.meta.url));
 
