@@ -6,11 +6,12 @@
  *     not absolute, no "." or ".." segment, and the resolved path stays inside the folder.
  *     One unsafe key fails the channel before any byte is written (UnsafeKeyError).
  *     Keys ending in '/' (zero-byte "folder" markers) become folders.
- *  2. Skip: a file already present with the same size, whose ETag the sidecar
- *     <data>/.<channel>.sluice-etags.json recorded when sluice wrote it, is kept. The
- *     sidecar ({"version":1,"files":{"<rel>":{"size":N,"etag":"\"...\""}}}) lives beside
- *     the channel folder so the script never sees it; it is rewritten after each run,
- *     also a failed one, with the files that completed. No record, no skip.
+ *  2. Skip: a file already present is kept when the sidecar
+ *     <data>/.<channel>.sluice-etags.json says sluice wrote it from an object of the same
+ *     size and ETag, and the file still has that size and mtime (so a local edit is
+ *     noticed). The sidecar ({"version":1,"files":{"<rel>":{"size","etag","mtimeMs"}}})
+ *     lives beside the channel folder so the script never sees it; it is rewritten after
+ *     each run, also a failed one, with the files that completed. No record, no skip.
  *  3. Each object is split into parts of --part-size (one part when smaller). Parts are
  *     fetched with ranged GETs pinned to the listed ETag, at most --max-connections at once
  *     and at most --max-inflight bytes requested at once (a part larger than the budget
@@ -70,7 +71,8 @@ const LOG_INTERVAL_MS = 10_000;
 const TEMP_SUFFIX = '.sluice-part';
 const SIDECAR_VERSION = 1;
 
-interface EtagRecord { size: number; etag: string }
+/** What sluice wrote: the object's size and ETag, and the file's mtime right after the rename. */
+interface EtagRecord { size: number; etag: string; mtimeMs: number }
 
 export function sidecarPath(dataDir: string, channel: string): string {
   return path.join(dataDir, `.${channel}.sluice-etags.json`);
@@ -154,7 +156,7 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
   for (const f of files) {
     const rec = known.get(f.obj.rel);
     const st = await stat(f.file).catch(() => undefined);
-    if (rec && st?.isFile() && st.size === f.obj.size && rec.size === f.obj.size && rec.etag === f.obj.etag) {
+    if (rec && st?.isFile() && st.size === f.obj.size && st.mtimeMs === rec.mtimeMs && rec.size === f.obj.size && rec.etag === f.obj.etag) {
       records.set(f.obj.rel, rec);
       result.skipped++;
       result.skippedBytes += f.obj.size;
@@ -216,7 +218,7 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
     } catch (err) {
       throw conflict(job.obj.key, err);
     }
-    records.set(job.obj.rel, { size: job.obj.size, etag: job.obj.etag });
+    records.set(job.obj.rel, { size: job.obj.size, etag: job.obj.etag, mtimeMs: (await stat(job.file)).mtimeMs });
     result.downloaded++;
     result.downloadedBytes += job.obj.size;
     channelObjects.inc({ channel: o.channel, mode: 'File' });

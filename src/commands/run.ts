@@ -17,7 +17,8 @@
  *  4. when it exits: stop the pipes (their FIFOs are removed), unmount, close the S3
  *     clients, and exit with its code (killed by signal n: 128 + n, as a shell does).
  * SIGTERM/SIGINT: forwarded to the child while it runs (it decides how to stop, then
- * step 4); during step 2 they abort the preparation, undo it, and exit 128 + n.
+ * step 4), except a SIGINT when stdin is a terminal: Ctrl-C reached the child already;
+ * during step 2 they abort the preparation, undo it, and exit 128 + n.
  * A Pipe channel that fails (object vanished, S3 down) stops the child with SIGTERM and
  * sluice reports the channel's error.
  */
@@ -158,6 +159,9 @@ export async function run(argv: string[]): Promise<number> {
   const onSignal = (sig: NodeJS.Signals) => {
     stopSignal ??= sig;
     if (child && child.exitCode === null && child.signalCode === null) {
+      // Ctrl-C at a terminal already reached the child (same foreground process group):
+      // a second SIGINT would interrupt its own clean-up.
+      if (sig === 'SIGINT' && process.stdin.isTTY) return;
       log.info({ signal: sig }, 'passing the signal to the training command');
       child.kill(sig);
     } else {

@@ -23,7 +23,9 @@
 import { performance } from 'node:perf_hooks';
 import { BlockCache } from '../cache/block-cache.js';
 import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NotDirectoryError, NotFoundError, ReadOnlyError } from '../errors.js';
-import { openHandles, readWait, readWaitSeconds, servedBytes } from '../metrics/metrics.js';
+import { channelObjects, openHandles, readWait, servedBytes } from '../metrics/metrics.js';
+import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
+import { WaitClock } from '../metrics/wait-clock.js';
 import { BlockFetcher } from '../prefetch/block-fetcher.js';
 import { CrossFilePrefetcher } from '../prefetch/cross-file.js';
 import { InflightBudget } from '../prefetch/inflight-budget.js';
@@ -89,6 +91,8 @@ const O_TRUNC = 0o1000;
 interface Handle {
   node: FileNode;
   cursor: ReadCursor;
+  /** True once a read on this handle returned bytes (the file then counts as delivered at release). */
+  served?: boolean;
 }
 
 function checkOptions(o: SluiceFsOptions): void {
@@ -127,6 +131,7 @@ export class SluiceFs implements FsCore {
 
   private readonly root: DirNode;
   private readonly handles = new Map<number, Handle>();
+  private readonly waitClock: WaitClock;
   private nextFh = 1;
   private readonly uid = process.getuid?.() ?? 0;
   private readonly gid = process.getgid?.() ?? 0;
@@ -148,6 +153,7 @@ export class SluiceFs implements FsCore {
     this.budget = new InflightBudget(opts.maxInflight, { cross_file: Math.max(Math.floor(opts.maxInflight * CROSS_FILE_SHARE), opts.partSize) });
     this.fetcher = new BlockFetcher(opts.client, this.cache, this.budget, opts.partSize);
     this.crossFile = new CrossFilePrefetcher(this.fetcher, { depth: opts.crossFilePrefetch, maxSize: opts.crossFileMaxSize });
+    this.waitClock = new WaitClock({ channel: this.channel, mode: 'FastFile' });
     openHandles.set({ channel: this.channel }, 0);
   }
 
@@ -202,17 +208,27 @@ export class SluiceFs implements FsCore {
     }
     const t0 = performance.now();
     const { bytes, waited } = await h.cursor.read(dst, length, position, opts.signal);
-    const wait = waited ? (performance.now() - t0) / 1000 : 0;
+    const t1 = performance.now();
     const labels = { channel: this.channel, mode: 'FastFile' };
-    readWait.observe(labels, wait);
-    if (wait > 0) readWaitSeconds.inc(labels, wait);
-    servedBytes.inc(labels, bytes);
+    readWait.observe(labels, waited ? (t1 - t0) / 1000 : 0);
+    if (waited) this.waitClock.add(t0, t1);
+    if (bytes > 0) {
+      servedBytes.inc(labels, bytes);
+      markFirstByte(this.channel, 'FastFile');
+      h.served = true;
+    }
     return bytes;
   }
 
   async release(fh: number): Promise<void> {
-    if (!this.handles.delete(fh)) throw new BadHandleError(fh);
+    const h = this.handles.get(fh);
+    if (!h || !this.handles.delete(fh)) throw new BadHandleError(fh);
     openHandles.set({ channel: this.channel }, this.handles.size);
+    // A file counts as delivered when a handle that served bytes from it is closed.
+    if (h.served) {
+      channelObjects.inc({ channel: this.channel, mode: 'FastFile' });
+      markFirstFile(this.channel, 'FastFile');
+    }
   }
 
   statfs(): StatFs {

@@ -97,7 +97,7 @@ export const openHandles = new client.Gauge({
 
 export const readWaitSeconds = new client.Counter({
   name: 'sluice_read_wait_seconds_total',
-  help: 'Seconds that reads spent blocked waiting on S3 (not served from cache or prefetch), by channel and mode. rate() of it is the fraction of time a reader was starving.',
+  help: 'Seconds during which at least one read of the channel was blocked waiting on S3 (not served from cache or prefetch), by channel and mode. Overlapping waits count once, so rate() of it is the fraction of time the channel was starving (0..1).',
   labelNames: ['channel', 'mode'] as const,
   registers: [registry],
 });
@@ -177,7 +177,7 @@ export const s3ConcurrencyLimit = new client.Gauge({
 
 export const channelObjects = new client.Counter({
   name: 'sluice_channel_objects_total',
-  help: 'Objects (or augmented-manifest records) delivered to the training process, by channel and mode: downloaded or found present by File mode, streamed whole by Pipe mode.',
+  help: 'Objects (or augmented-manifest records) delivered to the training process, by channel and mode: downloaded or found present by File mode, streamed whole by Pipe mode, read and closed through a FastFile mount.',
   labelNames: ['channel', 'mode'] as const,
   registers: [registry],
 });

@@ -7,9 +7,10 @@
  *    caller gives up after UNREACHABLE_MAX_ATTEMPTS (./range-reader.ts), so the user
  *    hears about it at once;
  *  - it answered before (an outage mid-run): the request keeps retrying, by time, until
- *    it has been refused for requestDeadlineMs(), the time a request that stalls on
- *    every attempt takes to fail. So a data loader rides out an S3 restart or a short
- *    network outage, and a long one fails within the same documented deadline.
+ *    requestDeadlineMs() has passed since it started or last received a byte: the time
+ *    a request that stalls on every attempt takes to fail. So a data loader rides out an
+ *    S3 restart or a short network outage, and a long one fails within the same
+ *    documented deadline, however the outage mixes stalls and refusals.
  */
 import { BACKOFF_BASE_MS, BACKOFF_CAP_MS } from './retry.js';
 

@@ -111,7 +111,8 @@ export class RangeReader {
     const t0 = performance.now();
     let pos = start;
     let failures = 0;
-    let refusedSince: number | undefined;
+    /** When the last byte arrived (or the read started): an outage may last outageDeadlineMs from here. */
+    let lastProgress = t0;
     inflightBytes.inc(end - start);
     try {
       while (pos < end) {
@@ -128,16 +129,15 @@ export class RangeReader {
           const verdict = judgeError(err, ctx);
           if ('fail' in verdict) throw verdict.fail;
           if (pos - before >= PROGRESS_RESET_BYTES) failures = 0;
+          if (pos > before) lastProgress = performance.now();
           failures++;
           let pause = backoffMs(failures);
           if (verdict.retry === 'unreachable' && this.o.reachability?.answered) {
             // An outage of an endpoint that answered before: retry by time (./outage.ts).
-            refusedSince ??= performance.now();
-            const left = this.outageDeadlineMs - (performance.now() - refusedSince);
+            const left = this.outageDeadlineMs - (performance.now() - lastProgress);
             if (left <= 0) throw exhausted(verdict.retry, failures, verdict.cause, ctx, this.o.requestTimeoutMs);
             pause = Math.min(backoffMs(failures, Math.random, BACKOFF_BASE_MS, OUTAGE_POLL_MS), left);
           } else {
-            refusedSince = undefined;
             const limit = verdict.retry === 'unreachable' ? Math.min(this.o.maxAttempts, UNREACHABLE_MAX_ATTEMPTS) : this.o.maxAttempts;
             if (failures >= limit) throw exhausted(verdict.retry, failures, verdict.cause, ctx, this.o.requestTimeoutMs);
           }

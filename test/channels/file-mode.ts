@@ -1,6 +1,6 @@
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { downloadChannel, safeTarget, sidecarPath } from '../../src/channels/file-mode.js';
@@ -68,6 +68,15 @@ t.test('File mode against the local server: bytes match, a second run skips, cha
   t.equal(third.downloaded, 2, 'the changed object and the damaged file are fetched again');
   t.ok((await readFile(path.join(dir, changed.key.slice('ds/'.length)))).equals(newBody));
   t.equal(sha256(await readFile(path.join(dir, damaged.key.slice('ds/'.length)))), damaged.sha256);
+
+  // A local edit that keeps the size is noticed by the mtime.
+  const edited = seeded.find((o) => o.key.includes('special/'))!;
+  const editedPath = path.join(dir, edited.key.slice('ds/'.length));
+  await writeFile(editedPath, Buffer.alloc(edited.size, 1));
+  await utimes(editedPath, new Date(), new Date(Date.now() + 5000));
+  const fourth = await download();
+  t.equal(fourth.downloaded, 1, 'the edited file is fetched again');
+  t.equal(sha256(await readFile(editedPath)), edited.sha256);
 });
 
 /** A client that must never be called: unsafe keys are rejected before any GET. */
