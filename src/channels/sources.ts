@@ -5,11 +5,11 @@
  *  - S3Prefix: every object under the prefix, listed once. A unit is one object; its
  *    sort key is the object key, so key order is S3's order.
  *  - ManifestFile: the manifest object is read and parsed (manifest.ts); the entries are
- *    looked up by one listing of the manifest's prefix when there are many of them, or
- *    by a HEAD each when few (HEAD_ALL_MAX). A unit is one object; its sort key is its
- *    position in the manifest (zero-padded), so "key order" is the manifest's order.
+ *    looked up by a HEAD each when few, or by a bounded listing of their common prefix
+ *    when many (resolveEntries). A unit is one object; its sort key is its position in
+ *    the manifest (zero-padded), so "key order" is the manifest's order.
  *  - AugmentedManifestFile: one unit per JSON line (sort key: its line number); its items
- *    are the line's attributes in AttributeNames order, "-ref" objects found by HEAD.
+ *    are the line's attributes in AttributeNames order, "-ref" objects looked up the same way.
  * A unit's size is the bytes it streams, which is what ShardedByS3Key balances.
  */
 import { ManifestError, NoSuchKeyError } from '../errors.js';
@@ -42,8 +42,13 @@ export interface ChannelListing {
 
 export type ClientFor = (bucket: string) => ObjectClient;
 
-/** Up to this many manifest entries are HEADed one by one; more are found by listing. */
+/** Up to this many manifest entries (per bucket) are HEADed one by one; more are found by listing. */
 const HEAD_ALL_MAX = 256;
+/**
+ * A listing for manifest entries stops after this many objects per entry: one LIST page
+ * (1,000 keys) costs about one HEAD, so listing 4x the entries is still ~250x cheaper.
+ */
+const LIST_RATIO = 4;
 /** HEADs in flight at once: enough to hide ~20 ms of latency each without flooding S3. */
 const HEAD_CONCURRENCY = 32;
 /** Zero padding of manifest positions, so that string order is numeric order (10^12 entries). */
@@ -77,7 +82,7 @@ export async function listChannel(channel: ChannelConfig, clientFor: ClientFor, 
   }
   const records = parseAugmentedManifest(text, channel.attributeNames ?? []);
   const refs = records.flatMap((r) => r.attributes.flatMap((a) => (a.kind === 'ref' ? [{ bucket: a.bucket, key: a.key, rel: a.key, line: r.line }] : [])));
-  const found = await headAll(refs, clientFor, signal);
+  const found = await resolveEntries(refs, clientFor, signal);
   let next = 0;
   const units = records.map((r): ChannelUnit => {
     const items: ChannelItem[] = r.attributes.map((a) => {
@@ -104,19 +109,53 @@ export async function readObject(client: ObjectClient, key: string, signal?: Abo
   return Buffer.concat(parts);
 }
 
-async function resolveEntries(entries: ManifestEntry[], clientFor: ClientFor, signal?: AbortSignal): Promise<ChannelObject[]> {
-  if (entries.length <= HEAD_ALL_MAX) return headAll(entries, clientFor, signal);
-  // All entries share the manifest's bucket and prefix: one listing finds them all.
-  const first = entries[0]!;
-  const base = first.key.slice(0, first.key.length - first.rel.length);
-  const client = clientFor(first.bucket);
-  const byKey = new Map<string, ObjectInfo>();
-  for await (const o of client.list(base, signal ? { signal } : {})) byKey.set(o.key, o);
-  return entries.map((e) => {
-    const o = byKey.get(e.key);
-    if (!o) throw new ManifestError(`s3://${e.bucket}/${e.key} does not exist`, e.line);
-    return { ...o, rel: e.rel, client };
+/**
+ * Size and ETag of every entry. Per bucket: few entries are HEADed one by one; many are
+ * looked up in one listing of their longest common prefix, which stops once it has seen
+ * LIST_RATIO times more objects than entries (a prefix far larger than the manifest would
+ * cost more than the HEADs); whatever the listing did not find is HEADed.
+ * A key that does not exist is a ManifestError with its line.
+ */
+async function resolveEntries(entries: readonly ManifestEntry[], clientFor: ClientFor, signal?: AbortSignal): Promise<ChannelObject[]> {
+  const out: ChannelObject[] = new Array(entries.length);
+  const byBucket = new Map<string, number[]>();
+  entries.forEach((e, i) => {
+    const list = byBucket.get(e.bucket);
+    if (list) list.push(i); else byBucket.set(e.bucket, [i]);
   });
+  for (const [bucket, idx] of byBucket) {
+    const client = clientFor(bucket);
+    let unresolved = idx;
+    if (idx.length > HEAD_ALL_MAX) {
+      const wanted = new Map<string, number[]>();
+      for (const i of idx) {
+        const list = wanted.get(entries[i]!.key);
+        if (list) list.push(i); else wanted.set(entries[i]!.key, [i]);
+      }
+      const prefix = commonPrefix([...wanted.keys()]);
+      const limit = LIST_RATIO * idx.length;
+      let seen = 0;
+      for await (const o of client.list(prefix, signal ? { signal } : {})) {
+        for (const i of wanted.get(o.key) ?? []) out[i] = { ...o, rel: entries[i]!.rel, client };
+        if (++seen >= limit) break;
+      }
+      unresolved = idx.filter((i) => out[i] === undefined);
+    }
+    const found = await headAll(unresolved.map((i) => entries[i]!), clientFor, signal);
+    unresolved.forEach((i, k) => { out[i] = found[k]!; });
+  }
+  return out;
+}
+
+function commonPrefix(keys: readonly string[]): string {
+  let p = keys[0] ?? '';
+  for (const k of keys) {
+    let n = 0;
+    while (n < p.length && n < k.length && p.charCodeAt(n) === k.charCodeAt(n)) n++;
+    p = p.slice(0, n);
+    if (p === '') break;
+  }
+  return p;
 }
 
 async function headAll(entries: readonly ManifestEntry[], clientFor: ClientFor, signal?: AbortSignal): Promise<ChannelObject[]> {

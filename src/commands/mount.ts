@@ -17,6 +17,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
 import { log, setLogLevel } from '../log.js';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
+import { startSummary, type Summary } from '../metrics/summary.js';
 
 export const summary = 'Mount an S3 prefix read-only at a folder (SageMaker FastFile mode).';
 
@@ -98,15 +99,19 @@ export async function run(argv: string[]): Promise<number> {
       log.info({ url: `${metrics.url}/metrics` }, `metrics at ${metrics.url}/metrics`);
     }
     const mount = await mountFastFile({ uri, mountpoint, options });
+    // A throughput line once a minute and at exit (src/metrics/summary.ts).
+    let summaryLines: Summary | undefined;
     try {
       if (signal.received() === undefined) {
         metrics?.setReady(readyName, true);
         if (options.readyFile) await writeReadyFile(options.readyFile, mountpoint);
         process.stdout.write(`ready ${mountpoint}\n`);
+        summaryLines = startSummary();
       }
       const got = await signal.promise;
       log.info({ signal: got }, 'unmounting');
     } finally {
+      await summaryLines?.stop();
       metrics?.setReady(readyName, false);
       await mount.unmount();
       if (options.readyFile) await rm(options.readyFile, { force: true }).catch(() => undefined);

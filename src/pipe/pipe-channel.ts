@@ -34,6 +34,7 @@ import path from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
 import { log } from '../log.js';
 import { channelEpoch, channelObjects, pipeEmptySeconds, pipeFullSeconds, servedBytes } from '../metrics/metrics.js';
+import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
 import { epochBytes, type Compression, type RecordWrapper } from './epoch-bytes.js';
 import { FifoWriter } from './fifo-writer.js';
@@ -161,7 +162,10 @@ class PipeChannelImpl implements PipeChannel {
   private async createFifo(epoch: number): Promise<FifoWriter> {
     const labels = { channel: this.o.channel };
     const writer = await FifoWriter.create(this.fifoPath(epoch), {
-      onWritten: (n) => servedBytes.inc({ ...labels, mode: 'Pipe' }, n),
+      onWritten: (n) => {
+        servedBytes.inc({ ...labels, mode: 'Pipe' }, n);
+        markFirstByte(this.o.channel, 'Pipe');
+      },
       onFullWait: (s) => pipeFullSeconds.inc(labels, s),
     });
     this.fifos.set(epoch, writer);
@@ -207,7 +211,10 @@ class PipeChannelImpl implements PipeChannel {
         compression: this.o.compression,
         recordHoldLimit: Math.min(this.o.maxInflight, RECORDIO_SPLIT_LENGTH),
         bucket: this.o.client.bucket,
-        onItemDone: () => channelObjects.inc({ channel: this.o.channel, mode: 'Pipe' }),
+        onItemDone: () => {
+          channelObjects.inc({ channel: this.o.channel, mode: 'Pipe' });
+          markFirstFile(this.o.channel, 'Pipe');
+        },
       });
       try {
         for (;;) {

@@ -80,3 +80,36 @@ t.test('a large ManifestFile is resolved by one listing, not a HEAD per entry', 
   await t.rejects(listChannel({ ...base, s3Uri: 's3://bkt/m2.manifest', s3DataType: 'ManifestFile' }, () => client),
     { code: 'SLUICE_MANIFEST', message: 'manifest line 301: s3://bkt/data/missing does not exist' });
 });
+
+t.test('augmented manifest refs: listed per bucket when many, the listing capped, the rest HEADed', async (t) => {
+  const client = new MemoryClient('bkt');
+  const small = new MemoryClient('small');
+  // 1,300 unrelated objects under the refs' common prefix, listed before them.
+  for (let i = 0; i < 1300; i++) client.put(`img/f-extra-${String(i).padStart(4, '0')}`, Buffer.from('e'));
+  const lines: string[] = [];
+  for (let i = 0; i < 300; i++) {
+    client.put(`img/f${String(i).padStart(3, '0')}.jpg`, Buffer.from(`jpeg ${i}`));
+    lines.push(JSON.stringify({ 'source-ref': `s3://bkt/img/f${String(i).padStart(3, '0')}.jpg`, class: i % 2 }));
+  }
+  small.put('x/one.jpg', Buffer.from('one'));
+  lines.push(JSON.stringify({ 'source-ref': 's3://small/x/one.jpg', class: 9 }));
+  client.put('aug.jsonl', Buffer.from(lines.join('\n')));
+  const heads: Record<string, number> = { bkt: 0, small: 0 };
+  for (const c of [client, small]) {
+    const head = c.head.bind(c);
+    c.head = async (key: string) => { heads[c.bucket]!++; return head(key); };
+  }
+  const clientFor = (b: string) => (b === 'bkt' ? client : small);
+  const aug = { ...base, s3Uri: 's3://bkt/aug.jsonl', s3DataType: 'AugmentedManifestFile' as const, attributeNames: ['source-ref', 'class'] };
+  const got = await listChannel(aug, clientFor);
+  t.equal(got.units.length, 301);
+  t.same(got.units[7]!.items.map((i) => (i.kind === 'inline' ? i.data.toString() : `${i.info.key}:${i.info.size}`)), ['img/f007.jpg:6', '1']);
+  t.equal(heads.small, 1, 'a bucket with few refs: HEADs');
+  t.equal(heads.bkt, 1 + 300, 'the listing stopped at 4x the refs (1,200 unrelated objects), so the refs were HEADed');
+
+  // Without the unrelated objects, one listing finds every ref.
+  for (let i = 0; i < 1300; i++) client.objects.delete(`img/f-extra-${String(i).padStart(4, '0')}`);
+  heads.bkt = 0;
+  await listChannel(aug, clientFor);
+  t.equal(heads.bkt, 1, 'only the manifest itself was HEADed');
+});

@@ -21,7 +21,7 @@ import { FIXED_OVERHEAD_MIB } from '../helpers/memory-budget.js';
 const MiB = 1024 * 1024;
 const READERS = 16;
 /** How long the readers run: long enough for many evictions, short enough for CI. */
-const DURATION_MS = 20_000;
+const DURATION_MS = 15_000;
 const CACHE = 24 * MiB;
 const INFLIGHT = 16 * MiB;
 const FIXED_OVERHEAD = FIXED_OVERHEAD_MIB * MiB;
@@ -92,7 +92,7 @@ t.test('16 concurrent readers through one mount: correct bytes, bounded memory',
   t.teardown(() => s3.stop());
   await s3.createBucket('load');
   const seed = 11;
-  const objects = await seedDataset(s3, 'load', 'ds/', { smallFiles: { count: 120, size: 24 * 1024, folders: 4 }, largeFiles: { count: 4, size: 6 * MiB + 123 }, seed });
+  const objects = await seedDataset(s3, 'load', 'ds/', { smallFiles: { count: 60, size: 24 * 1024, folders: 4 }, largeFiles: { count: 4, size: 6 * MiB + 123 }, seed });
   const dir = await tempMountpoint(t, 'load');
   const env: NodeJS.ProcessEnv = { ...process.env, NODE_NO_WARNINGS: '1', AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1', SLUICE_LOG_LEVEL: 'warn' };
   const mount: RunningCli = await startCli(['mount', 's3://load/ds/', dir, '--endpoint', s3.endpoint, '--path-style', '--metrics-port=-1',
