@@ -81,3 +81,78 @@ export async function writeJson(res: BenchResults, outDir: string): Promise<stri
   await writeFile(file, JSON.stringify(res, null, 2) + '\n');
   return file;
 }
+
+interface Check { target: string; where: string; measured: string; required: string; met: boolean | null }
+
+/**
+ * The issue's targets, checked against the figures: one row per target and
+ * scenario. "met" is null when a figure it needs is missing (not available,
+ * failed). Profiles other than the first (the S3-like one) are not targets.
+ */
+export function targetChecks(res: BenchResults): Check[] {
+  const out: Check[] = [];
+  const profile = res.profiles[0]?.name;
+  const get = (scenario: string, target: string, readers: number) =>
+    res.figures.find((f) => f.scenario === scenario && f.profile === profile && f.target === target && f.readers === readers && f.value !== null);
+  const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+  const x = (v: number) => `${v.toFixed(2)}×`;
+  const add = (target: string, where: string, measured: number | null | undefined, fmt: (v: number) => string, required: string, ok: (v: number) => boolean) => {
+    out.push({ target, where, measured: measured === null || measured === undefined ? '–' : fmt(measured), required, met: measured === null || measured === undefined ? null : ok(measured) });
+  };
+  const scenarios = [...new Set(res.figures.filter((f) => f.profile === profile).map((f) => f.scenario))];
+  for (const sc of scenarios) {
+    const figs = res.figures.filter((f) => f.scenario === sc && f.profile === profile);
+    const f0 = figs[0]!;
+    const readers = [...new Set(figs.map((f) => f.readers))].sort((a, b) => a - b);
+    const many = readers[readers.length - 1]!;
+    const where = (r: number) => `${sc} (${r} reader${r === 1 ? '' : 's'})`;
+    if (f0.kind === 'sequential' && f0.unit === 'MB/s') {
+      const ff = get(sc, 'FastFile', 1);
+      const s3fs = get(sc, 's3fs', 1);
+      const rclone = get(sc, 'rclone', 1);
+      add('Large sequential reads: FastFile ≥ 95% of the link limit', where(1), ff?.fractionOfLimit, pct, '≥ 95%', (v) => v >= 0.95);
+      add('Large sequential reads: FastFile ÷ s3fs', where(1), ff && s3fs ? ff.value! / s3fs.value! : null, x, '≥ 1×', (v) => v >= 1);
+      add('Large sequential reads: FastFile ÷ rclone', where(1), ff && rclone ? ff.value! / rclone.value! : null, x, '≥ 2.5×', (v) => v >= 2.5);
+      add('Large sequential reads: CPU s/GB, FastFile ÷ s3fs', where(1), ff?.cpuSecondsPerGB && s3fs?.cpuSecondsPerGB ? ff.cpuSecondsPerGB / s3fs.cpuSecondsPerGB : null, x, '< 1×', (v) => v < 1);
+      add('Pipe mode ≥ 90% of the link limit', where(1), get(sc, 'Pipe', 1)?.fractionOfLimit, pct, '≥ 90%', (v) => v >= 0.9);
+    }
+    if (f0.kind === 'sequential' && f0.unit === 'files/s') {
+      const ff1 = get(sc, 'FastFile', 1);
+      const best1 = bestPeer(figs.filter((f) => f.readers === 1 && TARGET_STYLE[f.target] === 'mount'));
+      add('Small files, 1 reader: FastFile ÷ better mount peer', where(1), ff1 && best1 ? ff1.value! / best1.value! : null, x, '≥ 5×', (v) => v >= 5);
+      if (many > 1) {
+        const ffn = get(sc, 'FastFile', many);
+        const bestn = bestPeer(figs.filter((f) => f.readers === many && TARGET_STYLE[f.target] === 'mount'));
+        add(`Small files, ${many} readers: FastFile ÷ better mount peer`, where(many), ffn && bestn ? ffn.value! / bestn.value! : null, x, '≥ 1.5×', (v) => v >= 1.5);
+      }
+    }
+    if (f0.kind === 'sequential') {
+      const file = get(sc, 'File', 1);
+      const aws = get(sc, 'aws', 1);
+      add('File mode download ÷ aws s3 cp --recursive', where(1), file && aws ? file.value! / aws.value! : null, x, '≥ 1.5×', (v) => v >= 1.5);
+    }
+    if (f0.kind === 'random') {
+      const ff = get(sc, 'FastFile', 1);
+      const best = bestPeer(figs);
+      add('Random 64 KiB reads, 8 threads: FastFile ÷ better peer', sc, ff && best ? ff.value! / best.value! : null, x, '≥ 2×', (v) => v >= 2);
+    }
+    if (f0.kind === 'ttfb') {
+      const ff = get(sc, 'FastFile', 1);
+      const best = bestPeer(figs);
+      add(`Time to first byte: FastFile (s) vs better peer (${best ? `${best.target} ${best.value!.toFixed(3)} s` : '–'})`, sc, ff?.value, (v) => `${v.toFixed(3)} s`, 'lower', (v) => best !== undefined && v < best.value!);
+    }
+    if (f0.kind === 'list') {
+      const ff = get(sc, 'FastFile', 1);
+      const rc = get(sc, 'rclone', 1);
+      add(`Listing: FastFile (s) vs rclone (${rc ? `${rc.value!.toFixed(3)} s` : '–'})`, sc, ff?.value, (v) => `${v.toFixed(3)} s`, 'lower', (v) => rc !== undefined && v < rc.value!);
+    }
+  }
+  const rss = res.figures.filter((f) => f.target === 'FastFile' && f.peakRssBytes !== null).map((f) => f.peakRssBytes!);
+  add('Memory: FastFile peak RSS ≤ cache budget + 256 MiB', 'all scenarios', rss.length ? Math.max(...rss) : null, (v) => `${(v / MiB).toFixed(0)} MiB`, `≤ ${((res.cacheBudgetBytes + 256 * MiB) / MiB).toFixed(0)} MiB`, (v) => v <= res.cacheBudgetBytes + 256 * MiB);
+  return out;
+}
+
+export function targetsTable(res: BenchResults): string {
+  const rows = targetChecks(res).map((c) => `| ${c.target} | ${c.where} | ${c.measured} | ${c.required} | ${c.met === null ? 'not measured' : c.met ? 'met' : '**missed**'} |`);
+  return [`**Targets** (issue 5; profile ${res.profiles[0]?.name ?? '–'}, medians):`, '', '| Target | Where | Measured | Required | |', '|---|---|---:|---|---|', ...rows].join('\n');
+}

@@ -4,7 +4,9 @@
  *  1. Start the local S3 server (s3rver, its own process) and seed each dataset
  *     once under its own prefix, straight to the server (no proxy).
  *  2. Per latency profile, start the latency proxy in its own process and measure
- *     the link limit (raw parallel ranged GETs, limit.ts) `repetitions` times.
+ *     the link limit (raw parallel ranged GETs, limit.ts): one untimed warm-up,
+ *     `repetitions` times, then once more before each throughput scenario, since
+ *     the load of a shared machine drifts; the limit is the median of them all.
  *  3. For each scenario x profile x target x reader count, `repetitions` runs:
  *     a fresh mount / download / Pipe host each time (a cold cache), readers in
  *     their own processes (reader.ts), every byte checked against the source's
@@ -245,20 +247,25 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     const usedProfiles = config.profiles.filter((p) => config.scenarios.some((s) => s.profiles.includes(p.name)));
     const proxies = new Map<string, ProxyHandle>();
     const limits: LimitFigure[] = [];
+    const large = data[config.limit.dataset]!.filter((x) => x.key.includes('/large/'));
+    const limitOnce = async (profile: string, label: string): Promise<LimitResult> => {
+      const r = await measureLimit({ endpoint: proxies.get(profile)!.endpoint, bucket: config.bucket, objects: large, connections: config.limit.connections, partSize: config.limit.partSize });
+      o.log(`[limit ${profile} ${label}] ${r.mbps.toFixed(1)} MB/s over ${config.limit.connections} connections${r.retries ? `, ${r.retries} retried parts` : ''}${r.verified ? ', bytes verified' : `, WRONG BYTES in ${r.mismatches.join(', ')}`}`);
+      return r;
+    };
     for (const p of usedProfiles) {
       const proxy = await startProxyProcess(p, server.port);
       stops.add(() => proxy.stop());
       proxies.set(p.name, proxy);
       o.log(`latency proxy ${proxy.endpoint} -> ${server.endpoint}: ${describeProfile(p)}`);
-      const large = data[config.limit.dataset]!.filter((x) => x.key.includes('/large/'));
+      // The first pass over fresh connections and a cold JIT runs slow: warm up, untimed.
+      await limitOnce(p.name, 'warm-up, not counted');
       const runs: LimitResult[] = [];
       for (let rep = 0; rep < config.repetitions; rep++) {
         checkAbort();
-        const r = await measureLimit({ endpoint: proxy.endpoint, bucket: config.bucket, objects: large, connections: config.limit.connections, partSize: config.limit.partSize });
-        runs.push(r);
-        o.log(`[limit ${p.name} rep ${rep + 1}/${config.repetitions}] ${r.mbps.toFixed(1)} MB/s over ${config.limit.connections} connections${r.verified ? ', bytes verified' : `, WRONG BYTES in ${r.mismatches.join(', ')}`}`);
+        runs.push(await limitOnce(p.name, `rep ${rep + 1}/${config.repetitions}`));
       }
-      limits.push({ profile: p.name, mbps: median(runs.map((r) => r.mbps))!, runs, connections: config.limit.connections, partSize: config.limit.partSize });
+      limits.push({ profile: p.name, mbps: 0, runs, connections: config.limit.connections, partSize: config.limit.partSize });
     }
 
     // 3. Scenarios.
@@ -271,7 +278,8 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
       const readerCounts = sc.kind === 'sequential' ? sc.readers : [1];
       for (const profName of sc.profiles) {
         const proxy = proxies.get(profName)!;
-        const limit = limits.find((l) => l.profile === profName)?.mbps ?? null;
+        // The machine's load drifts during a run: measure the limit again next to each throughput scenario.
+        if (sc.kind === 'sequential') limits.find((l) => l.profile === profName)!.runs.push(await limitOnce(profName, `before ${sc.name}`));
         for (const target of targets) {
           for (const readers of readerCounts) {
             const fig: Figure = {
@@ -303,10 +311,17 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
               fig.runs.push(r);
               o.log(`[${sc.name} ${profName} ${target} x${readers} rep ${rep + 1}/${config.repetitions}] ${r.error ? `FAILED: ${r.error}` : `${fmt(r.value)} ${unit}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}${r.truncated ? ' (time limit: partial)' : ''}`}`);
             }
-            summarise(fig, limit);
+            summarise(fig);
           }
         }
       }
+    }
+
+    // The limit of a profile is the median of all its measurements, spread over the run.
+    for (const l of limits) l.mbps = median(l.runs.map((r) => r.mbps)) ?? 0;
+    for (const f of figures) {
+      const l = limits.find((x) => x.profile === f.profile)?.mbps;
+      f.fractionOfLimit = f.mbps !== null && l ? f.mbps / l : null;
     }
 
     const machine = {
@@ -330,12 +345,11 @@ function fmt(v: number | null): string {
   return v === null ? '-' : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(3);
 }
 
-function summarise(fig: Figure, limitMbps: number | null): void {
+function summarise(fig: Figure): void {
   const ok = fig.runs.filter((r) => r.value !== null && !r.error);
   fig.value = median(ok.map((r) => r.value!));
   const mbps = ok.filter((r) => r.seconds > 0 && r.bytes > 0).map((r) => r.bytes / 1e6 / r.seconds);
   fig.mbps = fig.kind === 'sequential' || fig.kind === 'random' ? median(mbps) : null;
-  fig.fractionOfLimit = fig.mbps !== null && limitMbps ? fig.mbps / limitMbps : null;
   const rss = ok.map((r) => r.peakRssBytes).filter((x): x is number => x !== undefined);
   fig.peakRssBytes = rss.length ? Math.max(...rss) : null;
   const cpg = ok.filter((r) => r.cpuSeconds !== undefined && r.bytes > 0).map((r) => r.cpuSeconds! / (r.bytes / 1e9));

@@ -21,6 +21,14 @@
  * INVARIANT: a GET's buffer is either wholly resident (and counted in the size) or
  * not held by the cache at all, so the memory held is exactly `size`.
  *
+ * Buffer recycling (optional, `poolBytes`): a GET of whole blocks reads into a buffer
+ * from ./buffer-pool.ts instead of a fresh one (fresh memory costs a page fault per
+ * 4 KiB). The cache holds one reference on it from the fill's start until its group
+ * leaves the cache (or the fetch fails); a reader that is handed a block (lookup() or
+ * fill() with `pins`) holds another until it has copied the bytes out and unrefs it.
+ * A buffer goes back to the pool only when no reference is left, so bytes a reader
+ * holds are never overwritten by a later GET.
+ *
  * Prefetch accounting: a block fetched ahead of a reader carries its kind
  * ('sequential' or 'cross_file') until a reader first uses it (counted "used"),
  * or until it leaves the cache unread (counted "wasted"). So, once the cache is
@@ -30,6 +38,7 @@
  * ratio is the reader's; lookups made by the prefetcher are not counted.
  */
 import { LRUCache } from 'lru-cache';
+import { BufferPool, type Slab } from './buffer-pool.js';
 import { cacheBytes, cacheCapacityBytes, cacheEvictions, cacheHits, cacheMisses, prefetchBytes } from '../metrics/metrics.js';
 
 export type PrefetchKind = 'sequential' | 'cross_file';
@@ -61,10 +70,14 @@ interface Group {
   keys: string[];
   /** Set once one member left the cache: the others are being removed. */
   dropped: boolean;
+  /** The pooled buffer the members are slices of; the cache's reference is given back when the group leaves. */
+  slab: Slab | undefined;
 }
 
 interface Inflight {
   promise: Promise<Buffer>;
+  /** The pooled buffer the fetch reads into, if any (readers pin it). */
+  slab: Slab | undefined;
   kind: PrefetchKind | undefined;
   /** A reader asked for the block while it was in flight. */
   used: boolean;
@@ -75,6 +88,13 @@ export interface BlockCacheOptions {
   capacityBytes: number;
   /** Bytes per block; the last block of an object may be shorter. */
   blockSize: number;
+  /**
+   * Recycle GET buffers through a BufferPool bounded by this many bytes (resident +
+   * in flight + idle: cache size + in-flight budget is right). Absent: no recycling.
+   * With a pool, every caller of lookup()/fill() that keeps a block across an await
+   * must pass `pins` and unref them once done (see the module comment).
+   */
+  poolBytes?: number;
 }
 
 /** The cache's narrow interface, as the prefetcher uses it. */
@@ -96,6 +116,8 @@ function cacheKey(key: string, etag: string, index: number): string {
 export class BlockCache implements BlockStore {
   readonly blockSize: number;
   readonly capacityBytes: number;
+  /** Recycles GET buffers (when `poolBytes` was given). */
+  readonly pool: BufferPool | undefined;
   readonly stats: BlockCacheStats = {
     hits: 0, misses: 0, evictions: 0,
     prefetchUsed: { sequential: 0, cross_file: 0 },
@@ -114,6 +136,7 @@ export class BlockCache implements BlockStore {
     if (!(Number.isSafeInteger(opts.capacityBytes) && opts.capacityBytes > 0)) throw new RangeError('capacityBytes must be a positive integer');
     this.blockSize = opts.blockSize;
     this.capacityBytes = opts.capacityBytes;
+    this.pool = opts.poolBytes !== undefined ? new BufferPool({ maxBytes: opts.poolBytes, unit: opts.blockSize }) : undefined;
     this.resident = new LRUCache<string, Resident>({
       maxSize: opts.capacityBytes,
       // lru-cache rejects size 0; an empty block cannot exist (blocks past EOF are never made).
@@ -147,12 +170,14 @@ export class BlockCache implements BlockStore {
   /**
    * A reader's lookup: the resident block, the shared promise of a block in flight,
    * or undefined (a miss: the caller must fetch it). Counts a hit or a miss, and
-   * marks a prefetched block as used.
+   * marks a prefetched block as used. With `pins`, the block's pooled buffer (if any)
+   * gets a reference pushed there: the caller unrefs it once it has copied the bytes.
    */
-  lookup(id: BlockId): Buffer | Promise<Buffer> | undefined {
+  lookup(id: BlockId, pins?: Slab[]): Buffer | Promise<Buffer> | undefined {
     const k = cacheKey(id.key, id.etag, id.index);
     const r = this.resident.get(k);
     if (r) {
+      pin(r.group?.slab, pins);
       this.stats.hits++;
       cacheHits.inc();
       if (r.kind) {
@@ -166,6 +191,7 @@ export class BlockCache implements BlockStore {
       this.stats.hits++;
       cacheHits.inc();
       f.used = true;
+      pin(f.slab, pins);
       return f.promise;
     }
     this.stats.misses++;
@@ -178,19 +204,33 @@ export class BlockCache implements BlockStore {
    * makes sure none of them is resident or in flight. `run` resolves with the bytes
    * of all of them (the last may be short). Returns one promise per block; each
    * rejects if the fetch fails (and nothing is cached). `kind` marks a prefetch.
+   * With a pool and `bytes` (the run's length) poolable, `run` gets a recycled buffer of
+   * exactly `bytes` to read into (it may ignore it and resolve with its own); `pins`
+   * then gets a reference to it, as in lookup().
    */
-  fill(key: string, etag: string, first: number, count: number, run: () => Promise<Buffer>, kind?: PrefetchKind): Promise<Buffer>[] {
+  fill(
+    key: string, etag: string, first: number, count: number, run: (into?: Buffer) => Promise<Buffer>, kind?: PrefetchKind,
+    opts: { bytes?: number; pins?: Slab[] } = {},
+  ): Promise<Buffer>[] {
     const keys: string[] = [];
     const records: Inflight[] = [];
+    // The cache's own reference, held until the group leaves the cache or the fetch fails.
+    let slab = this.closed || opts.bytes === undefined ? undefined : this.pool?.acquire(opts.bytes);
+    pin(slab, opts.pins);
     // new Promise(): a run() that throws synchronously becomes a rejection like any other.
-    const stored = new Promise<Buffer>((resolve) => resolve(run())).then(
+    const stored = new Promise<Buffer>((resolve) => resolve(run(slab?.buf))).then(
       (buf) => {
+        if (slab && buf !== slab.buf) {
+          // The client read into a buffer of its own: ours is not used (pinned readers still hold theirs).
+          slab.unref();
+          slab = undefined;
+        }
         const blocks: Buffer[] = [];
         for (let i = 0; i < count; i++) {
           const start = i * this.blockSize;
           blocks.push(count === 1 ? buf : buf.subarray(start, Math.min(buf.length, start + this.blockSize)));
         }
-        const group: Group | undefined = count > 1 ? { keys, dropped: false } : undefined;
+        const group: Group | undefined = count > 1 || slab ? { keys, dropped: false, slab } : undefined;
         for (let i = 0; i < count; i++) {
           const rec = records[i]!;
           if (this.inflight.get(keys[i]!) === rec) this.inflight.delete(keys[i]!);
@@ -203,11 +243,16 @@ export class BlockCache implements BlockStore {
           if (rec.used && rec.kind) this.countUsed(rec.kind, data.length);
           this.resident.set(keys[i]!, { data, kind: rec.used ? undefined : rec.kind, group });
         }
+        // Nothing of the group stayed (closed, or it evicted itself): the cache lets go of the buffer.
+        if (group && (group.dropped || this.closed)) releaseSlab(group);
         this.updateGauge();
         return blocks;
       },
       (err: unknown) => {
         for (let i = 0; i < count; i++) if (this.inflight.get(keys[i]!) === records[i]) this.inflight.delete(keys[i]!);
+        // The run has settled, so nothing writes into the buffer any more.
+        slab?.unref();
+        slab = undefined;
         throw err;
       },
     );
@@ -216,7 +261,7 @@ export class BlockCache implements BlockStore {
       const promise = stored.then((blocks) => blocks[i]!);
       // Nobody may be waiting on a prefetched block: its failure must not be an unhandled rejection.
       promise.catch(() => undefined);
-      const rec: Inflight = { promise, kind, used: false };
+      const rec: Inflight = { promise, slab, kind, used: false };
       keys.push(cacheKey(key, etag, first + i));
       records.push(rec);
       this.inflight.set(keys[i]!, rec);
@@ -240,6 +285,7 @@ export class BlockCache implements BlockStore {
     this.closed = true;
     this.resident.clear();
     this.inflight.clear();
+    this.pool?.clear();
     this.updateGauge();
     cacheCapacityBytes.dec(this.capacityBytes);
   }
@@ -265,8 +311,12 @@ export class BlockCache implements BlockStore {
   /** A block left the cache: its GET's other blocks leave too (see the INVARIANT above). */
   private dropGroup(v: Resident, k: string, reason: LRUCache.DisposeReason): void {
     const g = v.group;
-    if (!g || g.dropped || this.closed) return;
+    if (!g || g.dropped) return;
     g.dropped = true;
+    if (this.closed) {
+      releaseSlab(g); // clear() removes the other members itself
+      return;
+    }
     for (const other of g.keys) {
       if (other === k || this.resident.peek(other)?.group !== g) continue;
       this.resident.delete(other);
@@ -275,6 +325,8 @@ export class BlockCache implements BlockStore {
         cacheEvictions.inc();
       }
     }
+    // No member is resident any more: the cache's reference goes (readers' pins keep it from reuse).
+    releaseSlab(g);
     this.updateGauge();
   }
 
@@ -283,4 +335,18 @@ export class BlockCache implements BlockStore {
     cacheBytes.inc(now - this.reported);
     this.reported = now;
   }
+}
+
+/** Adds a reader's reference to a pooled buffer. */
+function pin(slab: Slab | undefined, pins: Slab[] | undefined): void {
+  if (!slab || !pins) return;
+  slab.ref();
+  pins.push(slab);
+}
+
+/** Gives back the cache's reference to a group's buffer, once. */
+function releaseSlab(g: Group): void {
+  const slab = g.slab;
+  g.slab = undefined;
+  slab?.unref();
 }

@@ -13,13 +13,14 @@
  * A unit's size is the bytes it streams, which is what ShardedByS3Key balances.
  */
 import { ManifestError, NoSuchKeyError } from '../errors.js';
+import type { PipeItem } from '../pipe/pipe-channel.js';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import type { ChannelConfig } from './input-config.js';
 import { parseAugmentedManifest, parseManifestFile, type ManifestEntry } from './manifest.js';
 
-/** Structurally the pipe engineer's PipeItem. */
-export type ChannelItem = { kind: 'object'; info: ObjectInfo; client?: ObjectClient } | { kind: 'inline'; data: Buffer };
+/** One thing a unit streams: an object, or inline bytes (a non-"-ref" attribute). */
+export type ChannelItem = PipeItem;
 
 export interface ChannelObject extends ObjectInfo {
   /** Path below the channel folder (File mode). */

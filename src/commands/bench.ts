@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
 import { describeProfile } from '../bench/latency-proxy.js';
-import { markdownTable, writeJson } from '../bench/report.js';
+import { markdownTable, targetsTable, writeJson } from '../bench/report.js';
 import { runBench } from '../bench/runner.js';
 import { loadBenchConfig, PEERS } from '../bench/scenarios.js';
 import { writeSvgs } from '../bench/svg.js';
@@ -85,7 +85,7 @@ export async function run(argv: string[]): Promise<number> {
     const res = await runBench(config, { log: say, signal: ac.signal });
     const json = await writeJson(res, outDir);
     const svgs = await writeSvgs(res, path.join(outDir, path.basename(json, '.json')));
-    process.stdout.write(markdownTable(res) + '\n\n');
+    process.stdout.write(markdownTable(res) + '\n\n' + targetsTable(res) + '\n\n');
     process.stdout.write(`JSON: ${json}\n`);
     process.stdout.write(`Charts: ${svgs.join(', ')}\n`);
     const bad = res.figures.filter((f) => f.value !== null && !f.verified);

@@ -31,6 +31,7 @@ import { setLogLevel, log } from '../log.js';
 import { helpFor, parseOptions, type Options } from '../config/options.js';
 import { AbortedError, ChildFailedError, ConfigError, InvalidArgumentError } from '../errors.js';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
+import { startSummary } from '../metrics/summary.js';
 import { channelEpoch } from '../metrics/metrics.js';
 import type { ObjectClient } from '../s3/object-client.js';
 import { createObjectClient } from '../s3/s3-client.js';
@@ -195,6 +196,9 @@ export async function run(argv: string[]): Promise<number> {
     log.info({ command: rest }, 'starting the training command');
     const c = spawn(rest[0]!, rest.slice(1), { stdio: 'inherit', env });
     child = c;
+    // A throughput line per channel once a minute and at exit (src/metrics/summary.ts).
+    const summaryLines = startSummary();
+    cleanup.add('summary', async () => { await summaryLines.stop(); });
     let pipeError: unknown;
     for (const { name, pipe } of pipes) {
       pipe.done.catch((err: unknown) => {

@@ -162,12 +162,26 @@ export function parseOptions<N extends OptionName>(
     parseSpec[s.flag] = { type: s.type === 'boolean' ? 'boolean' : 'string', ...(s.type === 'string[]' ? { multiple: true } : {}) };
   }
   for (const [k, v] of Object.entries(extra)) parseSpec[k] = v;
+  // `--metrics-port -1`: parseArgs takes "-1" for a flag; join a negative number to its flag.
+  const args: string[] = [];
+  for (let i = 0; i < head.length; i++) {
+    const a = head[i]!;
+    const next = head[i + 1];
+    const spec = a.startsWith('--') && !a.includes('=') ? parseSpec[a.slice(2)] : undefined;
+    if (spec?.type === 'string' && next !== undefined && /^-\d/.test(next)) {
+      args.push(`${a}=${next}`);
+      i++;
+    } else {
+      args.push(a);
+    }
+  }
   let parsed;
   try {
-    parsed = parseArgs({ args: head, options: parseSpec, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args, options: parseSpec, allowPositionals: true, strict: true });
   } catch (err) {
-    const msg = err instanceof Error ? err.message.split('\n')[0]! : String(err);
-    throw new InvalidArgumentError(`sluice ${command}: ${msg.replace(/^Unknown option/, 'unknown option')}`, { hint: `See sluice ${command} --help` });
+    // parseArgs explains at length; the first sentence names the problem.
+    const first = (err instanceof Error ? err.message : String(err)).split(/\.(?:\s|$)/)[0]!;
+    throw new InvalidArgumentError(`${first.replace(/^Unknown option/, 'unknown option').replace(/^Option/, 'option')} (sluice ${command})`, { hint: `See sluice ${command} --help` });
   }
   const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   const out: Record<string, unknown> = {};

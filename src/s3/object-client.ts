@@ -28,6 +28,15 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+export interface RangeOptions extends RequestOptions {
+  /**
+   * A buffer of exactly `endExclusive - start` bytes to read into. A client that honours
+   * it resolves with this very buffer (saving an allocation and its page faults); one that
+   * ignores it resolves with a buffer of its own, so callers compare before reusing `into`.
+   */
+  into?: Buffer;
+}
+
 export interface StreamOptions extends RequestOptions {
   /** First byte, default 0. */
   start?: number;
@@ -42,7 +51,7 @@ export interface ObjectClient {
   /** Every object under `prefix` (no delimiter), each exactly once. Order is not guaranteed; callers sort. */
   list(prefix: string, opts?: RequestOptions): AsyncIterable<ObjectInfo>;
   head(key: string, opts?: RequestOptions): Promise<ObjectInfo>;
-  getRange(key: string, start: number, endExclusive: number, etag: string, opts?: RequestOptions): Promise<Buffer>;
+  getRange(key: string, start: number, endExclusive: number, etag: string, opts?: RangeOptions): Promise<Buffer>;
   getStream(key: string, etag: string, opts?: StreamOptions): AsyncIterable<Buffer>;
   close(): Promise<void>;
 }

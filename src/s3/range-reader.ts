@@ -151,9 +151,15 @@ export class RangeReader {
     }
   }
 
-  /** Exactly the bytes of [start, end) as one buffer. */
-  async getRange(key: string, start: number, end: number, etag: string, signal?: AbortSignal): Promise<Buffer> {
-    const out = Buffer.allocUnsafe(end - start);
+  /**
+   * Exactly the bytes of [start, end) as one buffer: `into` when given (it must hold exactly
+   * end - start bytes; a recycled buffer saves the allocation's page faults), else a new one.
+   * Body chunks are copied once, straight to their place. Once this settles nothing writes
+   * to `into` any more, so a caller may recycle it even after a failure.
+   */
+  async getRange(key: string, start: number, end: number, etag: string, signal?: AbortSignal, into?: Buffer): Promise<Buffer> {
+    if (into !== undefined && into.length !== end - start) throw new RangeError(`getRange into a buffer of ${into.length} bytes for ${end - start} bytes`);
+    const out = into ?? Buffer.allocUnsafe(end - start);
     let off = 0;
     for await (const chunk of this.read(key, start, end, etag, signal)) {
       chunk.copy(out, off);

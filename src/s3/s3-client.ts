@@ -20,7 +20,7 @@ import { AbortedError, InvalidArgumentError, ObjectChangedError, S3Error } from 
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, regionFromEnv, type Addressing } from './addressing.js';
 import { listAll, type ListPage, type ListQuery } from './lister.js';
-import type { ObjectClient, ObjectInfo, RequestOptions, StreamOptions } from './object-client.js';
+import type { ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import type { Reachability } from './outage.js';
@@ -228,11 +228,11 @@ export class S3ObjectClient implements ObjectClient {
     return { key, size: out.ContentLength ?? 0, etag: out.ETag ?? '', lastModified: out.LastModified ?? new Date(0) };
   }
 
-  async getRange(key: string, start: number, endExclusive: number, etag: string, opts: RequestOptions = {}): Promise<Buffer> {
+  async getRange(key: string, start: number, endExclusive: number, etag: string, opts: RangeOptions = {}): Promise<Buffer> {
     checkRange(start, endExclusive);
     if (endExclusive === start) return Buffer.alloc(0);
     const { reader } = await this.getDataPath();
-    return reader.getRange(key, start, endExclusive, etag, opts.signal);
+    return reader.getRange(key, start, endExclusive, etag, opts.signal, opts.into);
   }
 
   async *getStream(key: string, etag: string, opts: StreamOptions = {}): AsyncIterable<Buffer> {

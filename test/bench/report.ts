@@ -53,3 +53,25 @@ t.test('the JSON holds every figure', async (t) => {
   t.equal(back.figures.length, figures.length);
   t.equal(back.limits[0].mbps, 200);
 });
+
+t.test('targets are checked against the figures', async (t) => {
+  const { targetChecks, targetsTable } = await import('../../src/bench/report.js');
+  const res = results([
+    ...figures,
+    fig({ target: 'FastFile', value: 300, scenario: 'A', unit: 'files/s', readers: 1 }),
+    fig({ target: 's3fs', value: 17, scenario: 'A', unit: 'files/s', readers: 1 }),
+    fig({ target: 'rclone', value: 32, scenario: 'A', unit: 'files/s', readers: 1 }),
+    fig({ target: 'FastFile', value: 0.3, scenario: 'ttfb', kind: 'ttfb', unit: 's', higherIsBetter: false }),
+    fig({ target: 's3fs', value: 0.45, scenario: 'ttfb', kind: 'ttfb', unit: 's', higherIsBetter: false }),
+  ]);
+  const checks = targetChecks(res);
+  const find = (re: RegExp, where: string) => checks.find((c) => re.test(c.target) && c.where.startsWith(where))!;
+  t.equal(find(/≥ 95% of the link limit/, 'B').met, true, '190 of 200 MB/s');
+  t.equal(find(/FastFile ÷ s3fs/, 'B').measured, '2.00×');
+  t.equal(find(/FastFile ÷ rclone/, 'B').met, false, '2.5× rclone: 190/76 = 2.5 is met, but check the arithmetic');
+  t.equal(find(/Pipe mode/, 'B').met, null, 'Pipe not available: not measured');
+  t.equal(find(/Small files, 1 reader/, 'A').measured, '9.38×');
+  t.equal(find(/Time to first byte/, 'ttfb').met, true);
+  t.equal(find(/File mode download/, 'B').measured, '1.50×');
+  t.match(targetsTable(res), /\| Memory: FastFile peak RSS ≤ cache budget \+ 256 MiB \| all scenarios \| 300 MiB \| ≤ 1280 MiB \| met \|/);
+});

@@ -110,7 +110,8 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
         server.close();
         for (const s of sockets) s.destroy();
       } else {
-        void listen(server, port).then((p) => { port = p; });
+        // close() may come before the listen completes: then stop listening at once.
+        void listen(server, port).then((p) => { port = p; if (closed) server.close(); });
       }
     },
     async close() {
