@@ -15,7 +15,8 @@
  * every write-like operation is ReadOnlyError (EROFS).
  *
  * Memory: the block cache (--cache-size) plus GETs in flight (--max-inflight, which
- * read-ahead never exceeds; demand reads may add one read's blocks each).
+ * read-ahead never exceeds; demand reads may add one read's blocks each). GET buffers
+ * are recycled through the cache's pool, bounded by the sum of the two.
  *
  * Starvation metrics: a read served entirely from resident blocks waited 0 s;
  * otherwise its whole duration counts as time waiting on S3.
@@ -147,7 +148,11 @@ export class SluiceFs implements FsCore {
     this.fileCount = tree.fileCount;
     this.totalBytes = tree.totalBytes;
     this.skippedKeys = tree.skipped;
-    this.cache = new BlockCache({ capacityBytes: opts.cacheSize, blockSize: Math.min(MAX_BLOCK_SIZE, opts.partSize) });
+    // GET buffers are recycled (fresh memory costs a page fault per 4 KiB); the pool holds at
+    // most what the cache and the GETs in flight may hold anyway, so memory stays bounded.
+    this.cache = new BlockCache({
+      capacityBytes: opts.cacheSize, blockSize: Math.min(MAX_BLOCK_SIZE, opts.partSize), poolBytes: opts.cacheSize + opts.maxInflight,
+    });
     // Cross-file prefetch may take half the budget (at least a part, so a run always fits):
     // sequential read-ahead of large files read at the same time keeps the other half.
     this.budget = new InflightBudget(opts.maxInflight, { cross_file: Math.max(Math.floor(opts.maxInflight * CROSS_FILE_SHARE), opts.partSize) });

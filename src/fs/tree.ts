@@ -3,7 +3,7 @@
  * built once from the listing (FastFile semantics: the view does not change
  * while mounted).
  *
- * Rules (docs/SEMANTICS.md states them for users):
+ * Rules (SEMANTICS.md states them for users):
  *  - The prefix is a folder prefix: "data" means "data/", so "data/x" is shown as
  *    /x and "database/x" is not shown. `normalizePrefix()` does that.
  *  - A key ending in "/" (a folder marker, as the S3 console creates) makes a folder

@@ -12,10 +12,13 @@
  *    charged but never refuses it);
  *  - `prefetch()`, for read-ahead: starts GETs only within the in-flight budget,
  *    and reports how far it got so the caller can resume later.
+ * A GET reads into a recycled buffer when the cache has a pool (the client is given
+ * it as `into`); a reader's blocks are pinned through `pins` (see the block cache).
  */
 import type { ObjectClient } from '../s3/object-client.js';
 import { BadRangeReplyError } from '../errors.js';
 import type { BlockCache, PrefetchKind } from '../cache/block-cache.js';
+import type { Slab } from '../cache/buffer-pool.js';
 import type { InflightBudget } from './inflight-budget.js';
 
 /** An object version as the reader pinned it. */
@@ -53,18 +56,20 @@ export class BlockFetcher {
   /**
    * A reader's blocks first..last (inclusive): each resident (a Buffer) or on its way
    * (a promise shared with any fetch already in flight). Counts cache hits and misses.
+   * Pooled buffers behind the blocks get a reference pushed to `pins`; the caller must
+   * unref each once it has copied the bytes out (or given up).
    */
-  demand(file: FileRef, first: number, last: number): Array<Buffer | Promise<Buffer>> {
+  demand(file: FileRef, first: number, last: number, pins?: Slab[]): Array<Buffer | Promise<Buffer>> {
     const out: Array<Buffer | Promise<Buffer>> = [];
     let runStart = -1;
     const flush = (endExclusive: number) => {
       if (runStart < 0) return;
-      const promises = this.startRun(file, runStart, endExclusive - runStart, undefined);
+      const promises = this.startRun(file, runStart, endExclusive - runStart, undefined, undefined, pins);
       for (let i = 0; i < promises.length; i++) out[runStart - first + i] = promises[i]!;
       runStart = -1;
     };
     for (let i = first; i <= last; i++) {
-      const hit = this.cache.lookup({ key: file.key, etag: file.etag, index: i });
+      const hit = this.cache.lookup({ key: file.key, etag: file.etag, index: i }, pins);
       if (hit !== undefined) {
         flush(i);
         out[i - first] = hit;
@@ -112,15 +117,15 @@ export class BlockFetcher {
     return Math.min(file.size, start + count * this.blockSize) - start;
   }
 
-  private startRun(file: FileRef, first: number, count: number, kind: PrefetchKind | undefined, release?: () => void): Promise<Buffer>[] {
+  private startRun(file: FileRef, first: number, count: number, kind: PrefetchKind | undefined, release?: () => void, pins?: Slab[]): Promise<Buffer>[] {
     const start = first * this.blockSize;
     const end = start + this.runBytes(file, first, count);
     const done = release ?? this.budget.acquireDemand(end - start);
     this.stats.gets++;
     this.stats.bytes += end - start;
-    const run = async (): Promise<Buffer> => {
+    const run = async (into?: Buffer): Promise<Buffer> => {
       try {
-        const buf = await this.client.getRange(file.key, start, end, file.etag);
+        const buf = await this.client.getRange(file.key, start, end, file.etag, into ? { into } : undefined);
         // The client's contract says exact length; check anyway, since a short block
         // would otherwise be cached and served as if it were the object's bytes.
         if (buf.length !== end - start) {
@@ -131,6 +136,6 @@ export class BlockFetcher {
         done();
       }
     };
-    return this.cache.fill(file.key, file.etag, first, count, run, kind);
+    return this.cache.fill(file.key, file.etag, first, count, run, kind, { bytes: end - start, pins });
   }
 }

@@ -17,11 +17,16 @@
  *     up to maxPrefetch each time a new batch is issued. A batch is issued when less
  *     than half a window is requested ahead of the reader, and covers up to
  *     end + window, as part-aligned parallel GETs within the in-flight budget; a
- *     batch the budget refuses is retried on the next read. Random reads fetch only
- *     the blocks they touch: no read-ahead at all.
+ *     batch the budget refuses is retried on the next read. Once the window is at
+ *     least a part, a batch ends on a part boundary, so read-ahead GETs are whole
+ *     parts: one GET length recurs, and its buffers are recycled (block cache pool).
+ *     Random reads fetch only the blocks they touch: no read-ahead at all.
  *  4. Copy the blocks' bytes into the caller's buffer. A read settles when its
  *     blocks do; a caller's AbortSignal settles it early (the shared GETs go on).
+ *     The blocks' pooled buffers are pinned from lookup until the copy is done (or
+ *     the read gave up), so they cannot be recycled under it.
  */
+import type { Slab } from '../cache/buffer-pool.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
 import type { BlockFetcher, FileRef } from './block-fetcher.js';
 
@@ -89,29 +94,35 @@ export class ReadCursor {
     const bs = this.fetcher.blockSize;
     const first = Math.floor(position / bs);
     const last = Math.floor((end - 1) / bs);
-    const blocks = this.fetcher.demand(this.file, first, last);
-    if (sequential) this.readAhead(end);
-    else if (this.aheadTo < end) this.aheadTo = end;
+    // INVARIANT: every pooled buffer behind `blocks` is pinned until the finally below.
+    const pins: Slab[] = [];
+    try {
+      const blocks = this.fetcher.demand(this.file, first, last, pins);
+      if (sequential) this.readAhead(end);
+      else if (this.aheadTo < end) this.aheadTo = end;
 
-    let waited = false;
-    let ready: Buffer[];
-    if (blocks.every((b): b is Buffer => Buffer.isBuffer(b))) {
-      ready = blocks;
-    } else {
-      waited = true;
-      ready = await settleWithin(Promise.all(blocks), signal);
+      let waited = false;
+      let ready: Buffer[];
+      if (blocks.every((b): b is Buffer => Buffer.isBuffer(b))) {
+        ready = blocks;
+      } else {
+        waited = true;
+        ready = await settleWithin(Promise.all(blocks), signal);
+      }
+      for (let i = 0; i < ready.length; i++) {
+        const index = first + i;
+        const data = ready[i]!;
+        const blockStart = index * bs;
+        const expected = Math.min(bs, this.file.size - blockStart);
+        if (data.length !== expected) throw new BadRangeReplyError(`block ${index} of ${this.file.key} has ${data.length} bytes, expected ${expected}`);
+        const from = Math.max(position, blockStart);
+        const to = Math.min(end, blockStart + bs);
+        data.copy(dst, from - position, from - blockStart, to - blockStart);
+      }
+      return { bytes: end - position, waited };
+    } finally {
+      for (const p of pins) p.unref();
     }
-    for (let i = 0; i < ready.length; i++) {
-      const index = first + i;
-      const data = ready[i]!;
-      const blockStart = index * bs;
-      const expected = Math.min(bs, this.file.size - blockStart);
-      if (data.length !== expected) throw new BadRangeReplyError(`block ${index} of ${this.file.key} has ${data.length} bytes, expected ${expected}`);
-      const from = Math.max(position, blockStart);
-      const to = Math.min(end, blockStart + bs);
-      data.copy(dst, from - position, from - blockStart, to - blockStart);
-    }
-    return { bytes: end - position, waited };
   }
 
   /** Updates the window for a read [position, end); returns whether it is sequential. */
@@ -136,7 +147,10 @@ export class ReadCursor {
   private readAhead(end: number): void {
     const size = this.file.size;
     if (this.aheadTo < end) this.aheadTo = end;
-    const target = Math.min(size, end + this.window);
+    // A window of a part or more ends on a part boundary: whole-part GETs (see step 3).
+    const partSize = this.fetcher.blocksPerPart * this.fetcher.blockSize;
+    let target = Math.min(size, end + this.window);
+    if (this.window >= partSize) target = Math.min(size, Math.ceil(target / partSize) * partSize);
     if (target <= this.aheadTo) return;
     // Batch: wait until at least half a window is missing (or the rest of the file is short).
     if (target - this.aheadTo < this.window / 2 && target < size) return;

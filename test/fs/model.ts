@@ -44,8 +44,11 @@ t.test('random open/read/seek/close from several handles equals the source, byte
     return client.body(key);
   });
   let checkedBytes = 0;
+  let reused = 0;
   await fc.assert(
-    fc.asyncProperty(fc.array(fc.integer({ min: 0, max: SIZES.length - 1 }), { minLength: SLOTS, maxLength: SLOTS }), fc.array(op, { minLength: 1, maxLength: 40 }), fc.boolean(), fc.constantFrom(64 * KiB, 512 * KiB, 1024 * KiB), async (initial, ops, tinyCache, partSize) => {
+    fc.asyncProperty(fc.array(fc.integer({ min: 0, max: SIZES.length - 1 }), { minLength: SLOTS, maxLength: SLOTS }), fc.array(op, { minLength: 1, maxLength: 40 }), fc.boolean(), fc.constantFrom(64 * KiB, 512 * KiB, 1024 * KiB), fc.boolean(), async (initial, ops, tinyCache, partSize, into) => {
+      // With `into`, GETs read into the cache's recycled buffers (as the real client does).
+      client.honourInto = into;
       const fs = await SluiceFs.create({
         client, prefix: 'm', channel: 'model', cacheSize: tinyCache ? 2 * partSize : 8 * 1024 * KiB,
         partSize, maxPrefetch: 2 * partSize, maxInflight: 2 * partSize, crossFilePrefetch: 3, crossFileMaxSize: 100 * KiB,
@@ -103,8 +106,13 @@ t.test('random open/read/seek/close from several handles equals the source, byte
       }
       // settle read-ahead still in flight before the next run
       for (let i = 0; i < 100 && fs.budget.inUse > 0; i++) await new Promise((r) => setTimeout(r, 1));
+      const pool = fs.cache.pool!;
+      reused += pool.stats.reused;
+      // Once closed and settled, no pooled buffer may still be referenced: nothing leaked a pin.
+      if (fs.budget.inUse === 0 && pool.heldSize !== pool.idleSize) throw new Error(`pool: ${pool.heldSize - pool.idleSize} bytes still referenced after close`);
     }),
     { numRuns: 150, seed: 20261130, endOnFailure: true },
   );
   t.ok(checkedBytes > 0, `${checkedBytes} bytes compared`);
+  t.ok(reused > 0, `${reused} GET buffers recycled: the pool was exercised`);
 });

@@ -14,7 +14,7 @@
  */
 import { createHash } from 'node:crypto';
 import { NoSuchKeyError, ObjectChangedError, S3Error } from '../../src/errors.js';
-import type { ObjectClient, ObjectInfo, RequestOptions, StreamOptions } from '../../src/s3/object-client.js';
+import type { ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../../src/s3/object-client.js';
 
 interface Stored {
   body: Buffer;
@@ -39,6 +39,11 @@ export class FakeObjectClient implements ObjectClient {
   peakInflightBytes = 0;
   /** The next N getRange calls reject with a 500 S3Error. */
   failNext = 0;
+  /**
+   * Read into the caller's `into` buffer when given (as the real client does), scribbling
+   * over it before an injected failure, so tests see a recycled buffer's worst case.
+   */
+  honourInto = false;
   private readonly objects = new Map<string, Stored>();
   private version = 0;
   private gate: Promise<void> | undefined;
@@ -99,7 +104,8 @@ export class FakeObjectClient implements ObjectClient {
     return { key, size: o.body.length, etag: o.etag, lastModified: o.lastModified };
   }
 
-  async getRange(key: string, start: number, endExclusive: number, etag: string, _opts?: RequestOptions): Promise<Buffer> {
+  async getRange(key: string, start: number, endExclusive: number, etag: string, opts?: RangeOptions): Promise<Buffer> {
+    const into = this.honourInto ? opts?.into : undefined;
     this.gets++;
     this.requests.push({ key, start, end: endExclusive });
     const n = Math.max(0, endExclusive - start);
@@ -111,6 +117,7 @@ export class FakeObjectClient implements ObjectClient {
       else await Promise.resolve();
       if (this.failNext > 0) {
         this.failNext--;
+        into?.fill(0xee);
         throw new S3Error(`fake: injected failure for ${key}`, 500, 'InternalError');
       }
       const o = this.objects.get(key);
@@ -120,6 +127,11 @@ export class FakeObjectClient implements ObjectClient {
         throw new S3Error(`fake: bad range ${start}-${endExclusive} of ${key} (${o.body.length} bytes)`, 416, 'InvalidRange');
       }
       this.getBytes += n;
+      if (into) {
+        if (into.length !== n) throw new RangeError(`fake: into holds ${into.length} bytes for ${n}`);
+        o.body.copy(into, 0, start, endExclusive);
+        return into;
+      }
       return Buffer.from(o.body.subarray(start, endExclusive));
     } finally {
       this.inflightBytes -= n;

@@ -8,7 +8,9 @@
  *  - The mount is read-only, and allow_other is set only with --allow-other (/proc/mounts).
  * Needs a build (dist/).
  */
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import t from 'tap';
 import { OPTIONS } from '../../src/config/options.js';
@@ -85,7 +87,9 @@ t.test('the CLI at trace level with fake credentials: one error line, no credent
   t.not(mount.code, 0, 'the mount fails');
   t.match(mount.stderr, /credentials/i, 'and says the credentials were refused');
   t.same(leaks(mount.stdout + mount.stderr), [], 'sluice mount printed no credential');
-  const run = await runCli(['run', '--channel', 'train=s3://sec/p/', '--root', dir, '--endpoint', s3.endpoint, '--path-style', '--metrics-port=-1',
+  const root = await mkdtemp(path.join(os.tmpdir(), 'sluice-test-sec-root-'));
+  t.teardown(() => rm(root, { recursive: true, force: true }));
+  const run = await runCli(['run', '--channel', 'train=s3://sec/p/', '--root', root, '--endpoint', s3.endpoint, '--path-style', '--metrics-port=-1',
     '--log-level', 'trace', '--max-attempts', '2', '--', process.execPath, '-e', '0'], env);
   t.not(run.code, 0, 'sluice run fails');
   t.same(leaks(run.stdout + run.stderr), [], 'sluice run printed no credential');
