@@ -11,7 +11,11 @@
  * Requests are anonymous path-style GETs (s3rver accepts them): signing would add
  * client CPU the limit should not include. The limit's bytes are verified too.
  */
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { Pool } from 'undici';
 import { epochMs } from './read-plan.js';
 
@@ -85,4 +89,61 @@ export async function measureLimit(opts: {
     buffers[i] = [];
   });
   return { retries, bytes, seconds, mbps: bytes / 1e6 / seconds, requests: parts.length, verified: mismatches.length === 0, mismatches };
+}
+
+/**
+ * The same measurement with curl, the issue's own yardstick ("raw parallel curl
+ * GETs"): `connections` curl processes, each fetching its share of the parts one
+ * after another over one keep-alive connection (transfers chained with --next),
+ * each part into its own file. The clock covers the processes' lifetime; the files
+ * are hashed after it stops. A C client spends far less CPU per byte than a Node
+ * one, so on a loaded 2-core machine this limit is the higher, more honest one.
+ */
+export async function measureLimitCurl(opts: {
+  endpoint: string;
+  bucket: string;
+  objects: { key: string; size: number; sha256: string }[];
+  connections: number;
+  partSize: number;
+}): Promise<LimitResult> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-limit-'));
+  try {
+    const parts: { obj: number; start: number; end: number; file: string }[] = [];
+    opts.objects.forEach((o, obj) => {
+      for (let start = 0; start < o.size; start += opts.partSize) parts.push({ obj, start, end: Math.min(o.size, start + opts.partSize), file: path.join(dir, `p${parts.length}`) });
+    });
+    const workers = Math.min(opts.connections, parts.length);
+    const argv: string[][] = Array.from({ length: workers }, () => []);
+    parts.forEach((p, i) => {
+      const o = opts.objects[p.obj]!;
+      const url = `${opts.endpoint}/${opts.bucket}/${o.key.split('/').map(encodeURIComponent).join('/')}`;
+      const a = argv[i % workers]!;
+      if (a.length > 0) a.push('--next');
+      a.push('-s', '-S', '-f', '--retry', String(MAX_ATTEMPTS - 1), '-r', `${p.start}-${p.end - 1}`, '-o', p.file, url);
+    });
+    const t0 = epochMs();
+    await Promise.all(argv.map((args) => new Promise<void>((resolve, reject) => {
+      const child = spawn('curl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      child.stderr.on('data', (b: Buffer) => { if (err.length < 2000) err += b.toString(); });
+      child.on('error', reject);
+      child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`limit: curl exited ${code}: ${err.trim()}`))));
+    })));
+    const seconds = (epochMs() - t0) / 1000;
+    const mismatches: string[] = [];
+    let bytes = 0;
+    for (let obj = 0; obj < opts.objects.length; obj++) {
+      const h = createHash('sha256');
+      for (const p of parts.filter((x) => x.obj === obj)) {
+        const b = await readFile(p.file);
+        if (b.length !== p.end - p.start) throw new Error(`limit: curl fetched ${b.length} bytes of ${opts.objects[obj]!.key} ${p.start}-${p.end - 1}`);
+        bytes += b.length;
+        h.update(b);
+      }
+      if (h.digest('hex') !== opts.objects[obj]!.sha256) mismatches.push(opts.objects[obj]!.key);
+    }
+    return { retries: 0, bytes, seconds, mbps: bytes / 1e6 / seconds, requests: parts.length, verified: mismatches.length === 0, mismatches };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }

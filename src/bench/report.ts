@@ -47,11 +47,11 @@ export function sluiceFor(groupFigs: Figure[], peer: Figure): Figure | undefined
 export function markdownTable(res: BenchResults): string {
   const lines: string[] = [];
   lines.push('**Link limit** (raw parallel ranged GETs through the proxy, no filesystem; median of runs):', '');
-  lines.push('| Profile | Settings | Limit | Connections × part | Bytes |');
+  lines.push('| Profile | Settings | Limit | Client: connections × part | Bytes |');
   lines.push('|---|---|---:|---|---|');
   for (const l of res.limits) {
     const p = res.profiles.find((x) => x.name === l.profile)!;
-    lines.push(`| ${l.profile} | ${p.description.replace(/^[^:]*: /, '')} | ${l.mbps.toFixed(1)} MB/s | ${l.connections} × ${l.partSize / MiB} MiB | ${l.runs.every((r) => r.verified) ? 'verified' : 'WRONG'} |`);
+    lines.push(`| ${l.profile} | ${p.description.replace(/^[^:]*: /, '')} | ${l.mbps.toFixed(1)} MB/s | ${l.client ?? 'undici'}: ${l.connections} × ${l.partSize / MiB} MiB | ${l.runs.every((r) => r.verified) ? 'verified' : 'WRONG'} |`);
   }
   lines.push('');
   lines.push('| Scenario | Profile | Readers | Target | Figure (median) | × limit | sluice ÷ peer | Peak RSS | CPU s/GB | Bytes |');

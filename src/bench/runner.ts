@@ -15,7 +15,7 @@
  *     A figure is the median of its runs.
  *  4. Everything started is stopped in `finally`, also on failure or Ctrl-C.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, open, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,7 +25,7 @@ import { startLocalS3, type LocalS3 } from '../local/s3-server.js';
 import { sourceBytes, type SeededObject } from '../local/dataset.js';
 import { seedBenchDataset } from './datasets.js';
 import { describeProfile, type LatencyProfile } from './latency-proxy.js';
-import { measureLimit, type LimitResult } from './limit.js';
+import { measureLimit, measureLimitCurl, type LimitResult } from './limit.js';
 import { childPids, cmdlineOf, readProcStats, type ProcStats } from './proc-stats.js';
 import { epochMs, randomOffsets, type ReadPlan, type ReadResult } from './read-plan.js';
 import type { BenchConfig, ScenarioDef, TargetName } from './scenarios.js';
@@ -87,6 +87,8 @@ export interface Figure {
 
 export interface LimitFigure {
   profile: string;
+  /** What fetched the ranges: curl processes, or an undici pool when curl is missing or not chosen. */
+  client: 'curl' | 'undici';
   mbps: number;
   runs: LimitResult[];
   connections: number;
@@ -141,6 +143,10 @@ function startProxyProcess(profile: LatencyProfile, targetPort: number): Promise
       });
     });
   });
+}
+
+function hasCurl(): boolean {
+  return spawnSync('curl', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
 /** The s3rver child of this process (startLocalS3 does not expose its pid). */
@@ -248,9 +254,12 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     const proxies = new Map<string, ProxyHandle>();
     const limits: LimitFigure[] = [];
     const large = data[config.limit.dataset]!.filter((x) => x.key.includes('/large/'));
+    const client = config.limit.client === 'curl' && !hasCurl() ? 'undici' : config.limit.client;
+    if (client !== config.limit.client) o.log('curl is not installed: measuring the link limit with undici instead');
+    const measure = client === 'curl' ? measureLimitCurl : measureLimit;
     const limitOnce = async (profile: string, label: string): Promise<LimitResult> => {
-      const r = await measureLimit({ endpoint: proxies.get(profile)!.endpoint, bucket: config.bucket, objects: large, connections: config.limit.connections, partSize: config.limit.partSize });
-      o.log(`[limit ${profile} ${label}] ${r.mbps.toFixed(1)} MB/s over ${config.limit.connections} connections${r.retries ? `, ${r.retries} retried parts` : ''}${r.verified ? ', bytes verified' : `, WRONG BYTES in ${r.mismatches.join(', ')}`}`);
+      const r = await measure({ endpoint: proxies.get(profile)!.endpoint, bucket: config.bucket, objects: large, connections: config.limit.connections, partSize: config.limit.partSize });
+      o.log(`[limit ${profile} ${label}] ${r.mbps.toFixed(1)} MB/s over ${config.limit.connections} ${client} connections${r.retries ? `, ${r.retries} retried parts` : ''}${r.verified ? ', bytes verified' : `, WRONG BYTES in ${r.mismatches.join(', ')}`}`);
       return r;
     };
     for (const p of usedProfiles) {
@@ -265,7 +274,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
         checkAbort();
         runs.push(await limitOnce(p.name, `rep ${rep + 1}/${config.repetitions}`));
       }
-      limits.push({ profile: p.name, mbps: 0, runs, connections: config.limit.connections, partSize: config.limit.partSize });
+      limits.push({ profile: p.name, client, mbps: 0, runs, connections: config.limit.connections, partSize: config.limit.partSize });
     }
 
     // 3. Scenarios.

@@ -46,7 +46,8 @@ export interface BenchConfig {
   bucket: string;
   profiles: LatencyProfile[];
   datasets: Record<string, DatasetSpec>;
-  limit: { dataset: string; connections: number; partSize: number };
+  /** client: curl processes (the issue's yardstick) or one undici pool in the runner. */
+  limit: { dataset: string; connections: number; partSize: number; client: 'curl' | 'undici' };
   /** Extra `sluice mount` flags (cache size etc.), also used by File and Pipe hosts where they apply. */
   sluice: { cacheSize: number; args: string[] };
   peerArgs: Record<PeerName, string[]>;
@@ -110,6 +111,12 @@ function dataset(file: string, name: string, v: unknown): DatasetSpec {
   return out;
 }
 
+function limitClient(file: string, v: unknown): 'curl' | 'undici' {
+  if (v === undefined || v === 'curl') return 'curl';
+  if (v === 'undici') return 'undici';
+  return fail(file, `limit.client ${JSON.stringify(v)} is unknown`, 'Use curl or undici');
+}
+
 /** Parses and checks a scenario file's text. `quick` keeps one repetition and halves time limits. */
 export function parseBenchConfig(text: string, file: string, opts: { quick?: boolean } = {}): BenchConfig {
   let doc: unknown;
@@ -147,6 +154,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
     dataset: dsName(lim.dataset, 'limit.dataset'),
     connections: num(file, lim.connections, 'limit.connections', 1, 256, 16),
     partSize: size(file, lim.partSize, 'limit.partSize', 8 * 1024 * 1024),
+    client: limitClient(file, lim.client),
   };
   if (!datasets[limit.dataset]!.largeFiles) fail(file, 'limit.dataset must have largeFiles', 'Point limit.dataset at a dataset of large files');
 

@@ -111,6 +111,24 @@ t.test('a body that ends short is completed by asking for the remainder', async 
   t.equal(after - before, 1, 'counted as short_body');
 });
 
+t.test('getRange into a caller\'s buffer fills that very buffer, also across a retried short body', async (t) => {
+  const into = Buffer.alloc(3990, 0xee);
+  const out = await reader.getRange('k', 10, 4000, ETAG, undefined, into);
+  t.equal(out, into, 'the same buffer comes back');
+  t.ok(into.equals(BODY.subarray(10, 4000)));
+  let first = true;
+  handler = (req, res, [a, b]) => {
+    if (!first) return good(req, res, [a, b]);
+    first = false;
+    res.writeHead(206, { etag: ETAG, 'content-range': `bytes ${a}-${b}/${BODY.length}`, 'content-length': b - a + 1 });
+    res.write(BODY.subarray(a, a + 1000));
+    res.destroy(); // a reset after 1,000 bytes: the remainder is asked for and lands after them
+  };
+  into.fill(0xee);
+  t.ok((await reader.getRange('k', 10, 4000, ETAG, undefined, into)).equals(BODY.subarray(10, 4000)));
+  await t.rejects(reader.getRange('k', 10, 4000, ETAG, undefined, Buffer.alloc(10)), RangeError, 'a buffer of the wrong size is refused');
+});
+
 t.test('500s are retried; too many give RetriesExhaustedError', async (t) => {
   let n = 0;
   handler = (req, res, r) => {
