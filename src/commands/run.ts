@@ -34,7 +34,7 @@ import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
 import { startSummary } from '../metrics/summary.js';
 import { channelEpoch } from '../metrics/metrics.js';
 import type { ObjectClient } from '../s3/object-client.js';
-import { createObjectClient } from '../s3/s3-client.js';
+import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
 import { checkFuseAvailable } from '../fuse/mountpoint.js';
@@ -251,15 +251,7 @@ function clientCache(o: RunOptions, cleanup: Cleanup): ClientFor {
   return (bucket) => {
     let c = clients.get(bucket);
     if (!c) {
-      c = createObjectClient({
-        bucket,
-        ...(o.endpoint !== undefined ? { endpoint: o.endpoint } : {}),
-        ...(o.region !== undefined ? { region: o.region } : {}),
-        pathStyle: o.pathStyle,
-        maxConnections: o.maxConnections,
-        maxAttempts: o.maxAttempts,
-        requestTimeoutMs: o.requestTimeout,
-      });
+      c = createObjectClient(clientOptionsFrom(bucket, o));
       clients.set(bucket, c);
     }
     return c;

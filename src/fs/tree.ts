@@ -19,6 +19,7 @@
  *    `sorted(os.listdir())` walks the order cross-file prefetch follows.
  */
 import type { ObjectInfo } from '../s3/object-client.js';
+import { compareKeys } from '../s3/lister.js';
 
 /** Longest name of one path segment, in bytes (Linux NAME_MAX). */
 export const NAME_MAX = 255;
@@ -68,21 +69,8 @@ export function normalizePrefix(prefix: string): string {
   return p === '' || p.endsWith('/') ? p : `${p}/`;
 }
 
-/** Compares by Unicode code point (= UTF-8 byte order), unlike `<` on UTF-16 units. */
-export function compareCodePoints(a: string, b: string): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const x = a.charCodeAt(i);
-    const y = b.charCodeAt(i);
-    if (x === y) continue;
-    // Surrogates (0xD800-0xDFFF) encode code points above 0xFFFF: they sort after all other units.
-    const xs = x >= 0xd800 && x <= 0xdfff;
-    const ys = y >= 0xd800 && y <= 0xdfff;
-    if (xs !== ys) return xs ? 1 : -1;
-    return x - y;
-  }
-  return a.length - b.length;
-}
+/** Compares by Unicode code point (= UTF-8 byte order, S3's listing order), unlike `<` on UTF-16 units. */
+export { compareKeys as compareCodePoints };
 
 /** A lone surrogate: a UTF-16 half with no partner (the u flag makes pairs one code point). */
 const LONE_SURROGATE = /\p{Cs}/u;
@@ -176,7 +164,7 @@ export function buildTree(objects: Iterable<ObjectInfo>, prefix: string): Tree {
 }
 
 function finish(d: DirNode): void {
-  d.names = [...d.children.keys()].sort(compareCodePoints);
+  d.names = [...d.children.keys()].sort(compareKeys);
   for (const name of d.names) {
     const c = d.children.get(name)!;
     if (c.kind === 'dir') {

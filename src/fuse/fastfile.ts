@@ -15,7 +15,7 @@ import path from 'node:path';
 import type { Options } from '../config/options.js';
 import { SluiceFs } from '../fs/core.js';
 import { log } from '../log.js';
-import { createObjectClient } from '../s3/s3-client.js';
+import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { fuseTimeoutMs } from './deadline.js';
 import { mountCore } from './kernel-mount.js';
@@ -53,15 +53,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
   checkFuseAvailable();
   await prepareMountpoint(mountpoint);
 
-  const client = createObjectClient({
-    bucket,
-    ...(o.endpoint !== undefined ? { endpoint: o.endpoint } : {}),
-    ...(o.region !== undefined ? { region: o.region } : {}),
-    pathStyle: o.pathStyle,
-    maxConnections: o.maxConnections,
-    maxAttempts: o.maxAttempts,
-    requestTimeoutMs: o.requestTimeout,
-  });
+  const client = createObjectClient(clientOptionsFrom(bucket, o));
   const mlog = log.child({ component: 'fastfile', mountpoint, ...(opts.channel ? { channel: opts.channel } : {}) });
   let core: SluiceFs | undefined;
   try {

@@ -15,7 +15,7 @@
 import { performance } from 'node:perf_hooks';
 import { HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { Pool } from 'undici';
-import { OPTIONS } from '../config/options.js';
+import { OPTIONS, type Options } from '../config/options.js';
 import { AbortedError, InvalidArgumentError, ObjectChangedError, S3Error } from '../errors.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, regionFromEnv, type Addressing } from './addressing.js';
@@ -266,4 +266,20 @@ function checkRange(start: number, end: number): void {
 
 export function createObjectClient(opts: S3ClientOptions): ObjectClient {
   return new S3ObjectClient(opts);
+}
+
+/** The command-line options (src/config/options.ts) that configure a client. */
+export type ClientCliOptions = Options<'endpoint' | 'region' | 'pathStyle' | 'maxConnections' | 'maxAttempts' | 'requestTimeout'>;
+
+/** Client options for `bucket` from the parsed command-line options (mount, run). */
+export function clientOptionsFrom(bucket: string, o: ClientCliOptions): S3ClientOptions {
+  return {
+    bucket,
+    ...(o.endpoint !== undefined ? { endpoint: o.endpoint } : {}),
+    ...(o.region !== undefined ? { region: o.region } : {}),
+    pathStyle: o.pathStyle,
+    maxConnections: o.maxConnections,
+    maxAttempts: o.maxAttempts,
+    requestTimeoutMs: o.requestTimeout,
+  };
 }
