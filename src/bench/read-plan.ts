@@ -45,6 +45,8 @@ export interface ReadResult {
   items: number;
   /** sha256 (hex) per file or per stream segment, in plan order; for random: one hash of all blocks in op order. */
   sha256: string[];
+  /** stream: the object cut short by the time limit, hashed as far as it was read (checked against the source's prefix). */
+  partial?: { sha256: string; bytes: number };
   /** True when the time limit stopped the reader early. */
   truncated: boolean;
   error?: string;

@@ -99,7 +99,13 @@ async function readStream(plan: Extract<ReadPlan, { kind: 'stream' }>, r: ReadRe
         left = plan.segments[seg] ?? 0;
       }
     }
-    if (epochMs() > deadline) { r.truncated = true; stream.destroy(); break; }
+    if (epochMs() > deadline) {
+      r.truncated = true;
+      const done = plan.segments[seg] === undefined ? 0 : plan.segments[seg]! - left;
+      if (done > 0) r.partial = { sha256: h.digest('hex'), bytes: done };
+      stream.destroy();
+      break;
+    }
   }
 }
 

@@ -26,6 +26,11 @@ function ratio(a: number | null, b: number | null): string {
   return `${(a / b).toFixed(2)}×`;
 }
 
+/** True when a run of the figure read bytes that differ from the source. */
+export function hasWrongBytes(f: Figure): boolean {
+  return f.runs.some((r) => r.mismatches > 0);
+}
+
 /** Figures of the same scenario, profile and reader count as `f`. */
 function group(all: Figure[], f: Figure): Figure[] {
   return all.filter((g) => g.scenario === f.scenario && g.profile === f.profile && g.readers === f.readers);
@@ -67,7 +72,7 @@ export function markdownTable(res: BenchResults): string {
       vs = b ? `÷ best peer (${b.target}) = ${ratio(f.value, b.value)}` : '–';
     }
     const fig = f.unavailable ? `not available: ${f.unavailable}` : f.value === null ? `failed: ${f.runs.find((r) => r.error)?.error ?? 'no result'}` : fmtValue(f.value, f.unit);
-    const ok = f.unavailable ? '–' : f.verified ? `verified${f.runs.some((r) => r.truncated) ? ' (partial: time limit)' : ''}` : f.value === null ? '–' : '**WRONG**';
+    const ok = f.unavailable || f.value === null ? '–' : hasWrongBytes(f) ? '**WRONG**' : f.verified ? `verified${f.runs.some((r) => r.truncated) ? ' (partial: time limit)' : ''}` : 'not verified: no object completed within the time limit';
     lines.push(`| ${f.scenario}: ${f.title} | ${f.profile} | ${f.readers} | ${f.target} | ${fig.replace(/\|/g, '/')} | ${f.fractionOfLimit === null ? '–' : `${(f.fractionOfLimit * 100).toFixed(0)}%`} | ${vs} | ${f.peakRssBytes === null ? '–' : `${(f.peakRssBytes / MiB).toFixed(0)} MiB`} | ${f.cpuSecondsPerGB === null ? '–' : f.cpuSecondsPerGB.toFixed(1)} | ${ok} |`);
   }
   lines.push('', 'Times (s) are better lower, so there a sluice ÷ peer below 1 favours sluice; for rates, above 1 does. "× limit" is the figure\'s MB/s over the link limit of its profile.');

@@ -33,8 +33,11 @@ t.test('the table has every figure, ratios, limit and verification', async (t) =
 });
 
 t.test('wrong bytes are shouted', async (t) => {
-  const md = markdownTable(results([fig({ target: 'FastFile', value: 10, verified: false })]));
-  t.match(md, /\*\*WRONG\*\*/);
+  const run = { rep: 0, value: 10, seconds: 1, bytes: 10, items: 1, verified: false, mismatches: 1, truncated: false };
+  t.match(markdownTable(results([fig({ target: 'FastFile', value: 10, verified: false, runs: [run] })])), /\*\*WRONG\*\*/);
+  const unverified = markdownTable(results([fig({ target: 'Pipe', value: 10, verified: false, runs: [{ ...run, mismatches: 0, items: 0, truncated: true }] })]));
+  t.notMatch(unverified, /WRONG/, 'nothing completed is not the same as wrong');
+  t.match(unverified, /not verified: no object completed within the time limit/);
 });
 
 t.test('values are formatted by size', async (t) => {
