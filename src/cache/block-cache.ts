@@ -54,6 +54,8 @@ export interface BlockCacheStats {
   hits: number;
   misses: number;
   evictions: number;
+  /** Blocks dropped by retire() once a sequential reader had passed them. */
+  retired: number;
   prefetchUsed: Record<PrefetchKind, number>;
   prefetchWasted: Record<PrefetchKind, number>;
 }
@@ -68,6 +70,8 @@ interface Resident {
 
 interface Group {
   keys: string[];
+  /** The members are blocks [first, first + keys.length) of one object version. */
+  first: number;
   /** Set once one member left the cache: the others are being removed. */
   dropped: boolean;
   /** The pooled buffer the members are slices of; the cache's reference is given back when the group leaves. */
@@ -119,7 +123,7 @@ export class BlockCache implements BlockStore {
   /** Recycles GET buffers (when `poolBytes` was given). */
   readonly pool: BufferPool | undefined;
   readonly stats: BlockCacheStats = {
-    hits: 0, misses: 0, evictions: 0,
+    hits: 0, misses: 0, evictions: 0, retired: 0,
     prefetchUsed: { sequential: 0, cross_file: 0 },
     prefetchWasted: { sequential: 0, cross_file: 0 },
   };
@@ -230,7 +234,7 @@ export class BlockCache implements BlockStore {
           const start = i * this.blockSize;
           blocks.push(count === 1 ? buf : buf.subarray(start, Math.min(buf.length, start + this.blockSize)));
         }
-        const group: Group | undefined = count > 1 || slab ? { keys, dropped: false, slab } : undefined;
+        const group: Group | undefined = count > 1 || slab ? { keys, first, dropped: false, slab } : undefined;
         for (let i = 0; i < count; i++) {
           const rec = records[i]!;
           if (this.inflight.get(keys[i]!) === rec) this.inflight.delete(keys[i]!);
@@ -268,6 +272,28 @@ export class BlockCache implements BlockStore {
       out.push(promise);
     }
     return out;
+  }
+
+  /**
+   * A sequential reader has moved past block `index` for good (every block before
+   * `before` is behind it): drop the block, with its GET's group, if no reader still
+   * needs it: it was used (an unread prefetched block stays), and every block of its
+   * group is before `before` (a group is dropped whole, so one that reaches ahead of
+   * the reader stays until the reader has passed it). The kernel's page cache keeps
+   * what was read; dropping it here lets its buffer be recycled for the next part at
+   * once, so a sequential reader works in a window of hot memory instead of touching
+   * fresh pages for every byte (see the module header). Returns whether it was dropped.
+   */
+  retire(key: string, etag: string, index: number, before: number): boolean {
+    const k = cacheKey(key, etag, index);
+    const r = this.resident.peek(k);
+    if (!r || r.kind) return false;
+    if (r.group && r.group.first + r.group.keys.length > before) return false;
+    if (r.group && r.group.keys.some((other) => this.resident.peek(other)?.kind !== undefined)) return false;
+    this.resident.delete(k); // disposeAfter -> dropGroup removes the siblings and frees the buffer
+    this.stats.retired++;
+    this.updateGauge();
+    return true;
   }
 
   /** Bytes held by resident blocks. */

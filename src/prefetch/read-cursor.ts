@@ -21,7 +21,12 @@
  *     least a part, a batch ends on a part boundary, so read-ahead GETs are whole
  *     parts: one GET length recurs, and its buffers are recycled (block cache pool).
  *     Random reads fetch only the blocks they touch: no read-ahead at all.
- *  4. Copy the blocks' bytes into the caller's buffer. A read settles when its
+ *  4. Retire, while sequential: blocks more than SEEK_BACKWARD_TOLERANCE behind the
+ *     read are dropped from the block cache (BlockCache.retire) once their whole GET is
+ *     behind it. The kernel's page cache keeps what was read, and the recycled buffers
+ *     carry the next parts, so a sequential reader needs about one window of memory.
+ *     Random readers keep their blocks (they are what the cache is for).
+ *  5. Copy the blocks' bytes into the caller's buffer. A read settles when its
  *     blocks do; a caller's AbortSignal settles it early (the shared GETs go on).
  *     The blocks' pooled buffers are pinned from lookup until the copy is done (or
  *     the read gave up), so they cannot be recycled under it.
@@ -75,6 +80,8 @@ export class ReadCursor {
   private lastEnd: number | undefined;
   /** Blocks before this byte offset were requested ahead (or demanded) by this cursor. */
   private aheadTo = 0;
+  /** Blocks before this index were offered to the cache's retire(). */
+  private retiredTo = 0;
 
   constructor(
     readonly file: FileRef,
@@ -119,6 +126,7 @@ export class ReadCursor {
         const to = Math.min(end, blockStart + bs);
         data.copy(dst, from - position, from - blockStart, to - blockStart);
       }
+      if (sequential) this.retireBehind(position);
       return { bytes: end - position, waited };
     } finally {
       for (const p of pins) p.unref();
@@ -135,13 +143,25 @@ export class ReadCursor {
     else sequential = position >= last - SEEK_BACKWARD_TOLERANCE && position <= Math.max(last + SEEK_FORWARD_TOLERANCE, this.aheadTo);
     if (sequential) {
       this.stats.sequentialReads++;
-      if (this.window === 0) this.window = Math.min(FIRST_WINDOW, this.maxPrefetch);
+      if (this.window === 0) {
+        this.window = Math.min(FIRST_WINDOW, this.maxPrefetch);
+        // Only blocks read in this sequential run are retired, never earlier random reads'.
+        this.retiredTo = Math.max(this.retiredTo, Math.floor(position / this.fetcher.blockSize));
+      }
     } else {
       this.stats.randomReads++;
       this.window = 0;
       this.aheadTo = end;
     }
     return sequential;
+  }
+
+  /** Step 4: offers the cache every block wholly before `position - SEEK_BACKWARD_TOLERANCE`. */
+  private retireBehind(position: number): void {
+    const before = Math.floor((position - SEEK_BACKWARD_TOLERANCE) / this.fetcher.blockSize);
+    if (before <= this.retiredTo) return;
+    for (let i = this.retiredTo; i < before; i++) this.fetcher.cache.retire(this.file.key, this.file.etag, i, before);
+    this.retiredTo = before;
   }
 
   private readAhead(end: number): void {

@@ -187,3 +187,48 @@ t.test('end of file: short reads, zero at and past EOF, empty file', async (t) =
   t.equal((await readAt(e, 0, 4096)).length, 0);
   t.equal(s.client.requests.filter((r) => r.key === 'none').length, 0, 'an empty file is never fetched');
 });
+
+t.test('sequential readers retire the blocks they have passed; random readers keep theirs', async (t) => {
+  // A cache far larger than the file: without retiring, all 32 MiB would stay resident.
+  const s = setup({ size: 32 * MiB, cache: 256 * MiB });
+  const max = 2 * MiB;
+  const c = new ReadCursor(s.files[0]!, s.fetcher, max);
+  const body = s.client.body(s.files[0]!.key);
+  let peak = 0;
+  for (let pos = 0; pos < 32 * MiB; pos += 128 * KiB) {
+    const got = await readAt(c, pos, 128 * KiB);
+    t.ok(got.equals(body.subarray(pos, pos + 128 * KiB)), `bytes at ${pos}`) || t.bailout();
+    peak = Math.max(peak, s.cache.size);
+    await settle();
+  }
+  // Held: the backward tolerance, the part the reader is in, and the window ahead.
+  const bound = SEEK_BACKWARD_TOLERANCE + 2 * PART + 2 * max;
+  t.ok(peak <= bound, `cache held at most ${peak} bytes while reading 32 MiB (bound ${bound})`);
+  t.ok(s.cache.stats.retired > 0, 'blocks were retired');
+  t.equal(s.client.getBytes, 32 * MiB, 'retiring never made a byte be fetched twice');
+  t.equal(s.cache.stats.prefetchWasted.sequential, 0, 'no read-ahead was retired unread');
+  // A backward seek within the tolerance still finds its blocks.
+  const back = 32 * MiB - SEEK_BACKWARD_TOLERANCE + 64 * KiB;
+  t.ok((await readAt(c, back, 64 * KiB)).equals(body.subarray(back, back + 64 * KiB)));
+  t.equal(s.client.getBytes, 32 * MiB, 'served from the cache');
+
+  const r = new ReadCursor(s.files[0]!, s.fetcher, max);
+  const spots = [5 * MiB + 3, 17 * MiB + 99, 1 * MiB + 7, 29 * MiB];
+  for (const p of spots) await readAt(r, p, 4 * KiB);
+  const before = s.client.getBytes;
+  for (const p of spots) t.ok((await readAt(r, p, 4 * KiB)).equals(body.subarray(p, p + 4 * KiB)));
+  t.equal(s.client.getBytes, before, 'random reads are served again from the cache');
+});
+
+t.test('a sequential run after random reads retires only its own blocks', async (t) => {
+  const s = setup({ size: 16 * MiB, cache: 256 * MiB });
+  const c = new ReadCursor(s.files[0]!, s.fetcher, 2 * MiB);
+  await readAt(c, 1 * MiB, 4 * KiB); // random: first read not at 0
+  const residentRandom = s.cache.get({ key: s.files[0]!.key, etag: s.files[0]!.etag, index: (1 * MiB) / BLOCK });
+  t.ok(residentRandom, 'the random read is cached');
+  // Now read sequentially from 8 MiB to the end (contiguous reads turn the cursor sequential).
+  await readAt(c, 8 * MiB, 128 * KiB);
+  for (let pos = 8 * MiB + 128 * KiB; pos < 16 * MiB; pos += 128 * KiB) { await readAt(c, pos, 128 * KiB); await settle(); }
+  t.ok(s.cache.get({ key: s.files[0]!.key, etag: s.files[0]!.etag, index: (1 * MiB) / BLOCK }), 'the random read is still cached');
+  t.ok(s.cache.stats.retired > 0, 'the sequential run retired its blocks');
+});

@@ -1,0 +1,256 @@
+/**
+ * One run of one target in one scenario: start it fresh (a cold cache), read with
+ * reader processes (reader.ts), check every byte against the source's sha256,
+ * record the target process's peak RSS and CPU time, stop it. Kinds:
+ *  - sequential: reader i of N reads batches i, i+N, ... of BATCH_FILES files in key
+ *    order, from the mount, the downloaded copy (time includes the download) or its
+ *    Pipe FIFO; the figure is files/s or MB/s over the readers' span;
+ *  - random: one reader with `threads` concurrent preads at seeded offsets of one
+ *    large file on a fresh mount; checked against the source's bytes at those offsets;
+ *  - ttfb: seconds from spawning the mount to the first file's bytes (polled);
+ *  - list: seconds from spawning the mount until a walk sees every key.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdir, open, readdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { sourceBytes, type SeededObject } from '../local/dataset.js';
+import type { ProcStats } from './proc-stats.js';
+import { epochMs, randomOffsets, type ReadPlan, type ReadResult } from './read-plan.js';
+import type { ScenarioDef, TargetName } from './scenarios.js';
+import { DIST_DIR, TARGET_STYLE, runDownload, startMount, startPipe, type TargetEnv } from './targets.js';
+
+const READER_PATH = path.join(DIST_DIR, 'bench', 'reader.js');
+/** Files per data-loader batch: reader i of N takes batches i, i+N, ... as PyTorch DataLoader workers do. */
+const BATCH_FILES = 16;
+/** Grace beyond a run's maxSeconds before its readers are killed (startup, the last file in flight). */
+const READER_GRACE_MS = 60_000;
+/** ttfb/list polls: 2 ms keeps the figure's resolution well under the ~0.1-2 s being measured. */
+const POLL_MS = 2;
+
+export interface RunResult {
+  rep: number;
+  value: number | null;
+  seconds: number;
+  bytes: number;
+  items: number;
+  verified: boolean;
+  mismatches: number;
+  truncated: boolean;
+  /** Target process (sluice or the peer). */
+  peakRssBytes?: number;
+  cpuSeconds?: number;
+  serverCpuSeconds?: number;
+  proxyCpuSeconds?: number;
+  error?: string;
+}
+
+function runReader(plan: ReadPlan, planFile: string, threads: number, killAfterMs: number): Promise<ReadResult> {
+  return (async () => {
+    await writeFile(planFile, JSON.stringify(plan));
+    const child = spawn(process.execPath, [READER_PATH, planFile], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, UV_THREADPOOL_SIZE: String(Math.max(4, threads)) },
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (b: Buffer) => { out += b.toString(); });
+    child.stderr.on('data', (b: Buffer) => { if (err.length < 4000) err += b.toString(); });
+    const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    clearTimeout(timer);
+    const line = out.trim().split('\n').pop() ?? '';
+    try {
+      return JSON.parse(line) as ReadResult;
+    } catch {
+      throw new Error(`reader exited (${code}) without a result: ${err.trim().split('\n').slice(-2).join(' ')}`);
+    }
+  })();
+}
+
+/** Reader i's files: batches i, i+N, i+2N, ... of BATCH_FILES consecutive objects. */
+export function assignBatches<T>(objects: T[], readers: number): T[][] {
+  const out: T[][] = Array.from({ length: readers }, () => []);
+  for (let b = 0; b * BATCH_FILES < objects.length; b++) out[b % readers]!.push(...objects.slice(b * BATCH_FILES, (b + 1) * BATCH_FILES));
+  return out;
+}
+
+function checkHashes(expected: string[], got: ReadResult): number {
+  let bad = 0;
+  got.sha256.forEach((h, i) => { if (h !== expected[i]) bad++; });
+  return bad;
+}
+
+async function walkCount(dir: string, limitEntries: number): Promise<string[]> {
+  const out: string[] = [];
+  const stack = [''];
+  while (stack.length > 0 && out.length <= limitEntries) {
+    const rel = stack.pop()!;
+    for (const e of await readdir(path.join(dir, rel), { withFileTypes: true })) {
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDirectory()) stack.push(r); else out.push(r);
+    }
+  }
+  return out;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function applyStats(r: RunResult, s: ProcStats | undefined): void {
+  if (!s) return;
+  r.peakRssBytes = s.peakRssBytes;
+  r.cpuSeconds = s.cpuSeconds;
+}
+
+export async function runOnce(sc: ScenarioDef, target: TargetName, readers: number, objs: SeededObject[], env: TargetEnv, rep: number, stops: Set<() => Promise<void>>): Promise<RunResult> {
+  const style = TARGET_STYLE[target];
+  const r: RunResult = { rep, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false };
+  const rel = (key: string) => key.slice(env.prefix.length);
+  const killAfter = sc.maxSeconds * 1000 + READER_GRACE_MS;
+  await mkdir(env.runDir, { recursive: true });
+
+  if (sc.kind === 'ttfb' || sc.kind === 'list') {
+    const m = await startMount(target as 'FastFile' | 's3fs' | 'rclone', env);
+    const stopM = () => m.stop();
+    stops.add(stopM);
+    try {
+      const deadline = m.startMs + killAfter;
+      if (sc.kind === 'ttfb') {
+        const first = objs[0]!;
+        const file = path.join(m.dir, rel(first.key));
+        for (;;) {
+          if (epochMs() > deadline) throw new Error(`no first byte within ${killAfter / 1000} s`);
+          if (m.exited()) throw new Error(`${target} exited: ${m.tail()}`);
+          try {
+            const fh = await open(file, 'r');
+            try {
+              const b = Buffer.alloc(first.size);
+              const { bytesRead } = await fh.read(b, 0, b.length, 0);
+              if (bytesRead > 0) {
+                r.seconds = (epochMs() - m.startMs) / 1000;
+                r.value = r.seconds;
+                r.bytes = bytesRead;
+                r.items = 1;
+                r.verified = bytesRead === first.size && createHash('sha256').update(b).digest('hex') === first.sha256;
+                r.mismatches = r.verified ? 0 : 1;
+                break;
+              }
+            } finally { await fh.close(); }
+          } catch { /* not mounted yet */ }
+          await sleep(POLL_MS);
+        }
+      } else {
+        await m.ready;
+        const want = new Set(objs.map((x) => rel(x.key)));
+        for (;;) {
+          if (epochMs() > deadline) throw new Error(`listing incomplete after ${killAfter / 1000} s`);
+          const names = await walkCount(m.dir, want.size + 10).catch(() => [] as string[]);
+          if (names.length >= want.size) {
+            r.seconds = (epochMs() - m.startMs) / 1000;
+            r.value = r.seconds;
+            r.items = names.length;
+            r.mismatches = names.filter((n) => !want.has(n)).length + (names.length === want.size ? 0 : 1);
+            r.verified = r.mismatches === 0;
+            break;
+          }
+          await sleep(POLL_MS * 10);
+        }
+      }
+      applyStats(r, m.stats());
+    } finally {
+      stops.delete(stopM);
+      await m.stop();
+    }
+    return r;
+  }
+
+  if (sc.kind === 'random') {
+    const big = objs.find((x) => x.key.includes('/large/'))!;
+    const m = await startMount(target as 'FastFile' | 's3fs' | 'rclone', env);
+    const stopM = () => m.stop();
+    stops.add(stopM);
+    try {
+      await m.ready;
+      const plan: ReadPlan = { kind: 'random', path: path.join(m.dir, rel(big.key)), fileSize: big.size, blockSize: sc.random.blockSize, ops: sc.random.ops, threads: sc.random.threads, seed: 7 + rep, maxSeconds: sc.maxSeconds };
+      const res = await runReader(plan, path.join(env.runDir, 'plan-0.json'), sc.random.threads, killAfter);
+      if (res.error) throw new Error(`reader: ${res.error}`);
+      applyStats(r, m.stats());
+      const offsets = randomOffsets(plan.seed, res.items, big.size, plan.blockSize);
+      const source = sourceBytes(big);
+      const h = createHash('sha256');
+      for (const off of offsets) h.update(source.subarray(off, Math.min(big.size, off + plan.blockSize)));
+      r.seconds = (res.endMs - res.startMs) / 1000;
+      r.bytes = res.bytes;
+      r.items = res.items;
+      r.value = res.items / r.seconds;
+      r.truncated = res.truncated;
+      r.verified = h.digest('hex') === res.sha256[0];
+      r.mismatches = r.verified ? 0 : 1;
+    } finally {
+      stops.delete(stopM);
+      await m.stop();
+    }
+    return r;
+  }
+
+  // Sequential: each reader gets its batches of the dataset.
+  const shards = assignBatches(objs, readers).filter((s) => s.length > 0);
+  let startMs: number;
+  let results: ReadResult[];
+  let plans: ReadPlan[];
+  if (style === 'mount') {
+    const m = await startMount(target as 'FastFile' | 's3fs' | 'rclone', env);
+    const stopM = () => m.stop();
+    stops.add(stopM);
+    try {
+      await m.ready;
+      plans = shards.map((s) => ({ kind: 'files', paths: s.map((x) => path.join(m.dir, rel(x.key))), maxSeconds: sc.maxSeconds }));
+      results = await Promise.all(plans.map((p, i) => runReader(p, path.join(env.runDir, `plan-${i}.json`), 4, killAfter)));
+      startMs = Math.min(...results.map((x) => x.startMs));
+      applyStats(r, m.stats());
+    } finally {
+      stops.delete(stopM);
+      await m.stop();
+    }
+  } else if (style === 'download') {
+    const d = await runDownload(target as 'File' | 'aws', env, killAfter);
+    startMs = d.startMs;
+    applyStats(r, d.stats);
+    plans = shards.map((s) => ({ kind: 'files', paths: s.map((x) => path.join(d.dir, rel(x.key))), maxSeconds: sc.maxSeconds }));
+    results = await Promise.all(plans.map((p, i) => runReader(p, path.join(env.runDir, `plan-${i}.json`), 4, killAfter)));
+  } else {
+    const p = await startPipe(env, shards.map((s) => s.map((x) => x.key)));
+    const stopP = () => p.stop();
+    stops.add(stopP);
+    try {
+      plans = p.fifos.map((f, i) => ({ kind: 'stream', path: f, segments: shards[i]!.map((x) => x.size), maxSeconds: sc.maxSeconds }));
+      results = await Promise.all(plans.map((pl, i) => runReader(pl, path.join(env.runDir, `plan-${i}.json`), 4, killAfter)));
+      startMs = Math.min(...results.map((x) => x.startMs));
+      applyStats(r, p.stats());
+    } finally {
+      stops.delete(stopP);
+      await p.stop();
+    }
+  }
+  const errors = results.map((x) => x.error).filter(Boolean);
+  if (errors.length) throw new Error(`reader: ${errors[0]}`);
+  const endMs = Math.max(...results.map((x) => x.endMs));
+  r.seconds = (endMs - startMs) / 1000;
+  r.bytes = results.reduce((n, x) => n + x.bytes, 0);
+  r.items = results.reduce((n, x) => n + x.items, 0);
+  r.truncated = results.some((x) => x.truncated);
+  r.mismatches = results.reduce((n, x, i) => n + checkHashes(shards[i]!.map((o) => o.sha256), x), 0);
+  // A stream cut by the time limit: its last object is checked as far as it was read.
+  let partialOk = 0;
+  results.forEach((x, i) => {
+    if (!x.partial) return;
+    const obj = shards[i]![x.items]!;
+    if (createHash('sha256').update(sourceBytes(obj, 0, x.partial.bytes)).digest('hex') === x.partial.sha256) partialOk++;
+    else r.mismatches++;
+  });
+  r.verified = r.mismatches === 0 && (r.items > 0 || partialOk > 0);
+  r.value = sc.metric === 'files/s' ? r.items / r.seconds : r.bytes / 1e6 / r.seconds;
+  return r;
+}
