@@ -9,12 +9,8 @@
  * folder) without the common prefixes of keys two or more folders below the
  * listed prefix, so the peers would see dataset.ts's small/dNN/sNN/ tree as empty.
  */
-import { createHash } from 'node:crypto';
-import { generateBytes, type DatasetSpec, type SeededObject } from '../local/dataset.js';
+import { uploadLayout, type DatasetSpec, type SeededObject } from '../local/dataset.js';
 import type { LocalS3 } from '../local/s3-server.js';
-
-/** Uploads in flight: s3rver is one Node process; 8 keeps it busy without queueing in the SDK. */
-const UPLOAD_CONCURRENCY = 8;
 
 export function benchLayout(prefix: string, spec: DatasetSpec): { key: string; size: number }[] {
   const out: { key: string; size: number }[] = [];
@@ -34,19 +30,6 @@ export function benchLayout(prefix: string, spec: DatasetSpec): { key: string; s
 
 /** Uploads a dataset; resolves with its objects sorted by key. */
 export async function seedBenchDataset(s3: LocalS3, bucket: string, prefix: string, spec: DatasetSpec): Promise<SeededObject[]> {
-  const seed = spec.seed ?? 1;
-  const layout = benchLayout(prefix, spec);
-  const out: SeededObject[] = new Array(layout.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < layout.length) {
-      const i = next++;
-      const { key, size } = layout[i]!;
-      const body = generateBytes(key, size, seed);
-      const etag = await s3.putObject(bucket, key, body);
-      out[i] = { key, size, sha256: createHash('sha256').update(body).digest('hex'), etag, seed };
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(UPLOAD_CONCURRENCY, layout.length) }, worker));
+  const out = await uploadLayout(s3, bucket, benchLayout(prefix, spec), spec.seed ?? 1);
   return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 }

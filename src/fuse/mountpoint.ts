@@ -147,17 +147,24 @@ export async function prepareMountpoint(dir: string): Promise<void> {
   return prepare(path.resolve(dir), MAX_STALE_DETACH);
 }
 
+function isStale(code: string | undefined): code is string {
+  return code !== undefined && STALE_CODES.has(code);
+}
+
+/** A dead FUSE mount ("Transport endpoint is not connected") is detached, then the folder checked again. */
+async function recoverStale(abs: string, code: string, detachesLeft: number): Promise<void> {
+  if (detachesLeft === 0) throw staleError(abs, code);
+  await detachMount(abs);
+  return prepare(abs, detachesLeft - 1);
+}
+
 async function prepare(abs: string, detachesLeft: number): Promise<void> {
   let st;
   try {
     st = await stat(abs);
   } catch (err) {
     const code = errCode(err);
-    if (code !== undefined && STALE_CODES.has(code)) {
-      if (detachesLeft === 0) throw staleError(abs, code);
-      await detachMount(abs);
-      return prepare(abs, detachesLeft - 1);
-    }
+    if (isStale(code)) return recoverStale(abs, code, detachesLeft);
     if (code === 'ENOENT') throw new MountpointError(`mount point ${abs} does not exist`, { hint: `Create it first: mkdir -p ${abs}` });
     if (code === 'EACCES' || code === 'EPERM') throw new MountpointError(`mount point ${abs} is not accessible (${code})`, { hint: 'Run as a user who can read the folder, or choose another one' });
     if (code === 'ENOTDIR') throw new MountpointError(`mount point ${abs} is not a directory (a parent is a file)`, { hint: 'Choose a folder path' });
@@ -171,11 +178,7 @@ async function prepare(abs: string, detachesLeft: number): Promise<void> {
     entries = await readdir(abs);
   } catch (err) {
     const code = errCode(err);
-    if (code !== undefined && STALE_CODES.has(code)) {
-      if (detachesLeft === 0) throw staleError(abs, code);
-      await detachMount(abs);
-      return prepare(abs, detachesLeft - 1);
-    }
+    if (isStale(code)) return recoverStale(abs, code, detachesLeft);
     throw new MountpointError(`cannot list mount point ${abs}: ${code ?? String(err)}`, { hint: 'Choose an empty folder you can read' });
   }
   const live = await mountAt(abs);

@@ -91,8 +91,14 @@ export function datasetLayout(prefix: string, spec: DatasetSpec): { key: string;
 
 /** Generates and uploads the dataset; resolves with every object in layout order. */
 export async function seedDataset(s3: LocalS3, bucket: string, prefix: string, spec: DatasetSpec): Promise<SeededObject[]> {
-  const seed = spec.seed ?? DEFAULT_SEED;
-  const layout = datasetLayout(prefix, spec);
+  return uploadLayout(s3, bucket, datasetLayout(prefix, spec), spec.seed ?? DEFAULT_SEED);
+}
+
+/**
+ * Generates each object of `layout` from (key, size, seed) and uploads it, UPLOAD_CONCURRENCY
+ * at a time; resolves with every object, with its sha256 and ETag, in layout order.
+ */
+export async function uploadLayout(s3: LocalS3, bucket: string, layout: readonly { key: string; size: number }[], seed: number): Promise<SeededObject[]> {
   const result: SeededObject[] = new Array(layout.length);
   let next = 0;
   const worker = async () => {
