@@ -10,6 +10,11 @@
  *     except that the next part always starts when nothing is held, so one part
  *     larger than the budget cannot stall the pipe;
  *   - GETs in flight <= maxRequests.
+ * The byte bound ramps up: it starts at RAMP_START_PARTS parts and doubles with every
+ * part taken, up to maxInflightBytes. Without the ramp, the first take() of an epoch
+ * would start the whole window at once (16 parts of 8 MiB), every GET would share
+ * the link, and the first part (which the reader waits for) would complete only
+ * when about half the window had arrived: seconds of time to first byte.
  * take() hands parts back in the same order. Taking a part frees its bytes from the
  * budget, which starts the next parts. Small objects therefore download many at a
  * time, and a large object downloads as several ranges at once.
@@ -56,6 +61,13 @@ interface Task {
   result: Promise<Buffer>;
 }
 
+/**
+ * Parts in flight when an epoch starts: the part the reader needs first plus one
+ * behind it, so the first part gets about half the link instead of 1/16th, while
+ * the link never idles between the two.
+ */
+export const RAMP_START_PARTS = 2;
+
 export class Readahead {
   private readonly items: readonly PipeItem[];
   private readonly opts: ReadaheadOptions;
@@ -68,6 +80,8 @@ export class Readahead {
   private nextItem = 0;
   private nextPart = 0;
   private closed = false;
+  /** The byte bound in force: ramps from RAMP_START_PARTS parts up to maxInflightBytes. */
+  private window: number;
   private readonly onOuterAbort = (): void => this.close();
 
   constructor(items: readonly PipeItem[], opts: ReadaheadOptions) {
@@ -76,6 +90,7 @@ export class Readahead {
     }
     this.items = items;
     this.opts = opts;
+    this.window = Math.min(opts.maxInflightBytes, RAMP_START_PARTS * opts.partSize);
     // Every GET in flight listens on this signal; more than Node's default 10 is expected, not a leak.
     setMaxListeners(opts.maxRequests + 10, this.abort.signal);
     if (opts.signal?.aborted) this.close();
@@ -99,6 +114,7 @@ export class Readahead {
     } finally {
       if (!this.closed) {
         this.heldBytes -= task.bytes;
+        this.window = Math.min(this.opts.maxInflightBytes, this.window * 2);
         this.fill();
       }
     }
@@ -123,7 +139,7 @@ export class Readahead {
       const end = item.kind === 'inline' ? size : Math.min(size, start + this.opts.partSize);
       const bytes = end - start;
       const needsRequest = item.kind === 'object' && bytes > 0;
-      if (this.heldBytes > 0 && this.heldBytes + bytes > this.opts.maxInflightBytes) return;
+      if (this.heldBytes > 0 && this.heldBytes + bytes > this.window) return;
       if (needsRequest && this.activeRequests >= this.opts.maxRequests) return;
       const last = this.nextPart === parts - 1;
       this.queue.push({ itemIndex: this.nextItem, last, bytes, result: this.fetch(item, start, end, parts === 1) });

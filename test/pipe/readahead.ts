@@ -1,6 +1,6 @@
 import t from 'tap';
 import { AbortedError, NoSuchKeyError } from '../../src/errors.js';
-import { Readahead, type PipeItem } from '../../src/pipe/readahead.js';
+import { RAMP_START_PARTS, Readahead, type PipeItem } from '../../src/pipe/readahead.js';
 import { bytesFor, MemoryClient } from '../helpers/pipe.js';
 
 async function drainAll(ra: Readahead): Promise<{ index: number; data: Buffer; last: boolean }[]> {
@@ -98,4 +98,20 @@ t.test('close() aborts GETs in flight and take() then throws AbortedError', asyn
   await t.rejects(pending, AbortedError);
   await t.rejects(ra.take(), AbortedError);
   t.equal(client.inflight, 0, 'the GET ended');
+});
+
+t.test('time to first byte: an epoch starts with RAMP_START_PARTS parts in flight, then the window doubles per part taken', async (t) => {
+  const client = new MemoryClient();
+  const body = bytesFor('big', 32_000);
+  const items: PipeItem[] = [{ kind: 'object', info: client.put('big', body) }];
+  client.delayMs = () => 5;
+  const ra = new Readahead(items, { client, partSize: 1000, maxInflightBytes: 16_000, maxRequests: 64 });
+  ra.start();
+  t.equal(client.requested.length, RAMP_START_PARTS, 'only the first parts compete for the link at first');
+  const first = await ra.take();
+  t.ok(first!.data.equals(body.subarray(0, 1000)));
+  t.equal(client.requested.length, 1 + 2 * RAMP_START_PARTS, 'after one part is taken the window has doubled');
+  const rest = await drainAll(ra);
+  t.ok(Buffer.concat([first!.data, ...rest.map((p) => p.data)]).equals(body), 'every byte, in order');
+  t.ok(client.maxInflight > RAMP_START_PARTS && client.maxInflight <= 16, `the window grew to the budget (max ${client.maxInflight} in flight)`);
 });
