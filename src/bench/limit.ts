@@ -33,13 +33,16 @@ export interface LimitResult {
   mismatches: string[];
 }
 
-export async function measureLimit(opts: {
+/** What to fetch for the limit: the objects, through `endpoint`, in parts over `connections` connections. */
+export interface LimitOptions {
   endpoint: string;
   bucket: string;
   objects: { key: string; size: number; sha256: string }[];
   connections: number;
   partSize: number;
-}): Promise<LimitResult> {
+}
+
+export async function measureLimit(opts: LimitOptions): Promise<LimitResult> {
   const pool = new Pool(opts.endpoint, { connections: opts.connections, pipelining: 1 });
   const parts: { obj: number; index: number; start: number; end: number }[] = [];
   const buffers: Buffer[][] = opts.objects.map((o) => new Array(Math.ceil(o.size / opts.partSize)));
@@ -99,13 +102,7 @@ export async function measureLimit(opts: {
  * are hashed after it stops. A C client spends far less CPU per byte than a Node
  * one, so on a loaded 2-core machine this limit is the higher, more honest one.
  */
-export async function measureLimitCurl(opts: {
-  endpoint: string;
-  bucket: string;
-  objects: { key: string; size: number; sha256: string }[];
-  connections: number;
-  partSize: number;
-}): Promise<LimitResult> {
+export async function measureLimitCurl(opts: LimitOptions): Promise<LimitResult> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-limit-'));
   try {
     const parts: { obj: number; start: number; end: number; file: string }[] = [];

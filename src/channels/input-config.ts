@@ -32,8 +32,8 @@ import type { Distribution } from './shard.js';
 
 export type InputMode = 'File' | 'FastFile' | 'Pipe';
 export type S3DataType = 'S3Prefix' | 'ManifestFile' | 'AugmentedManifestFile';
-export type RecordWrapper = 'None' | 'RecordIO';
-export type Compression = 'None' | 'Gzip';
+import type { Compression, RecordWrapper } from '../pipe/epoch-bytes.js';
+export type { Compression, RecordWrapper };
 
 export interface ChannelConfig {
   name: string;
