@@ -30,7 +30,7 @@
  * holds are never overwritten by a later GET.
  *
  * Prefetch accounting: a block fetched ahead of a reader carries its kind
- * ('sequential' or 'cross_file') until a reader first uses it (counted "used"),
+ * ('sequential', 'cross_file' or 'random_fill') until a reader first uses it (counted "used"),
  * or until it leaves the cache unread (counted "wasted"). So, once the cache is
  * cleared, used + wasted equals the bytes prefetched.
  *
@@ -41,7 +41,12 @@ import { LRUCache } from 'lru-cache';
 import { BufferPool, type Slab } from './buffer-pool.js';
 import { cacheBytes, cacheCapacityBytes, cacheEvictions, cacheHits, cacheMisses, prefetchBytes } from '../metrics/metrics.js';
 
-export type PrefetchKind = 'sequential' | 'cross_file';
+/**
+ * Who fetched a block ahead of a reader: a sequential reader's window (../prefetch/read-cursor.ts),
+ * cross-file prefetch (../prefetch/cross-file.ts), or the fill of a small file read at random
+ * (../prefetch/random-fill.ts). It is the `kind` label of sluice_prefetch_bytes_total.
+ */
+export type PrefetchKind = 'sequential' | 'cross_file' | 'random_fill';
 
 export interface BlockId {
   key: string;
@@ -124,8 +129,8 @@ export class BlockCache implements BlockStore {
   readonly pool: BufferPool | undefined;
   readonly stats: BlockCacheStats = {
     hits: 0, misses: 0, evictions: 0, retired: 0,
-    prefetchUsed: { sequential: 0, cross_file: 0 },
-    prefetchWasted: { sequential: 0, cross_file: 0 },
+    prefetchUsed: { sequential: 0, cross_file: 0, random_fill: 0 },
+    prefetchWasted: { sequential: 0, cross_file: 0, random_fill: 0 },
   };
 
   // INVARIANT: a cache key is in at most one of `resident` and `inflight`.

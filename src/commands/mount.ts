@@ -31,11 +31,15 @@ function help(): string {
     '',
     'Lists the prefix once and shows it as a read-only folder tree: "/" in keys makes',
     'folders, and the prefix is always a folder (s3://b/data means s3://b/data/). The view',
-    'does not change while mounted; remount to see new objects. Files are read from S3 on',
-    'demand, through a block cache and read-ahead, with each file pinned to the ETag it was',
-    'listed with: an object overwritten since then fails reads with ESTALE, never mixed bytes.',
+    'does not change while mounted; remount to see new objects. The mount comes up while the',
+    'listing runs: until it completes, a path is looked up in S3 directly (HEAD), and listing',
+    'a folder waits for it; if the listing fails, sluice unmounts and exits with the error.',
+    'Files are read from S3 on demand, through a block cache and read-ahead, with each file',
+    'pinned to the ETag it was listed (or looked up) with: an object overwritten since then',
+    'fails reads with ESTALE, never mixed bytes.',
     '',
-    'Prints "ready <mountpoint>" on stdout once the mount answers, then stays in the',
+    'Prints "ready <mountpoint>" on stdout once the mount answers and S3 has answered the',
+    'listing (the bucket and credentials work), then stays in the',
     'foreground until SIGINT or SIGTERM, and unmounts. A mount point left behind by a killed',
     'run ("Transport endpoint is not connected") is cleaned up and reused.',
     '',
@@ -92,32 +96,42 @@ export async function run(argv: string[]): Promise<number> {
   const readyName = `mount ${mountpoint}`;
   const signal = firstSignal();
   let metrics: MetricsServer | undefined;
+  // A throughput line once a minute and at exit (src/metrics/summary.ts). It starts with the
+  // mount, not at "ready": reads can begin before that (the mount answers while it lists).
+  let summaryLines: Summary | undefined;
   try {
     if (options.metricsPort >= 0) {
       metrics = await startMetricsServer({ host: options.metricsHost, port: options.metricsPort });
       metrics.setReady(readyName, false);
       log.info({ url: `${metrics.url}/metrics` }, `metrics at ${metrics.url}/metrics`);
     }
+    summaryLines = startSummary();
     const mount = await mountFastFile({ uri, mountpoint, options });
-    // A throughput line once a minute and at exit (src/metrics/summary.ts).
-    let summaryLines: Summary | undefined;
     try {
       if (signal.received() === undefined) {
         metrics?.setReady(readyName, true);
         if (options.readyFile) await writeReadyFile(options.readyFile, mountpoint);
         process.stdout.write(`ready ${mountpoint}\n`);
-        summaryLines = startSummary();
       }
-      const got = await signal.promise;
-      log.info({ signal: got }, 'unmounting');
+      // Stay mounted until a signal, or until the listing (still running behind the mount) fails.
+      const outcome = await Promise.race([
+        signal.promise.then((got) => ({ got })),
+        mount.listed.then(() => signal.promise.then((got) => ({ got })), (err: unknown) => ({ err })),
+      ]);
+      if ('err' in outcome) {
+        log.error({ err: outcome.err }, 'listing the prefix failed: unmounting');
+        throw outcome.err;
+      }
+      log.info({ signal: outcome.got }, 'unmounting');
     } finally {
-      await summaryLines?.stop();
+      await summaryLines.stop();
       metrics?.setReady(readyName, false);
       await mount.unmount();
       if (options.readyFile) await rm(options.readyFile, { force: true }).catch(() => undefined);
     }
     return 0;
   } finally {
+    await summaryLines?.stop();
     signal.dispose();
     await metrics?.close();
   }

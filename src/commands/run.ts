@@ -277,6 +277,9 @@ async function prepareChannel(
     await mkdir(mountpoint, { recursive: true }).catch(() => undefined); // prepareMountpoint reports what is wrong
     const mount = await mountFastFile({ uri: c.s3Uri, mountpoint, channel: c.name, options: o });
     cleanup.add(`unmount ${mountpoint}`, () => mount.unmount());
+    // The script starts with every FastFile channel completely listed, so a listing error
+    // stops the run before the script starts (as SageMaker reports a bad channel).
+    await mount.listed;
     clog.info({ mountpoint, files: mount.core.entryCount }, 'FastFile channel mounted');
     return undefined;
   }

@@ -1,9 +1,26 @@
 /**
  * SluiceFs: the FUSE-free filesystem core of FastFile mode (implements FsCore).
  *
- * `create()` lists the prefix once and builds the folder view (./tree.ts); the view
- * is fixed while mounted. Each open file handle pins the object's ETag from the
- * listing and gets its own read cursor (src/prefetch/read-cursor.ts); all handles
+ * `start()` returns at once and lists the prefix in the background; when the listing
+ * completes it builds the folder view (./tree.ts), which is then fixed while mounted.
+ * `create()` is `start()` plus waiting for the listing. Before the listing completes:
+ *  - a lookup (getattr, open) of a path asks S3 directly, both at once: HEAD of the key
+ *    and a one-key listing of "key/". Any key under "key/" makes it a folder (a folder
+ *    wins over a file of the same name, as in the tree); else a HEAD answer makes it a
+ *    file pinned to that ETag; else ENOENT. Answers are kept (single-flight per path) and
+ *    a path's parent is looked up first, as the kernel does. This is how s3fs answers
+ *    every lookup; it lets a training script open a known file before a large prefix
+ *    is listed (time to first byte no longer includes the listing).
+ *  - readdir and statfs wait for the listing: a folder's names are never partial.
+ *  - Such folders report st_nlink 1 ("count unknown", so find(1) does not assume leaves).
+ *  - The listing yields to lookups: it sends its next page only once no lookup has been
+ *    in flight for LOOKUP_QUIET_MS, waiting at most LISTING_YIELD_MAX_MS per page. The
+ *    kernel looks a path up one folder at a time; a listing page sent in a gap would
+ *    make the next lookup queue behind it on a server that answers in order.
+ * If the listing fails, every later call fails with its error (the mount's owner,
+ * src/fuse/fastfile.ts, stops the mount and reports it).
+ * Each open file handle pins the object's ETag from the listing (or the early HEAD)
+ * and gets its own read cursor (src/prefetch/read-cursor.ts); all handles
  * share one block cache, one in-flight budget and one cross-file prefetcher.
  * A read goes cursor -> block cache -> (missing blocks) ranged GETs pinned to the
  * ETag; an object changed since the listing fails the read with
@@ -14,8 +31,11 @@
  * and a folder is shown as the folder. Files are 0444 regular files, folders 0555;
  * every write-like operation is ReadOnlyError (EROFS).
  *
+ * A small file read at random is fetched whole in the background (random fill,
+ * src/prefetch/random-fill.ts), so its later reads are cache hits.
+ *
  * Memory: the block cache (--cache-size) plus GETs in flight (--max-inflight, which
- * read-ahead never exceeds; demand reads may add one read's blocks each). GET buffers
+ * read-ahead and random fill never exceed; demand reads may add one read's blocks each). GET buffers
  * are recycled through the cache's pool, bounded by the sum of the two.
  *
  * Starvation metrics: a read served entirely from resident blocks waited 0 s;
@@ -23,16 +43,18 @@
  */
 import { performance } from 'node:perf_hooks';
 import { BlockCache } from '../cache/block-cache.js';
-import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NotDirectoryError, NotFoundError, ReadOnlyError } from '../errors.js';
-import { channelObjects, openHandles, readWait, servedBytes } from '../metrics/metrics.js';
+import { OPTIONS } from '../config/options.js';
+import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NoSuchKeyError, NotDirectoryError, NotFoundError, ReadOnlyError } from '../errors.js';
+import { channelObjects, earlyLookups, listingSeconds, openHandles, readWait, servedBytes } from '../metrics/metrics.js';
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import { WaitClock } from '../metrics/wait-clock.js';
 import { BlockFetcher } from '../prefetch/block-fetcher.js';
 import { CrossFilePrefetcher } from '../prefetch/cross-file.js';
 import { InflightBudget } from '../prefetch/inflight-budget.js';
+import { RandomFill } from '../prefetch/random-fill.js';
 import { ReadCursor } from '../prefetch/read-cursor.js';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
-import { buildTree, lookupPath, normalizePrefix, type DirNode, type FileNode, type SkippedKey } from './tree.js';
+import { buildTree, lookupPath, newDir, normalizePrefix, unsafeReason, type FileNode, type Node, type SkippedKey, type Tree } from './tree.js';
 import type { Attr, FsCore, StatFs } from './types.js';
 
 export interface SluiceFsOptions {
@@ -53,6 +75,10 @@ export interface SluiceFsOptions {
   crossFilePrefetch: number;
   /** Largest file fetched by cross-file prefetch (--cross-file-max-size). */
   crossFileMaxSize: number;
+  /** Largest file fetched whole once read at random (--random-fill-max-size); default cacheSize / 4, 0 disables. */
+  randomFillMaxSize?: number;
+  /** The S3 client's connections (--max-connections), to keep the random fill to half of them; default 64. */
+  maxConnections?: number;
 }
 
 export interface ReadOptions {
@@ -71,6 +97,45 @@ export const MAX_BLOCK_SIZE = 256 * 1024;
 
 /** Share of --max-inflight that cross-file prefetch may use (see the budget's comment). */
 const CROSS_FILE_SHARE = 0.5;
+
+/**
+ * Default --random-fill-max-size: a quarter of the cache. Fills in progress together hold at
+ * most this much (src/prefetch/random-fill.ts), so they can push at most a quarter of the
+ * cache out, and the other three quarters keep other readers' blocks; a file this small
+ * also stays resident while it is read, instead of evicting its own blocks.
+ */
+const RANDOM_FILL_CACHE_SHARE = 0.25;
+
+/**
+ * Random fill GETs in flight at once: at most 16, and at most half of --max-connections, so
+ * demand GETs always find a free connection (the S3 client's limiter queues GETs in
+ * order). 16 GETs of RANDOM_FILL_GET_SIZE (32 MiB in flight) at ~80 MB/s per stream
+ * fetch ~600 MB/s despite the ~25 ms to first byte of each.
+ */
+const RANDOM_FILL_MAX_GETS = 16;
+
+/**
+ * Bytes of one random fill GET: 2 MiB (or --part-size if smaller). A read of a block that a
+ * fill GET is fetching waits for that GET (single flight), so it is kept close to the cost
+ * of the read's own GET: 25 ms to first byte + 26 ms at 80 MB/s, against 25 + 3 ms for one
+ * 256 KiB block. Measured on the bench's random scenario (8 threads, 64 MiB file, s3-like
+ * proxy): 8 x 1 MiB, 16 x 2 MiB and 8 x 8 MiB fills were within the noise of each other.
+ */
+const RANDOM_FILL_GET_SIZE = 2 * 1024 * 1024;
+
+/**
+ * A lookup burst counts as over after 10 ms without one: the kernel sends a path's
+ * lookups back to back (microseconds apart), while a page held back 10 ms costs a
+ * listing little (a page takes 30-300 ms).
+ */
+const LOOKUP_QUIET_MS = 10;
+
+/**
+ * The longest a listing page waits for lookups: 200 ms, so a reader that looks up files
+ * without pause slows the listing (and so `ls`) at most to one page per 200 ms, and
+ * never stops it.
+ */
+const LISTING_YIELD_MAX_MS = 200;
 
 /** statfs block size: what `df` multiplies by; 4 KiB is the page size. */
 const STATFS_BSIZE = 4096;
@@ -111,6 +176,9 @@ function checkOptions(o: SluiceFsOptions): void {
   if (o.maxInflight < o.partSize) {
     throw new InvalidArgumentError(`--max-inflight (${o.maxInflight}) is smaller than --part-size (${o.partSize}), so no read-ahead could ever start`, { hint: 'Raise --max-inflight or lower --part-size' });
   }
+  if (o.randomFillMaxSize !== undefined && !(Number.isSafeInteger(o.randomFillMaxSize) && o.randomFillMaxSize >= 0 && o.randomFillMaxSize <= o.cacheSize)) {
+    throw new InvalidArgumentError(`--random-fill-max-size must be between 0 and --cache-size (${o.cacheSize}), got ${o.randomFillMaxSize}`, { hint: 'Lower --random-fill-max-size (0 disables), or raise --cache-size' });
+  }
   if (o.cacheSize < o.partSize) {
     throw new InvalidArgumentError(`--cache-size (${o.cacheSize}) is smaller than --part-size (${o.partSize})`, { hint: 'Raise --cache-size or lower --part-size' });
   }
@@ -118,19 +186,30 @@ function checkOptions(o: SluiceFsOptions): void {
 
 export class SluiceFs implements FsCore {
   /** Files and folders shown (the root folder excluded). */
-  readonly entryCount: number;
-  readonly fileCount: number;
-  readonly totalBytes: number;
-  /** Keys not shown, with the reason (unsafe names, files shadowed by folders). */
-  readonly skippedKeys: readonly SkippedKey[];
   readonly channel: string;
   readonly prefix: string;
   readonly cache: BlockCache;
   readonly budget: InflightBudget;
   readonly fetcher: BlockFetcher;
   readonly crossFile: CrossFilePrefetcher;
+  readonly randomFill: RandomFill;
 
-  private readonly root: DirNode;
+  /** Settles when the listing is complete (the view is then fixed), or rejects with its error. */
+  readonly listed: Promise<void>;
+  /** Settles at the listing's first answer from S3 (bucket and credentials work), or rejects with its error. */
+  readonly firstAnswer: Promise<void>;
+
+  /** The complete view; undefined while the listing runs. */
+  private tree: Tree | undefined;
+  private listError: unknown;
+  /** Lookups answered before the listing completed, by path (dropped once it completes). */
+  private readonly early = new Map<string, Node>();
+  private readonly probes = new Map<string, Promise<Node>>();
+  /** Stands in for the root, and for the parent of early files, until the tree exists. */
+  private readonly earlyRoot = newDir('', undefined);
+  private readonly stop = new AbortController();
+  private lookupsInFlight = 0;
+  private lookupsIdleSince = 0;
   private readonly handles = new Map<number, Handle>();
   private readonly waitClock: WaitClock;
   private nextFh = 1;
@@ -139,15 +218,10 @@ export class SluiceFs implements FsCore {
   private readonly mountTime = new Date();
   private closed = false;
 
-  private constructor(private readonly opts: SluiceFsOptions, objects: ObjectInfo[]) {
+  private constructor(private readonly opts: SluiceFsOptions) {
     this.channel = opts.channel ?? 'fastfile';
     this.prefix = normalizePrefix(opts.prefix);
-    const tree = buildTree(objects, this.prefix);
-    this.root = tree.root;
-    this.entryCount = tree.fileCount + tree.dirCount;
-    this.fileCount = tree.fileCount;
-    this.totalBytes = tree.totalBytes;
-    this.skippedKeys = tree.skipped;
+    this.earlyRoot.provisional = true;
     // GET buffers are recycled (fresh memory costs a page fault per 4 KiB); the pool holds at
     // most what the cache and the GETs in flight may hold anyway, so memory stays bounded.
     this.cache = new BlockCache({
@@ -158,45 +232,115 @@ export class SluiceFs implements FsCore {
     this.budget = new InflightBudget(opts.maxInflight, { cross_file: Math.max(Math.floor(opts.maxInflight * CROSS_FILE_SHARE), opts.partSize) });
     this.fetcher = new BlockFetcher(opts.client, this.cache, this.budget, opts.partSize);
     this.crossFile = new CrossFilePrefetcher(this.fetcher, { depth: opts.crossFilePrefetch, maxSize: opts.crossFileMaxSize });
+    this.randomFill = new RandomFill(this.fetcher, {
+      maxFileSize: opts.randomFillMaxSize ?? Math.floor(opts.cacheSize * RANDOM_FILL_CACHE_SHARE),
+      maxGets: Math.max(1, Math.min(RANDOM_FILL_MAX_GETS, Math.floor((opts.maxConnections ?? OPTIONS.maxConnections.default) / 2))),
+      getSize: Math.min(RANDOM_FILL_GET_SIZE, opts.partSize),
+    });
     this.waitClock = new WaitClock({ channel: this.channel, mode: 'FastFile' });
     openHandles.set({ channel: this.channel }, 0);
+    let answered!: () => void;
+    let failedFirst!: (err: unknown) => void;
+    this.firstAnswer = new Promise<void>((resolve, reject) => { answered = resolve; failedFirst = reject; });
+    this.firstAnswer.catch(() => undefined); // observed by the owner; never an unhandled rejection
+    this.listed = this.runListing(answered);
+    this.listed.catch((err: unknown) => { this.listError = err; failedFirst(err); });
   }
 
-  /** Checks the options, lists the prefix and builds the view. Rejects with the client's error (e.g. NoSuchBucketError). */
-  static async create(opts: SluiceFsOptions): Promise<SluiceFs> {
+  /**
+   * Checks the options and starts listing the prefix; returns at once. Lookups work from
+   * now on (see the module comment); `listed` and `firstAnswer` report on the listing.
+   */
+  static start(opts: SluiceFsOptions): SluiceFs {
     checkOptions(opts);
-    const prefix = normalizePrefix(opts.prefix);
-    const objects: ObjectInfo[] = [];
-    for await (const o of opts.client.list(prefix)) objects.push(o);
-    // The caller logs skippedKeys (src/fuse/fastfile.ts): the core stays free of I/O policy.
-    return new SluiceFs(opts, objects);
+    return new SluiceFs(opts);
   }
 
-  getattr(path: string): Attr {
-    const node = this.node(path);
-    if (node.kind === 'dir') {
-      return { mode: S_IFDIR | 0o555, size: DIR_SIZE, mtime: this.mountTime, nlink: 2 + node.subdirs, uid: this.uid, gid: this.gid };
+  /** `start()`, then wait for the listing. Rejects with the client's error (e.g. NoSuchBucketError). */
+  static async create(opts: SluiceFsOptions): Promise<SluiceFs> {
+    const fs = SluiceFs.start(opts);
+    try {
+      await fs.listed;
+    } catch (err) {
+      await fs.close();
+      throw err;
     }
-    return { mode: S_IFREG | 0o444, size: node.info.size, mtime: node.info.lastModified, nlink: 1, uid: this.uid, gid: this.gid };
+    return fs;
   }
 
-  /** The folder's names in listing order, without "." and "..". */
-  readdir(path: string): string[] {
-    const node = this.node(path);
-    if (node.kind !== 'dir') throw new NotDirectoryError(path);
-    return [...node.names];
+  private async runListing(answered: () => void): Promise<void> {
+    const t0 = performance.now();
+    const objects: ObjectInfo[] = [];
+    const beforeRequest = () => this.afterLookups();
+    for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest })) {
+      if (objects.length === 0) answered();
+      objects.push(o);
+    }
+    answered();
+    // The caller logs skippedKeys (src/fuse/fastfile.ts): the core stays free of I/O policy.
+    this.tree = buildTree(objects, this.prefix);
+    this.early.clear();
+    listingSeconds.set({ channel: this.channel }, (performance.now() - t0) / 1000);
+  }
+
+  /** Resolves once no lookup has been in flight for LOOKUP_QUIET_MS, or after LISTING_YIELD_MAX_MS. */
+  private async afterLookups(): Promise<void> {
+    const until = performance.now() + LISTING_YIELD_MAX_MS;
+    for (;;) {
+      const now = performance.now();
+      const quietAt = this.lookupsInFlight > 0 ? now + LOOKUP_QUIET_MS : this.lookupsIdleSince + LOOKUP_QUIET_MS;
+      if (quietAt <= now || now >= until || this.stop.signal.aborted) return;
+      await new Promise((r) => setTimeout(r, Math.min(quietAt, until) - now));
+    }
+  }
+
+  /** True once the listing has completed and the view is fixed. */
+  get isListed(): boolean {
+    return this.tree !== undefined;
+  }
+
+  /** Files and folders shown (the root folder excluded); 0 until listed. */
+  get entryCount(): number {
+    return this.tree ? this.tree.fileCount + this.tree.dirCount : 0;
+  }
+
+  get fileCount(): number {
+    return this.tree?.fileCount ?? 0;
+  }
+
+  get totalBytes(): number {
+    return this.tree?.totalBytes ?? 0;
+  }
+
+  /** Keys not shown, with the reason (unsafe names, files shadowed by folders); empty until listed. */
+  get skippedKeys(): readonly SkippedKey[] {
+    return this.tree?.skipped ?? [];
+  }
+
+  /** Sync once listed; before that a promise (the lookup may ask S3). */
+  getattr(path: string): Attr | Promise<Attr> {
+    if (this.tree) return this.attrOf(this.node(path));
+    return this.earlyNode(path).then((n) => this.attrOf(n));
+  }
+
+  /** The folder's names in listing order, without "." and "..". Waits for the listing. */
+  readdir(path: string): string[] | Promise<string[]> {
+    if (this.tree) return this.names(path);
+    return this.listed.then(() => this.names(path));
   }
 
   async open(path: string, flags: number): Promise<number> {
     this.checkOpen();
     if ((flags & O_ACCMODE) !== 0 || (flags & O_TRUNC) !== 0) throw new ReadOnlyError('open for writing');
-    const node = this.node(path);
+    const node = this.tree ? this.node(path) : await this.earlyNode(path);
     if (node.kind === 'dir') throw new IsDirectoryError(path);
+    this.checkOpen();
     const fh = this.nextFh++;
-    const file = node.parent.files[node.index]!;
-    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch) });
+    // An early file (index -1) has no known siblings, so no cross-file prefetch follows it.
+    const file = node.index >= 0 ? node.parent.files[node.index]! : { key: node.info.key, etag: node.info.etag, size: node.info.size };
+    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill) });
     openHandles.set({ channel: this.channel }, this.handles.size);
-    this.crossFile.onOpen(node.parent.files, node.index);
+    if (node.index >= 0) this.crossFile.onOpen(node.parent.files, node.index);
     return fh;
   }
 
@@ -228,6 +372,7 @@ export class SluiceFs implements FsCore {
   async release(fh: number): Promise<void> {
     const h = this.handles.get(fh);
     if (!h || !this.handles.delete(fh)) throw new BadHandleError(fh);
+    h.cursor.close();
     openHandles.set({ channel: this.channel }, this.handles.size);
     // A file counts as delivered when a handle that served bytes from it is closed.
     if (h.served) {
@@ -236,7 +381,13 @@ export class SluiceFs implements FsCore {
     }
   }
 
-  statfs(): StatFs {
+  /** Waits for the listing (the totals need it). */
+  statfs(): StatFs | Promise<StatFs> {
+    if (this.tree) return this.statfsNow();
+    return this.listed.then(() => this.statfsNow());
+  }
+
+  private statfsNow(): StatFs {
     const blocks = Math.ceil(this.totalBytes / STATFS_BSIZE);
     return {
       bsize: STATFS_BSIZE, frsize: STATFS_BSIZE, blocks, bfree: 0, bavail: 0,
@@ -257,16 +408,110 @@ export class SluiceFs implements FsCore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.stop.abort();
+    await this.listed.catch(() => undefined);
     this.crossFile.close();
+    this.randomFill.close();
     this.handles.clear();
     this.cache.close();
     openHandles.set({ channel: this.channel }, 0);
   }
 
-  private node(path: string) {
-    const n = lookupPath(this.root, path);
+  private node(path: string): Node {
+    const n = lookupPath(this.tree!.root, path);
     if (!n) throw new NotFoundError(path);
     return n;
+  }
+
+  private names(path: string): string[] {
+    const node = this.node(path);
+    if (node.kind !== 'dir') throw new NotDirectoryError(path);
+    return [...node.names];
+  }
+
+  private attrOf(node: Node): Attr {
+    if (node.kind === 'dir') {
+      // nlink 1 = "count unknown", for a folder found before its subfolders were listed.
+      const nlink = node.provisional ? 1 : 2 + node.subdirs;
+      return { mode: S_IFDIR | 0o555, size: DIR_SIZE, mtime: this.mountTime, nlink, uid: this.uid, gid: this.gid };
+    }
+    return { mode: S_IFREG | 0o444, size: node.info.size, mtime: node.info.lastModified, nlink: 1, uid: this.uid, gid: this.gid };
+  }
+
+  /** A path's node before the listing completes, asked of S3 once per path (see the module comment). */
+  private earlyNode(path: string): Promise<Node> {
+    if (this.tree) {
+      try {
+        return Promise.resolve(this.node(path));
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
+    // The root always exists (so a failed listing can still be unmounted cleanly).
+    if (path === '/' || path === '') return Promise.resolve(this.earlyRoot);
+    if (this.listError !== undefined) return Promise.reject(this.listError);
+    const known = this.early.get(path);
+    if (known) return Promise.resolve(known);
+    let p = this.probes.get(path);
+    if (!p) {
+      p = this.probe(path).finally(() => this.probes.delete(path));
+      this.probes.set(path, p);
+    }
+    return p;
+  }
+
+  private async probe(path: string): Promise<Node> {
+    const rel = path.replace(/^\/+/, '');
+    const cut = rel.lastIndexOf('/');
+    const name = rel.slice(cut + 1);
+    if (unsafeReason(rel)) throw new NotFoundError(path);
+    // The parent first (the kernel has usually looked it up already): nothing lives under a file.
+    if (cut >= 0) {
+      const parent = await this.earlyNode(`/${rel.slice(0, cut)}`);
+      if (parent.kind !== 'dir') throw new NotFoundError(path);
+    }
+    if (this.tree) return this.node(path);
+    const key = this.prefix + rel;
+    const signal = this.stop.signal;
+    const count = (result: string) => earlyLookups.inc({ channel: this.channel, result });
+    let under: string | undefined;
+    let info: ObjectInfo | undefined;
+    this.lookupsInFlight++;
+    try {
+      [under, info] = await Promise.all([
+        this.opts.client.firstKeyUnder(`${key}/`, { signal }),
+        this.opts.client.head(key, { signal }).catch((err: unknown) => {
+          if (err instanceof NoSuchKeyError) return undefined;
+          throw err;
+        }),
+      ]);
+    } catch (err) {
+      count('error');
+      throw err;
+    } finally {
+      if (--this.lookupsInFlight === 0) this.lookupsIdleSince = performance.now();
+    }
+    // The listing, if it completed meanwhile, is the authority. So it is when the first key
+    // under the folder cannot be shown (the folder may hold nothing else): wait for it.
+    if (this.tree) return this.node(path);
+    if (under !== undefined && unsafeReason(under.slice(this.prefix.length).replace(/\/$/, ''))) {
+      await this.listed;
+      return this.node(path);
+    }
+    let node: Node;
+    if (under !== undefined) {
+      const dir = newDir(name, undefined);
+      dir.provisional = true;
+      node = dir;
+    } else if (info) {
+      node = { kind: 'file', name, info, parent: this.earlyRoot, index: -1 };
+    } else {
+      count('missing');
+      throw new NotFoundError(path);
+    }
+    count(node.kind === 'dir' ? 'folder' : 'file');
+    this.early.set(path, node);
+    return node;
   }
 
   private checkOpen(): void {

@@ -46,6 +46,8 @@ export interface DirNode {
   files: Array<{ key: string; etag: string; size: number }>;
   /** Number of child folders (for st_nlink), filled by finish(). */
   subdirs: number;
+  /** Found by a lookup before the listing completed: its children are not known here (see core.ts). */
+  provisional?: true;
 }
 
 export type Node = FileNode | DirNode;
@@ -91,7 +93,7 @@ export function unsafeReason(rel: string): string | undefined {
   return undefined;
 }
 
-function newDir(name: string, parent: DirNode | undefined): DirNode {
+export function newDir(name: string, parent: DirNode | undefined): DirNode {
   return { kind: 'dir', name, parent, children: new Map(), names: [], files: [], subdirs: 0 };
 }
 

@@ -29,15 +29,19 @@ export interface StatFs {
   namemax: number;
 }
 
+/**
+ * Metadata calls answer synchronously when the answer is in memory, and with a promise
+ * when it is not yet (a FastFile mount that is still listing asks S3; see core.ts).
+ */
 export interface FsCore {
-  getattr(path: string): Attr;
-  readdir(path: string): string[];
+  getattr(path: string): Attr | Promise<Attr>;
+  readdir(path: string): string[] | Promise<string[]>;
   /** Checks existence and type; returns a file handle number. */
   open(path: string, flags: number): Promise<number>;
   /** Fills `dst[0..n)` with bytes at `position`; n < length only at end of file. */
   read(fh: number, dst: Buffer, length: number, position: number): Promise<number>;
   release(fh: number): Promise<void>;
-  statfs(): StatFs;
+  statfs(): StatFs | Promise<StatFs>;
   /** Throws ReadOnlyError naming the operation; the adapter calls it for every write-like op. */
   refuse(op: string): never;
 }

@@ -2,7 +2,8 @@
  * The thin FUSE glue: each kernel operation becomes one FsCore call, then a reply.
  *
  * For every operation the adapter
- *  1. calls the core (sync for metadata held in memory, async for open/read/release),
+ *  1. calls the core (sync for metadata held in memory, a promise for metadata the core
+ *     must still fetch and for open/read/release),
  *  2. answers fuse-native with 0 / a value, or with the negative errno that
  *     errnoFor() (src/errors.ts, the only error->errno mapping) gives for the error,
  *  3. records sluice_fuse_operations_total{op,result}, sluice_fuse_operation_seconds{op}
@@ -67,6 +68,19 @@ function childPath(dir: string, name: string): string {
   return dir === '/' ? `/${name}` : `${dir}/${name}`;
 }
 
+/** f(v), for a value or a promise of one (sync stays sync: no promise for in-memory answers). */
+function then<T, U>(v: T | Promise<T>, f: (v: T) => U): U | Promise<U> {
+  return v instanceof Promise ? v.then(f) : f(v);
+}
+
+/** The entries of a readdir reply: ".", ".." and every name, each with its attributes. */
+function listing(core: FsCore, path: string, names: string[]): { names: string[]; stats: NativeStat[] } | Promise<{ names: string[]; stats: NativeStat[] }> {
+  const paths = [path, path === '/' ? '/' : path.slice(0, path.lastIndexOf('/')) || '/', ...names.map((n) => childPath(path, n))];
+  const attrs = paths.map((p) => core.getattr(p));
+  const done = (all: Attr[]) => ({ names: ['.', '..', ...names], stats: all.map(toNativeStat) });
+  return attrs.some((a) => a instanceof Promise) ? Promise.all(attrs).then(done) : done(attrs as Attr[]);
+}
+
 /** The fuse-native operations object for `core`. */
 export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
   /**
@@ -105,19 +119,18 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
 
   const ops: NativeOps = {
     getattr(path, cb) {
-      handle('getattr', path, () => toNativeStat(core.getattr(path)), (c, st) => cb(c, st));
+      handle('getattr', path, () => then(core.getattr(path), toNativeStat), (c, st) => cb(c, st));
     },
     access(path, mode, cb) {
-      handle('access', path, () => {
-        core.getattr(path);
+      handle('access', path, () => then(core.getattr(path), () => {
         if (mode & W_OK) core.refuse('access for writing');
-      }, (c) => cb(c));
+      }), (c) => cb(c));
     },
     statfs(path, cb) {
       handle('statfs', path, () => core.statfs(), (c, s) => cb(c, s));
     },
     opendir(path, _flags, cb) {
-      handle('opendir', path, () => { core.readdir(path); return 0; }, (c, fh) => cb(c, fh));
+      handle('opendir', path, () => then(core.readdir(path), () => 0), (c, fh) => cb(c, fh));
     },
     releasedir(path, _fd, cb) {
       handle('releasedir', path, () => undefined, (c) => cb(c));
@@ -125,12 +138,7 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
     readdir(path, cb) {
       handle('readdir', path, () => {
         const names = core.readdir(path);
-        const self = toNativeStat(core.getattr(path));
-        const parent = path === '/' ? self : toNativeStat(core.getattr(path.slice(0, path.lastIndexOf('/')) || '/'));
-        return {
-          names: ['.', '..', ...names],
-          stats: [self, parent, ...names.map((n) => toNativeStat(core.getattr(childPath(path, n))))],
-        };
+        return names instanceof Promise ? names.then((n) => listing(core, path, n)) : listing(core, path, names);
       }, (c, r) => cb(c, r?.names, r?.stats));
     },
     open(path, flags, cb) {

@@ -8,8 +8,10 @@
  *  - files/s: delta of sluice_channel_objects_total / seconds;
  *  - hit ratio: reads answered without waiting on S3 (the le="0" bucket of
  *    sluice_read_wait_seconds) over all reads; n/a without reads;
- *  - starving %: delta of sluice_read_wait_seconds_total / seconds. It is reader-seconds
- *    of waiting per second, so several readers waiting at once can exceed 100%. A Pipe
+ *  - starving %: delta of sluice_read_wait_seconds_total / seconds: the share of the
+ *    window during which at least one read waited on S3 (src/metrics/wait-clock.ts), so
+ *    at most 100%, except that a read is counted when it ends, whole: one that began
+ *    before a short window can push that window above 100%. A Pipe
  *    channel's reader starves while the FIFO sits empty waiting on S3, so for Pipe the
  *    seconds of sluice_pipe_empty_seconds_total count as waiting too;
  *  - Pipe only: FIFO full % and empty % (which side is slow), and the current epoch.

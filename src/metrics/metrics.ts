@@ -86,6 +86,18 @@ export const servedBytes = new client.Counter({
   labelNames: ['channel', 'mode'] as const,
   registers: [registry],
 });
+export const listingSeconds = new client.Gauge({
+  name: 'sluice_listing_seconds',
+  help: 'How long the FastFile mount took to list its prefix (set when the listing completes; the mount answers lookups from the first moment).',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
+export const earlyLookups = new client.Counter({
+  name: 'sluice_early_lookups_total',
+  help: 'Lookups answered while the listing was still running, with a HEAD and a one-key listing, by result (file, folder, missing, error).',
+  labelNames: ['channel', 'result'] as const,
+  registers: [registry],
+});
 export const openHandles = new client.Gauge({
   name: 'sluice_open_handles',
   help: 'Files currently open through the mount.',
@@ -141,7 +153,7 @@ export const cacheCapacityBytes = new client.Gauge({
 
 export const prefetchBytes = new client.Counter({
   name: 'sluice_prefetch_bytes_total',
-  help: 'Bytes fetched ahead of the reader, by kind (sequential window or cross_file) and outcome (used, or wasted: evicted or dropped unread).',
+  help: 'Bytes fetched ahead of the reader, by kind (sequential window, cross_file, or random_fill: the rest of a small file read at random) and outcome (used, or wasted: evicted or dropped unread).',
   labelNames: ['kind', 'outcome'] as const,
   registers: [registry],
 });

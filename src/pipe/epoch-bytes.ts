@@ -1,7 +1,9 @@
 /**
  * The bytes of one epoch of a Pipe channel, in order: each item's parts, taken
  * from the read-ahead, through Gzip decompression (objects only, when the channel
- * asks for it) and RecordIO framing (when asked), concatenated.
+ * asks for it) and RecordIO framing (when asked), concatenated. A part comes as
+ * the body chunks its GET received (readahead.ts), and they go on one by one, as
+ * they are: no part-sized buffer is ever built.
  *
  * Framing streams: an object's length is known from its listing, so its header
  * goes out before its first byte. A decompressed object's length is known only at
@@ -59,7 +61,7 @@ async function* itemParts(ra: Readahead, index: number): AsyncGenerator<Buffer> 
     if (part === undefined || part.itemIndex !== index) {
       throw new Error(`pipe read-ahead out of step: expected item ${index}, got ${part === undefined ? 'the end' : `item ${part.itemIndex}`}`);
     }
-    if (part.data.length > 0) yield part.data;
+    yield* part.chunks; // as received: no part-sized buffer (readahead.ts)
     if (part.last) return;
   }
 }

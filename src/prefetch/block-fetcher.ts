@@ -104,6 +104,31 @@ export class BlockFetcher {
     return last + 1;
   }
 
+  /**
+   * One read-ahead GET, for callers that pace their own GETs (./random-fill.ts): from
+   * block `first`, skips blocks resident or in flight, then fetches the run of missing
+   * blocks that follows, ending before a block already present, at a part boundary,
+   * after `maxBlocks` blocks, or at `last` (inclusive). Within the in-flight budget.
+   * Returns `next`, where to resume (last + 1 when nothing from `first` on is missing),
+   * the GET's `bytes`, and `done`, which settles with true/false (the GET succeeded /
+   * failed) once it has;
+   * no `done` means no GET was started: nothing was missing, or the budget refused it
+   * (then `next` is the first missing block and `refused` is true).
+   */
+  prefetchOne(file: FileRef, first: number, last: number, maxBlocks: number, kind: PrefetchKind): { next: number; bytes?: number; done?: Promise<boolean>; refused?: boolean } {
+    let i = first;
+    while (i <= last && this.has(file, i)) i++;
+    if (i > last) return { next: last + 1 };
+    let j = i;
+    while (j + 1 <= last && j + 1 - i < maxBlocks && this.part(j + 1) === this.part(i) && !this.has(file, j + 1)) j++;
+    const bytes = this.runBytes(file, i, j - i + 1);
+    const release = this.budget.tryAcquire(bytes, kind);
+    if (!release) return { next: i, refused: true };
+    const blocks = this.startRun(file, i, j - i + 1, kind, release);
+    // Every block's promise settles with the one GET; the first stands for all.
+    return { next: j + 1, bytes, done: blocks[0]!.then(() => true, () => false) };
+  }
+
   private has(file: FileRef, index: number): boolean {
     return this.cache.has({ key: file.key, etag: file.etag, index });
   }

@@ -28,7 +28,7 @@ export class InflightBudget {
   /** Largest amount ever claimed by prefetch alone at one moment, for tests. */
   peakPrefetch = 0;
   private prefetchUsed = 0;
-  private readonly kindUsed: Record<PrefetchKind, number> = { sequential: 0, cross_file: 0 };
+  private readonly kindUsed: Record<PrefetchKind, number> = { sequential: 0, cross_file: 0, random_fill: 0 };
   private readonly listeners = new Set<() => void>();
 
   constructor(limit: number, readonly kindLimits: Partial<Record<PrefetchKind, number>> = {}) {

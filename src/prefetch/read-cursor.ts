@@ -20,7 +20,10 @@
  *     batch the budget refuses is retried on the next read. Once the window is at
  *     least a part, a batch ends on a part boundary, so read-ahead GETs are whole
  *     parts: one GET length recurs, and its buffers are recycled (block cache pool).
- *     Random reads fetch only the blocks they touch: no read-ahead at all.
+ *     Random reads fetch only the blocks they touch: no read-ahead of the window kind.
+ *     A random read of a small file asks the random fill (./random-fill.ts) to fetch the
+ *     rest of the file in the background, after its own blocks' GET has started; the
+ *     cursor holds the fill's ticket until close().
  *  4. Retire, while sequential: blocks more than SEEK_BACKWARD_TOLERANCE behind the
  *     read are dropped from the block cache (BlockCache.retire) once their whole GET is
  *     behind it. The kernel's page cache keeps what was read, and the recycled buffers
@@ -34,6 +37,7 @@
 import type { Slab } from '../cache/buffer-pool.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
 import type { BlockFetcher, FileRef } from './block-fetcher.js';
+import type { FillTicket, RandomFill } from './random-fill.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -82,12 +86,24 @@ export class ReadCursor {
   private aheadTo = 0;
   /** Blocks before this index were offered to the cache's retire(). */
   private retiredTo = 0;
+  /** This handle's hold on its file's random fill, once it has one. */
+  private fillTicket: FillTicket | undefined;
+  private closed = false;
 
   constructor(
     readonly file: FileRef,
     private readonly fetcher: BlockFetcher,
     private readonly maxPrefetch: number,
+    /** Fills small files read at random (./random-fill.ts); absent: no fill. */
+    private readonly randomFill?: RandomFill,
   ) {}
+
+  /** The handle is closed: lets go of the random fill (its GETs in flight still land in the cache). Idempotent. */
+  close(): void {
+    this.closed = true;
+    this.fillTicket?.release();
+    this.fillTicket = undefined;
+  }
 
   get currentWindow(): number {
     return this.window;
@@ -106,7 +122,10 @@ export class ReadCursor {
     try {
       const blocks = this.fetcher.demand(this.file, first, last, pins);
       if (sequential) this.readAhead(end);
-      else if (this.aheadTo < end) this.aheadTo = end;
+      else {
+        if (this.aheadTo < end) this.aheadTo = end;
+        if (this.randomFill && !this.fillTicket && !this.closed) this.fillTicket = this.randomFill.request(this.file);
+      }
 
       let waited = false;
       let ready: Buffer[];

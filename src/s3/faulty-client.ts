@@ -8,7 +8,7 @@
  * strike after `afterBytes` bytes, like a connection that breaks mid-body after retries
  * ran out. Every call is counted in `calls`. Nothing here is used in production code.
  */
-import type { ObjectClient, ObjectInfo, RequestOptions, StreamOptions } from './object-client.js';
+import type { ListOptions, ObjectClient, ObjectInfo, RequestOptions, StreamOptions } from './object-client.js';
 
 export type FaultyOperation = 'list' | 'head' | 'getRange' | 'getStream';
 
@@ -47,7 +47,7 @@ export class FaultyClient implements ObjectClient {
     return f;
   }
 
-  async *list(prefix: string, opts?: RequestOptions): AsyncIterable<ObjectInfo> {
+  async *list(prefix: string, opts?: ListOptions): AsyncIterable<ObjectInfo> {
     const f = this.take('list');
     if (f) throw f.error();
     yield* this.inner.list(prefix, opts);
@@ -57,6 +57,12 @@ export class FaultyClient implements ObjectClient {
     const f = this.take('head');
     if (f) throw f.error();
     return this.inner.head(key, opts);
+  }
+
+  async firstKeyUnder(prefix: string, opts?: RequestOptions): Promise<string | undefined> {
+    const f = this.take('list');
+    if (f) throw f.error();
+    return this.inner.firstKeyUnder(prefix, opts);
   }
 
   async getRange(key: string, start: number, endExclusive: number, etag: string, opts?: RequestOptions): Promise<Buffer> {

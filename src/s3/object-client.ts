@@ -28,6 +28,14 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+export interface ListOptions extends RequestOptions {
+  /**
+   * Awaited before each listing request: a background listing uses it to let requests a
+   * reader is waiting for go first (src/fs/core.ts). It must resolve within a bounded time.
+   */
+  beforeRequest?: () => Promise<void>;
+}
+
 export interface RangeOptions extends RequestOptions {
   /**
    * A buffer of exactly `endExclusive - start` bytes to read into. A client that honours
@@ -49,8 +57,10 @@ export interface StreamOptions extends RequestOptions {
 export interface ObjectClient {
   readonly bucket: string;
   /** Every object under `prefix` (no delimiter), each exactly once. Order is not guaranteed; callers sort. */
-  list(prefix: string, opts?: RequestOptions): AsyncIterable<ObjectInfo>;
+  list(prefix: string, opts?: ListOptions): AsyncIterable<ObjectInfo>;
   head(key: string, opts?: RequestOptions): Promise<ObjectInfo>;
+  /** The first key (in S3's order) that starts with `prefix`, or undefined: one listing of at most one key. */
+  firstKeyUnder(prefix: string, opts?: RequestOptions): Promise<string | undefined>;
   getRange(key: string, start: number, endExclusive: number, etag: string, opts?: RangeOptions): Promise<Buffer>;
   getStream(key: string, etag: string, opts?: StreamOptions): AsyncIterable<Buffer>;
   close(): Promise<void>;

@@ -19,7 +19,9 @@
  *    asks only for the remainder. So no short buffer and no mix of versions ever leaves.
  *  - A per-attempt watchdog aborts an attempt with no progress (headers or body bytes)
  *    for `requestTimeoutMs`; it is paused while the consumer holds a chunk, so a slow
- *    consumer is not mistaken for a stalled server.
+ *    consumer is not mistaken for a stalled server. It is one timer per attempt that
+ *    checks the time of the last progress when it fires (and sleeps again for what is
+ *    left), not a timer re-armed per 64 KiB chunk.
  *  - Retries: exponential backoff with full jitter (./retry.ts), up to `maxAttempts`
  *    failed attempts in a row; an attempt that delivered PROGRESS_RESET_BYTES resets the
  *    count (a long stream survives occasional resets). Refused/unresolvable endpoints get
@@ -95,6 +97,56 @@ function hasCode(err: unknown, code: string): boolean {
 function xmlField(xml: string, tag: string): string | undefined {
   const m = new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(xml);
   return m?.[1];
+}
+
+/**
+ * An attempt's stall detector. Body chunks only stamp `last`; the single timer, when it
+ * fires, aborts if nothing happened for `ms` and otherwise sleeps for the time left.
+ * While the consumer holds a chunk (hold()..release()) the clock does not run.
+ */
+class Watchdog {
+  private last = performance.now();
+  private held = false;
+  private timer: NodeJS.Timeout | undefined;
+  /** True once the watchdog aborted the attempt. */
+  fired = false;
+
+  constructor(private readonly ms: number, private readonly onStall: () => void) {
+    this.timer = setTimeout(this.check, ms);
+  }
+
+  /** Headers or body bytes arrived. */
+  progress(): void {
+    this.last = performance.now();
+  }
+
+  /** The consumer holds a chunk: not the server's time. */
+  hold(): void {
+    this.held = true;
+  }
+
+  /** The consumer asked for more: the server's clock starts afresh. */
+  release(): void {
+    this.held = false;
+    this.last = performance.now();
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private readonly check = (): void => {
+    if (this.timer === undefined) return;
+    const idle = this.held ? 0 : performance.now() - this.last;
+    if (idle >= this.ms) {
+      this.timer = undefined;
+      this.fired = true;
+      this.onStall();
+      return;
+    }
+    this.timer = setTimeout(this.check, this.ms - idle);
+  };
 }
 
 export class RangeReader {
@@ -176,13 +228,7 @@ export class RangeReader {
     const slot = await this.slot(where, signal);
     let ok = false;
     const ctrl = new AbortController();
-    let timedOut = false;
-    let timer: NodeJS.Timeout | undefined;
-    const arm = () => {
-      clearTimeout(timer);
-      timer = setTimeout(() => { timedOut = true; ctrl.abort(); }, this.o.requestTimeoutMs);
-    };
-    const disarm = () => clearTimeout(timer);
+    let watchdog: Watchdog | undefined;
     const onAbort = () => ctrl.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
     let status = 'error';
@@ -190,7 +236,7 @@ export class RangeReader {
     const t0 = performance.now();
     s3InflightRequests.inc({ operation: 'get' });
     try {
-      arm();
+      watchdog = new Watchdog(this.o.requestTimeoutMs, () => ctrl.abort());
       const path = this.o.addressing.pathFor(key);
       const headers = await this.o.sign(path, { range: `bytes=${pos}-${end - 1}`, 'if-match': etag });
       const res = await this.o.pool.request({ path, method: 'GET', headers, signal: ctrl.signal });
@@ -198,7 +244,7 @@ export class RangeReader {
       status = String(res.statusCode);
       if (this.o.reachability) this.o.reachability.answered = true;
       s3FirstByteSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
-      arm();
+      watchdog.progress();
       if (res.statusCode >= 300) {
         const xml = await readErrorBody(res.body);
         const verdict = judgeReply(res.statusCode, xmlField(xml, 'Code'), xmlField(xml, 'Message'), ctx);
@@ -245,26 +291,27 @@ export class RangeReader {
       for await (const raw of res.body) {
         let chunk = raw as Buffer;
         s3BytesReceived.inc(chunk.length);
+        watchdog.progress();
         if (skip > 0) {
           const n = Math.min(skip, chunk.length);
           skip -= n;
           chunk = chunk.subarray(n);
+          if (chunk.length === 0) continue;
         }
-        if (chunk.length === 0) { arm(); continue; }
         if (got + chunk.length > expected) {
           if (!partial) throw new BadRangeReplyError(`S3 sent more than the ${expected} bytes asked of ${where}`);
           chunk = chunk.subarray(0, expected - got);
         }
         got += chunk.length;
-        disarm();
+        watchdog.hold();
         yield chunk;
+        watchdog.release();
         if (got === expected && partial) { discard(res.body); ok = true; return; } // the rest is not ours
-        arm();
       }
       if (got < expected) throw new TransientError('short_body', `body of ${where} ended after ${got} of ${expected} bytes`);
       ok = true;
     } catch (err) {
-      if (timedOut) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
+      if (watchdog?.fired) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
       if (body !== undefined && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
         // The headers came and then the body broke: a reset, or a truncated body.
         const reason: RetryReason = hasCode(err, 'ECONNRESET') ? 'reset' : 'short_body';
@@ -272,7 +319,7 @@ export class RangeReader {
       }
       throw err;
     } finally {
-      disarm();
+      watchdog?.stop();
       signal?.removeEventListener('abort', onAbort);
       if (body && !body.destroyed && !body.readableEnded) discard(body);
       s3InflightRequests.dec({ operation: 'get' });

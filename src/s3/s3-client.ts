@@ -20,7 +20,7 @@ import { AbortedError, InvalidArgumentError, ObjectChangedError, S3Error } from 
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, regionFromEnv, type Addressing } from './addressing.js';
 import { listAll, type ListPage, type ListQuery } from './lister.js';
-import type { ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
+import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import type { Reachability } from './outage.js';
@@ -219,13 +219,22 @@ export class S3ObjectClient implements ObjectClient {
     };
   }
 
-  list(prefix: string, opts: RequestOptions = {}): AsyncIterable<ObjectInfo> {
-    return listAll(prefix, (q, s) => this.listPage(q, s), { concurrency: this.listConcurrency, signal: opts.signal });
+  list(prefix: string, opts: ListOptions = {}): AsyncIterable<ObjectInfo> {
+    const before = opts.beforeRequest;
+    const page = before ? async (q: ListQuery, s?: AbortSignal) => { await before(); return this.listPage(q, s); } : (q: ListQuery, s?: AbortSignal) => this.listPage(q, s);
+    return listAll(prefix, page, { concurrency: this.listConcurrency, signal: opts.signal });
   }
 
   async head(key: string, opts: RequestOptions = {}): Promise<ObjectInfo> {
     const out = await this.withRetries('head', key, (s) => this.sdk.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal: s }), opts.signal);
     return { key, size: out.ContentLength ?? 0, etag: out.ETag ?? '', lastModified: out.LastModified ?? new Date(0) };
+  }
+
+  async firstKeyUnder(prefix: string, opts: RequestOptions = {}): Promise<string | undefined> {
+    const out = await this.withRetries('list', prefix, (s) => this.sdk.send(new ListObjectsV2Command({
+      Bucket: this.bucket, Prefix: prefix, MaxKeys: 1,
+    }), { abortSignal: s }), opts.signal);
+    return out.Contents?.[0]?.Key;
   }
 
   async getRange(key: string, start: number, endExclusive: number, etag: string, opts: RangeOptions = {}): Promise<Buffer> {

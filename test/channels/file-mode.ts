@@ -143,6 +143,14 @@ t.test('connections and bytes in flight stay within their bounds; large objects 
     maxBytes = Math.max(maxBytes, bytes);
     try { return await getRange(key, start, end, etag, opts); } finally { bytes -= end - start; }
   };
+  // Parts are streamed: a part's bytes are in flight from the call until its last chunk is taken.
+  const getStream = client.getStream.bind(client);
+  client.getStream = async function* (key, etag, opts = {}) {
+    const n = (opts.end ?? opts.size!) - (opts.start ?? 0);
+    bytes += n;
+    maxBytes = Math.max(maxBytes, bytes);
+    try { yield* getStream(key, etag, opts); } finally { bytes -= n; }
+  };
   // 'bar' draws with cli-progress on a terminal (and stays silent when stderr is not one).
   const r = await downloadChannel({ channel: 'c', dataDir, objects, partSize: 1000, maxInflight: 3000, maxConnections: 3, progress: 'bar' });
   t.equal(r.downloaded, 6);
@@ -178,4 +186,33 @@ t.test('a failed GET fails the channel with its error and leaves no partial file
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
   await t.rejects(downloadChannel({ channel: 'c', dataDir, objects: [{ ...a, rel: 'a', client }], partSize: 1000, maxInflight: 10_000, maxConnections: 4, progress: 'none' }), /boom/);
   t.same(await readdir(path.join(dataDir, 'c')), []);
+});
+
+t.test('parts larger than a write batch are written in several batches at the right offsets', async (t) => {
+  const client = new MemoryClient('bkt');
+  // 2.5 MiB + 1 in 1 MiB parts: each part is several 256 KiB batches of the client's 1,000-byte chunks.
+  const big = client.put('p/big', bytesFor('big', 2.5 * 1024 * KiB + 1));
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-batches-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const r = await downloadChannel({ channel: 'c', dataDir, objects: [{ ...big, rel: 'big', client }], partSize: 1024 * KiB, maxInflight: 4096 * KiB, maxConnections: 3, progress: 'none' });
+  t.equal(r.downloadedBytes, big.size);
+  t.ok((await readFile(path.join(dataDir, 'c', 'big'))).equals(bytesFor('big', big.size)), 'exact bytes');
+  t.equal(client.requested.filter((q) => q.key === 'p/big').length, 3, 'three parts');
+});
+
+t.test('streamed parts against the local server: exact bytes, no temp file left', async (t) => {
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  await s3.createBucket('bkt');
+  const body = bytesFor('streamed', 1536 * KiB + 7);
+  const etag = await s3.putObject('bkt', 'ds/streamed.bin', body);
+  const client = createObjectClient({ bucket: 'bkt', endpoint: s3.endpoint, region: 'us-east-1', pathStyle: true, credentials: s3.credentials, maxAttempts: 3 });
+  t.teardown(() => client.close());
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-streamed-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  // 1 MiB parts: a 1 MiB part and a 512 KiB + 7 tail, both larger than a write batch.
+  const r = await downloadChannel({ channel: 'c', dataDir, objects: [{ key: 'ds/streamed.bin', size: body.length, etag, rel: 'streamed.bin', client }], partSize: 1024 * KiB, maxInflight: 4096 * KiB, maxConnections: 4, progress: 'none' });
+  t.equal(r.downloadedBytes, body.length);
+  t.equal(sha256(await readFile(path.join(dataDir, 'c', 'streamed.bin'))), sha256(body), 'exact bytes');
+  t.same(await readdir(path.join(dataDir, 'c')), ['streamed.bin'], 'no temp file left');
 });

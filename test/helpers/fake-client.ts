@@ -14,7 +14,8 @@
  */
 import { createHash } from 'node:crypto';
 import { NoSuchKeyError, ObjectChangedError, S3Error } from '../../src/errors.js';
-import type { ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../../src/s3/object-client.js';
+import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../../src/s3/object-client.js';
+import { compareKeys } from '../../src/s3/lister.js';
 
 interface Stored {
   body: Buffer;
@@ -34,6 +35,9 @@ export class FakeObjectClient implements ObjectClient {
   gets = 0;
   getBytes = 0;
   lists = 0;
+  /** firstKeyUnder() calls. */
+  probes = 0;
+  heads = 0;
   readonly requests: RangeRequest[] = [];
   inflightBytes = 0;
   peakInflightBytes = 0;
@@ -91,14 +95,28 @@ export class FakeObjectClient implements ObjectClient {
     this.peakInflightBytes = this.inflightBytes;
   }
 
-  async *list(prefix: string, _opts?: RequestOptions): AsyncIterable<ObjectInfo> {
+  /** While set, list() waits for it before yielding anything (lookups during a listing). */
+  listGate: Promise<void> | undefined;
+  /** When set, list() throws it (after listGate). */
+  listError: Error | undefined;
+
+  async *list(prefix: string, opts?: ListOptions): AsyncIterable<ObjectInfo> {
     this.lists++;
+    if (this.listGate) await this.listGate;
+    if (opts?.beforeRequest) await opts.beforeRequest();
+    if (this.listError) throw this.listError;
     for (const [key, o] of this.objects) {
       if (key.startsWith(prefix)) yield { key, size: o.body.length, etag: o.etag, lastModified: o.lastModified };
     }
   }
 
+  async firstKeyUnder(prefix: string, _opts?: RequestOptions): Promise<string | undefined> {
+    this.probes++;
+    return [...this.objects.keys()].filter((k) => k.startsWith(prefix)).sort(compareKeys)[0];
+  }
+
   async head(key: string, _opts?: RequestOptions): Promise<ObjectInfo> {
+    this.heads++;
     const o = this.objects.get(key);
     if (!o) throw new NoSuchKeyError(this.bucket, key);
     return { key, size: o.body.length, etag: o.etag, lastModified: o.lastModified };

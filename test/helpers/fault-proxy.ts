@@ -10,7 +10,9 @@
  *   resetMidBody  ranged GETs only: send the headers and half the body, then a TCP RST;
  *   truncateBody  ranged GETs only: send the headers (Content-Length kept) and half the
  *                 body, then close the connection cleanly (FIN);
- *   down          stop listening (connections are refused) until set({ down: false }).
+ *   down          stop listening (connections are refused) until set({ down: false });
+ *   holdListings  hold every listing request (ListObjectsV2, except one-key listings,
+ *                 max-keys=1) until set({ holdListings: false }): a listing that is slow.
  * Mid-body faults only hit requests with a Range header, i.e. the data path, so that
  * listings and HEADs made by a test's setup are not disturbed. `counts` records how many
  * times each fault fired, and `requests` how many requests came in.
@@ -28,6 +30,8 @@ export interface Faults {
   stall: number;
   /** Refuse connections. */
   down: boolean;
+  /** Hold full listings (not max-keys=1 ones) until cleared. */
+  holdListings: boolean;
 }
 
 export interface FaultProxy {
@@ -43,8 +47,9 @@ const SLOWDOWN_XML = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowD
 const DROP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length']);
 
 export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
-  const faults: Faults = { latencyMs: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0, down: false };
-  const counts: Record<string, number> = { requests: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0 };
+  const faults: Faults = { latencyMs: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0, down: false, holdListings: false };
+  const counts: Record<string, number> = { requests: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0, heldListings: 0 };
+  let held: Array<() => void> = [];
   const agent = new http.Agent({ keepAlive: true });
   const sockets = new Set<Socket>();
   let closed = false;
@@ -58,6 +63,11 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const reqBody = await readAll(req);
     if (faults.latencyMs > 0) await new Promise((r) => setTimeout(r, faults.latencyMs));
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (faults.holdListings && url.searchParams.get('list-type') === '2' && url.searchParams.get('max-keys') !== '1') {
+      counts.heldListings!++;
+      await new Promise<void>((r) => held.push(r));
+    }
     if (faults.stall > 0) { faults.stall--; counts.stall!++; return; } // never answer
     if (faults.fail503 > 0) {
       faults.fail503--; counts.fail503!++;
@@ -71,7 +81,9 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     const ranged = req.headers.range !== undefined && up.status < 300 && up.body.length >= 2;
     const midBody = ranged && faults.resetMidBody > 0 ? 'reset' : ranged && faults.truncateBody > 0 ? 'truncate' : undefined;
     if (!midBody) {
-      res.writeHead(up.status, { ...headers, 'content-length': String(up.body.length) });
+      // A HEAD reply has no body: its Content-Length is the object's, kept as the server sent it.
+      const length = req.method === 'HEAD' ? up.headers['content-length'] ?? '0' : String(up.body.length);
+      res.writeHead(up.status, { ...headers, 'content-length': length });
       res.end(req.method === 'HEAD' ? undefined : up.body);
       return;
     }
@@ -105,6 +117,10 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     set(f) {
       const wasDown = faults.down;
       Object.assign(faults, f);
+      if (!faults.holdListings) {
+        for (const r of held) r();
+        held = [];
+      }
       if (closed || f.down === undefined || f.down === wasDown) return;
       if (f.down) {
         server.close();

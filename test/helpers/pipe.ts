@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { AbortedError, NoSuchKeyError, ObjectChangedError } from '../../src/errors.js';
 import type { ObjectClient, ObjectInfo, RequestOptions, StreamOptions } from '../../src/s3/object-client.js';
+import { compareKeys } from '../../src/s3/lister.js';
 
 export class MemoryClient implements ObjectClient {
   readonly bucket: string;
@@ -41,6 +42,10 @@ export class MemoryClient implements ObjectClient {
     const o = this.objects.get(key);
     if (!o) throw new NoSuchKeyError(this.bucket, key);
     return o.info;
+  }
+
+  async firstKeyUnder(prefix: string): Promise<string | undefined> {
+    return [...this.objects.keys()].filter((k) => k.startsWith(prefix)).sort(compareKeys)[0];
   }
 
   async getRange(key: string, start: number, end: number, etag: string, opts: RequestOptions = {}): Promise<Buffer> {

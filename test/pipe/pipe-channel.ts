@@ -9,12 +9,14 @@ import { existsSync } from 'node:fs';
 import { readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { DecompressionError, InvalidArgumentError, NoSuchKeyError } from '../../src/errors.js';
+import { createHash } from 'node:crypto';
+import { BadRangeReplyError, DecompressionError, InvalidArgumentError, NoSuchKeyError } from '../../src/errors.js';
 import { channelEpoch, channelObjects, pipeEmptySeconds, pipeFullSeconds, servedBytes } from '../../src/metrics/metrics.js';
 import { setLogLevel } from '../../src/log.js';
 import { NO_NATIVE_ENV } from '../../src/pipe/native.js';
 import { startPipeChannel, type PipeChannel, type PipeChannelOptions, type PipeItem } from '../../src/pipe/pipe-channel.js';
 import { decodeRecordIO } from '../../src/pipe/recordio.js';
+import type { StreamOptions } from '../../src/s3/object-client.js';
 import { bytesFor, MemoryClient, readFifo, tempDir, waitFor } from '../helpers/pipe.js';
 
 setLogLevel('silent');
@@ -272,6 +274,54 @@ t.test('large objects go through as parallel ranged GETs within the byte budget'
   t.ok(client.maxInflight > 1 && client.maxInflight <= 4, `parallel GETs within budget (max ${client.maxInflight})`);
   t.equal(client.gets, 35, '20 + 15 parts');
   await ch.done;
+});
+
+/** A MemoryClient whose streams come as chunks of 1 to 9,000 odd sizes, and whose range ending at `shortAt` lacks its last byte. */
+class ChunkyClient extends MemoryClient {
+  shortAt: number | undefined;
+  override async *getStream(key: string, etag: string, opts: StreamOptions = {}): AsyncIterable<Buffer> {
+    const got: Buffer[] = [];
+    for await (const c of super.getStream(key, etag, opts)) got.push(c);
+    let body = Buffer.concat(got);
+    if (opts.end !== undefined && opts.end === this.shortAt) body = body.subarray(0, body.length - 1);
+    for (let at = 0, i = 0; at < body.length; i++) {
+      const n = 1 + ((i * 7919) % 9000);
+      yield body.subarray(at, at + n);
+      at += n;
+    }
+  }
+}
+
+const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+
+t.test('parts that arrive as many chunks are written to the pipe exactly (sha256), plain and RecordIO', async (t) => {
+  for (const recordWrapper of ['None', 'RecordIO'] as const) {
+    const client = new ChunkyClient();
+    const { items, bodies } = dataset(client, [1_000_001, 5, 0, 333_333]);
+    items.splice(2, 0, { kind: 'inline', data: Buffer.from('{"label":7}') });
+    client.delayMs = () => 2;
+    const ch = await start(t, { client, recordWrapper, epochs: 1, itemsForEpoch: () => items, partSize: 100_000, maxInflight: 300_000 });
+    const got = await readEpoch(ch, 0);
+    await ch.done;
+    const expected = items.map((i) => bodyOf(i, bodies));
+    if (recordWrapper === 'None') {
+      t.equal(sha256(got), sha256(Buffer.concat(expected)), 'plain: sha256 of the pipe is that of the items in order');
+    } else {
+      const records = decodeRecordIO(got);
+      t.same(records.map((r) => sha256(r)), expected.map((b) => sha256(b)), 'RecordIO: each record\'s sha256 is its item\'s');
+    }
+  }
+});
+
+t.test('a part that arrives one byte short fails the channel with BadRangeReplyError', async (t) => {
+  const client = new ChunkyClient();
+  const { items } = dataset(client, [250_000]);
+  client.shortAt = 200_000; // the second of three parts
+  const ch = await start(t, { client, itemsForEpoch: () => items, partSize: 100_000, maxInflight: 300_000 });
+  const reader = readEpoch(ch, 0);
+  await t.rejects(ch.done, BadRangeReplyError);
+  await ch.stop();
+  t.ok((await reader).length <= 100_000, 'the reader got at most the first part, then EOF at stop()');
 });
 
 t.test('metrics: served bytes (mode Pipe), objects and the current epoch, per channel', async (t) => {

@@ -1,14 +1,47 @@
 import t from 'tap';
-import { AbortedError, NoSuchKeyError } from '../../src/errors.js';
+import { createHash } from 'node:crypto';
+import { AbortedError, BadRangeReplyError, NoSuchKeyError } from '../../src/errors.js';
 import { RAMP_START_PARTS, Readahead, type PipeItem } from '../../src/pipe/readahead.js';
+import type { StreamOptions } from '../../src/s3/object-client.js';
 import { bytesFor, MemoryClient } from '../helpers/pipe.js';
+
+/** Chunk sizes a network stream might give: tiny, odd, and socket-read sized. */
+const CHUNK_SIZES = [1, 7, 4093, 64, 65_536, 1000, 3];
+
+/**
+ * A MemoryClient whose getStream() yields each range as many chunks of CHUNK_SIZES,
+ * remembers every chunk it yielded, and can answer a range ending at `cut.end` with
+ * `cut.by` bytes too few (negative: too many).
+ */
+class ChunkyClient extends MemoryClient {
+  cut: { end: number; by: number } | undefined;
+  readonly yielded = new Set<Buffer>();
+  override async *getStream(key: string, etag: string, opts: StreamOptions = {}): AsyncIterable<Buffer> {
+    const got: Buffer[] = [];
+    for await (const c of super.getStream(key, etag, opts)) got.push(c);
+    let body = Buffer.concat(got);
+    if (this.cut !== undefined && opts.end === this.cut.end) {
+      body = this.cut.by >= 0 ? body.subarray(0, body.length - this.cut.by) : Buffer.concat([body, Buffer.alloc(-this.cut.by, 0x55)]);
+    }
+    for (let at = 0, i = 0; at < body.length; i++) {
+      const chunk = body.subarray(at, at + CHUNK_SIZES[i % CHUNK_SIZES.length]!);
+      at += chunk.length;
+      this.yielded.add(chunk);
+      yield chunk;
+    }
+  }
+}
+
+const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 
 async function drainAll(ra: Readahead): Promise<{ index: number; data: Buffer; last: boolean }[]> {
   const out: { index: number; data: Buffer; last: boolean }[] = [];
   for (let i = 0; i < 10_000; i++) {
     const p = await ra.take();
     if (!p) return out;
-    out.push({ index: p.itemIndex, data: p.data, last: p.last });
+    const data = Buffer.concat(p.chunks);
+    if (data.length !== p.bytes) throw new Error(`part of item ${p.itemIndex}: ${data.length} bytes in chunks, ${p.bytes} announced`);
+    out.push({ index: p.itemIndex, data, last: p.last });
   }
   throw new Error('too many parts');
 }
@@ -81,7 +114,7 @@ t.test('a failed GET surfaces at its take(), not before, and never unhandled', a
   const ra = new Readahead(items, { client, partSize: 1000, maxInflightBytes: 1000, maxRequests: 4 });
   ra.start();
   await new Promise((r) => setTimeout(r, 20)); // let 'b' fail while nobody awaits it
-  t.equal((await ra.take())?.data.toString(), 'a');
+  t.equal(Buffer.concat((await ra.take())!.chunks).toString(), 'a');
   await t.rejects(ra.take(), NoSuchKeyError);
   ra.close();
 });
@@ -109,9 +142,55 @@ t.test('time to first byte: an epoch starts with RAMP_START_PARTS parts in fligh
   ra.start();
   t.equal(client.requested.length, RAMP_START_PARTS, 'only the first parts compete for the link at first');
   const first = await ra.take();
-  t.ok(first!.data.equals(body.subarray(0, 1000)));
+  t.ok(Buffer.concat(first!.chunks).equals(body.subarray(0, 1000)));
   t.equal(client.requested.length, 1 + 2 * RAMP_START_PARTS, 'after one part is taken the window has doubled');
   const rest = await drainAll(ra);
-  t.ok(Buffer.concat([first!.data, ...rest.map((p) => p.data)]).equals(body), 'every byte, in order');
+  t.ok(Buffer.concat([...first!.chunks, ...rest.map((p) => p.data)]).equals(body), 'every byte, in order');
   t.ok(client.maxInflight > RAMP_START_PARTS && client.maxInflight <= 16, `the window grew to the budget (max ${client.maxInflight} in flight)`);
+});
+
+t.test('a part streamed as many chunks is handed on as those very chunks, every byte exact (sha256)', async (t) => {
+  const client = new ChunkyClient();
+  const body = bytesFor('chunky', 1_000_003); // a short last part
+  const items: PipeItem[] = [{ kind: 'object', info: client.put('chunky', body) }, { kind: 'inline', data: Buffer.from('tail') }];
+  client.delayMs = () => 2;
+  const ra = new Readahead(items, { client, partSize: 100_000, maxInflightBytes: 400_000, maxRequests: 8 });
+  const hash = createHash('sha256');
+  let parts = 0;
+  let chunks = 0;
+  let copied = 0;
+  for (let part; (part = await ra.take()) !== undefined && part.itemIndex === 0;) {
+    parts += 1;
+    let n = 0;
+    for (const c of part.chunks) {
+      hash.update(c);
+      n += c.length;
+      chunks += 1;
+      if (!client.yielded.has(c)) copied += 1;
+    }
+    t.equal(n, part.bytes, `part ${parts - 1}: its chunks hold its bytes`);
+    if (part.last) break;
+  }
+  t.equal(parts, 11, '10 full parts and a short one');
+  t.equal(hash.digest('hex'), sha256(body), 'sha256 of the chunks, in order, is the object\'s');
+  t.ok(chunks >= 11 * 8, `many chunks per part, not one buffer (${chunks})`);
+  t.equal(copied, 0, 'every chunk is one the client yielded: no copy, no part-sized buffer');
+  const tail = await ra.take();
+  t.same([tail?.itemIndex, Buffer.concat(tail!.chunks).toString(), tail?.last], [1, 'tail', true]);
+  t.equal(await ra.take(), undefined);
+});
+
+t.test('a part shorter or longer than its range fails with BadRangeReplyError at its take(), never unhandled', async (t) => {
+  for (const by of [1, 4093, -1]) {
+    const client = new ChunkyClient();
+    const body = bytesFor('big', 50_000);
+    const items: PipeItem[] = [{ kind: 'object', info: client.put('big', body) }];
+    client.cut = { end: 30_000, by }; // the third part of 10,000 bytes
+    const ra = new Readahead(items, { client, partSize: 10_000, maxInflightBytes: 50_000, maxRequests: 8 });
+    ra.start();
+    await new Promise((r) => setTimeout(r, 20)); // let the bad part fail while nobody awaits it
+    for (let i = 0; i < 2; i++) t.ok(Buffer.concat((await ra.take())!.chunks).equals(body.subarray(i * 10_000, (i + 1) * 10_000)), `part ${i} by ${by}: exact`);
+    await t.rejects(ra.take(), BadRangeReplyError, `${by > 0 ? by + ' bytes short' : -by + ' byte(s) long'}: BadRangeReplyError`);
+    ra.close();
+  }
 });

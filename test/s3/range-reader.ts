@@ -148,3 +148,38 @@ t.test('a consumer that stops early releases the request', async (t) => {
   t.ok(got > 0);
   t.ok((await reader.getRange('k', 0, 5000, ETAG)).equals(BODY), 'the pool still works');
 });
+
+t.test('the watchdog: a consumer holding a chunk is not a stall; a body that stops is, and resumes', async (t) => {
+  const quick = new RangeReader({ bucket: 'bkt', addressing: addressingFor('bkt', `http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'us-east-1', true), pool, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 400 });
+  const timeouts = async () => (await s3Retries.get()).values.filter((v) => v.labels.reason === 'timeout').reduce((x, v) => x + v.value, 0);
+  const before = await timeouts();
+  handler = (_req, res, [a, b]) => {
+    res.writeHead(206, { etag: ETAG, 'content-range': `bytes ${a}-${b}/${BODY.length}`, 'content-length': b - a + 1 });
+    res.write(BODY.subarray(a, a + 1000));
+    // The rest comes 0.1 s after the consumer lets go of its first chunk: the attempt is still open while it holds it.
+    setTimeout(() => res.end(BODY.subarray(a + 1000, b + 1)), 1000);
+  };
+  const parts: Buffer[] = [];
+  for await (const chunk of quick.read('k', 0, 5000, ETAG)) {
+    parts.push(chunk);
+    if (parts.length === 1) await new Promise((r) => setTimeout(r, 900)); // twice the timeout
+  }
+  t.ok(Buffer.concat(parts).equals(BODY), 'exact bytes');
+  t.same(seen, ['bytes=0-4999'], 'one request: holding a chunk did not abort it');
+  t.equal(await timeouts(), before, 'no timeout counted');
+
+  seen.length = 0;
+  handler = good;
+  let first = true;
+  handler = (req, res, [a, b]) => {
+    if (!first) return good(req, res, [a, b]);
+    first = false;
+    res.writeHead(206, { etag: ETAG, 'content-range': `bytes ${a}-${b}/${BODY.length}`, 'content-length': b - a + 1 });
+    res.write(BODY.subarray(a, a + 1000)); // then nothing: a stalled body
+  };
+  const t0 = Date.now();
+  t.ok((await quick.getRange('k', 0, 5000, ETAG)).equals(BODY), 'exact bytes after the stall');
+  t.same(seen, ['bytes=0-4999', 'bytes=1000-4999'], 'the stalled attempt was aborted and only the rest asked for');
+  t.equal(await timeouts(), before + 1, 'counted as a timeout');
+  t.ok(Date.now() - t0 >= 350, 'not before the timeout');
+});
