@@ -217,7 +217,7 @@ export async function run(argv: string[]): Promise<number> {
     ], env).catch((err: Error & { child?: ChildProcess }) => { mountChild = err.child; throw err; });
     mountChild = started.child;
     const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
-    say(`mounted at ${mnt} in ${fmt((performance.now() - t0) / 1000)} s (listing included); metrics at ${metricsUrl}`);
+    say(`mounted at ${mnt} in ${fmt((performance.now() - t0) / 1000)} s (S3 has answered the listing; the rest of it runs behind the mount); metrics at ${metricsUrl}`);
     checkInterrupted();
 
     // 3. Read it like a training loop.
