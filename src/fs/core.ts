@@ -16,7 +16,10 @@
  *  - The listing yields to lookups: it sends its next page only once no lookup has been
  *    in flight for LOOKUP_QUIET_MS, waiting at most LISTING_YIELD_MAX_MS per page. The
  *    kernel looks a path up one folder at a time; a listing page sent in a gap would
- *    make the next lookup queue behind it on a server that answers in order.
+ *    make the next lookup queue behind it on a server that answers in order. For the
+ *    same reason the owner can hold the listing's pages until the mount is up
+ *    (`holdListingUntil`), so the first lookups are not queued behind a page sent while
+ *    nothing could look anything up yet.
  * If the listing fails, every later call fails with its error (the mount's owner,
  * src/fuse/fastfile.ts, stops the mount and reports it).
  * Each open file handle pins the object's ETag from the listing (or the early HEAD)
@@ -196,7 +199,7 @@ export class SluiceFs implements FsCore {
 
   /** Settles when the listing is complete (the view is then fixed), or rejects with its error. */
   readonly listed: Promise<void>;
-  /** Settles at the listing's first answer from S3 (bucket and credentials work), or rejects with its error. */
+  /** Settles when the listing's first page arrives (bucket and credentials work), or rejects with its error. */
   readonly firstAnswer: Promise<void>;
 
   /** The complete view; undefined while the listing runs. */
@@ -210,6 +213,7 @@ export class SluiceFs implements FsCore {
   private readonly stop = new AbortController();
   private lookupsInFlight = 0;
   private lookupsIdleSince = 0;
+  private listingGate: Promise<void> | undefined;
   private readonly handles = new Map<number, Handle>();
   private readonly waitClock: WaitClock;
   private nextFh = 1;
@@ -272,8 +276,7 @@ export class SluiceFs implements FsCore {
     const t0 = performance.now();
     const objects: ObjectInfo[] = [];
     const beforeRequest = () => this.afterLookups();
-    for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest })) {
-      if (objects.length === 0) answered();
+    for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered })) {
       objects.push(o);
     }
     answered();
@@ -283,9 +286,22 @@ export class SluiceFs implements FsCore {
     listingSeconds.set({ channel: this.channel }, (performance.now() - t0) / 1000);
   }
 
+  /**
+   * Holds the listing's next pages until `ready` settles (at most LISTING_YIELD_MAX_MS per
+   * page), then counts lookups as quiet from that moment: the owner passes the mount.
+   */
+  holdListingUntil(ready: Promise<unknown>): void {
+    this.listingGate = ready.then(() => { this.lookupsIdleSince = performance.now(); }, () => undefined);
+  }
+
   /** Resolves once no lookup has been in flight for LOOKUP_QUIET_MS, or after LISTING_YIELD_MAX_MS. */
   private async afterLookups(): Promise<void> {
     const until = performance.now() + LISTING_YIELD_MAX_MS;
+    if (this.listingGate) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.listingGate, new Promise((r) => { timer = setTimeout(r, LISTING_YIELD_MAX_MS); })]);
+      clearTimeout(timer);
+    }
     for (;;) {
       const now = performance.now();
       const quietAt = this.lookupsInFlight > 0 ? now + LOOKUP_QUIET_MS : this.lookupsIdleSince + LOOKUP_QUIET_MS;

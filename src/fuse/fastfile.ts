@@ -5,15 +5,16 @@
  *   1. parse the URI (BadUriError);
  *   2. check the host can mount FUSE (FuseUnavailableError);
  *   3. check the mount point, cleaning up a stale mount left by a killed run (MountpointError);
- *   4. create the S3 client and start listing the prefix into a SluiceFs;
- *   5. at the same time, mount through the kernel and stat the root through it
- *      (kernel-mount.ts). The mount answers lookups while the listing runs (src/fs/core.ts
- *      asks S3 for each path until then), so a known file can be read before a large
- *      prefix is listed;
- *   6. wait for the listing's first answer: NoSuchBucketError, MissingCredentialsError,
- *      ... come from here, and the mount is taken down again.
- * It resolves once the mount answers and S3 has answered the listing; whatever was set
- * up is torn down again when a later step fails. `listed` reports the rest of the
+ *   4. create the S3 client, start listing the prefix into a SluiceFs, and wait for the
+ *      listing's first page (one round trip; the FUSE binding loads meanwhile):
+ *      NoSuchBucketError, MissingCredentialsError, ... come from here, before anything
+ *      is mounted;
+ *   5. mount through the kernel and stat the root through it (kernel-mount.ts). The
+ *      mount answers lookups while the rest of the listing runs (src/fs/core.ts asks S3
+ *      for each path until then), so a known file can be read before a large prefix is
+ *      listed.
+ * It resolves once the mount answers; whatever was set up is torn down again when a
+ * later step fails. `listed` reports the rest of the
  * listing: its owner stops the mount and reports the error if it fails. `unmount()`
  * undoes all of it, in reverse order.
  */
@@ -26,6 +27,7 @@ import { parseS3Uri } from '../s3/uri.js';
 import { fuseTimeoutMs } from './deadline.js';
 import { mountCore } from './kernel-mount.js';
 import { checkFuseAvailable, prepareMountpoint } from './mountpoint.js';
+import { loadFuse } from './native.js';
 
 /** The shared options (src/config/options.ts) a FastFile mount takes. */
 export const FASTFILE_OPTION_NAMES = [
@@ -82,20 +84,20 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
     });
     listed.catch(() => undefined); // the owner observes it through FastFileMount.listed
 
+    // A bad bucket or bad credentials fail the first listing request: report that before
+    // mounting anything. The FUSE binding loads while that request is in flight.
+    loadFuse();
+    await fs.firstAnswer;
     const mounting = mountCore(fs, mountpoint, {
       allowOther: o.allowOther,
       attrTimeoutSec: o.attrTimeout,
       readaheadKb: o.readAheadKb,
       fuseTimeoutMs: fuseTimeoutMs({ requestTimeoutMs: o.requestTimeout, maxAttempts: o.maxAttempts }),
     });
-    // A bad bucket or bad credentials fail the first listing request: report that, not a mount.
-    const [m, first] = await Promise.allSettled([mounting, fs.firstAnswer]);
-    if (m.status === 'fulfilled') km = m.value;
-    // The listing's error first: it names the user's mistake, and it can be why the mount's
-    // own check failed (the root stat answers with the listing's error once it failed).
-    if (first.status === 'rejected') throw first.reason;
-    if (m.status === 'rejected') throw m.reason;
-    const kmount = m.value;
+    // The rest of the listing waits for the mount (bounded), so the first lookups go first.
+    fs.holdListingUntil(mounting);
+    const kmount = await mounting;
+    km = kmount;
     mlog.info({ readaheadKb: kmount.readaheadKb, listed: fs.isListed }, 'mounted');
     const mounted = core;
     let done: Promise<void> | undefined;

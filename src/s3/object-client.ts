@@ -34,6 +34,8 @@ export interface ListOptions extends RequestOptions {
    * reader is waiting for go first (src/fs/core.ts). It must resolve within a bounded time.
    */
   beforeRequest?: () => Promise<void>;
+  /** Called when a listing page has arrived (the bucket and credentials work). */
+  onPage?: () => void;
 }
 
 export interface RangeOptions extends RequestOptions {

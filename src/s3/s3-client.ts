@@ -220,8 +220,13 @@ export class S3ObjectClient implements ObjectClient {
   }
 
   list(prefix: string, opts: ListOptions = {}): AsyncIterable<ObjectInfo> {
-    const before = opts.beforeRequest;
-    const page = before ? async (q: ListQuery, s?: AbortSignal) => { await before(); return this.listPage(q, s); } : (q: ListQuery, s?: AbortSignal) => this.listPage(q, s);
+    const { beforeRequest, onPage } = opts;
+    const page = async (q: ListQuery, s?: AbortSignal) => {
+      if (beforeRequest) await beforeRequest();
+      const pg = await this.listPage(q, s);
+      onPage?.();
+      return pg;
+    };
     return listAll(prefix, page, { concurrency: this.listConcurrency, signal: opts.signal });
   }
 

@@ -208,3 +208,23 @@ t.test('the listing yields to lookups in flight, but only for a bounded time', a
   await fs2.listed;
   t.ok(performance.now() - t0 < 2000, 'a stuck lookup holds a page back for a bounded time only');
 });
+
+t.test('holdListingUntil: pages wait for the owner (the mount), for a bounded time', async (t) => {
+  const { client, release } = heldClient();
+  const fs = SluiceFs.start(opts(client));
+  t.teardown(async () => { release(); await fs.close(); });
+  let mounted = 0;
+  fs.holdListingUntil(new Promise<void>((r) => setTimeout(() => { mounted = performance.now(); r(); }, 60)));
+  release();
+  await fs.listed;
+  t.ok(mounted > 0 && performance.now() >= mounted, 'the listing page waited for the mount');
+
+  const { client: c2, release: r2 } = heldClient();
+  const fs2 = SluiceFs.start(opts(c2));
+  t.teardown(async () => { r2(); await fs2.close(); });
+  fs2.holdListingUntil(new Promise(() => undefined));
+  const t0 = performance.now();
+  r2();
+  await fs2.listed;
+  t.ok(performance.now() - t0 < 2000, 'a mount that never comes holds the listing for a bounded time only');
+});

@@ -105,6 +105,7 @@ export class FakeObjectClient implements ObjectClient {
     if (this.listGate) await this.listGate;
     if (opts?.beforeRequest) await opts.beforeRequest();
     if (this.listError) throw this.listError;
+    opts?.onPage?.();
     for (const [key, o] of this.objects) {
       if (key.startsWith(prefix)) yield { key, size: o.body.length, etag: o.etag, lastModified: o.lastModified };
     }

@@ -11,8 +11,9 @@
  *   truncateBody  ranged GETs only: send the headers (Content-Length kept) and half the
  *                 body, then close the connection cleanly (FIN);
  *   down          stop listening (connections are refused) until set({ down: false });
- *   holdListings  hold every listing request (ListObjectsV2, except one-key listings,
- *                 max-keys=1) until set({ holdListings: false }): a listing that is slow.
+ *   holdListings  hold every flat listing request (ListObjectsV2 without a delimiter and
+ *                 not max-keys=1) until set({ holdListings: false }): a listing that is
+ *                 slow after its first, folder-level (delimiter) pages.
  * Mid-body faults only hit requests with a Range header, i.e. the data path, so that
  * listings and HEADs made by a test's setup are not disturbed. `counts` records how many
  * times each fault fired, and `requests` how many requests came in.
@@ -30,7 +31,7 @@ export interface Faults {
   stall: number;
   /** Refuse connections. */
   down: boolean;
-  /** Hold full listings (not max-keys=1 ones) until cleared. */
+  /** Hold flat listings (no delimiter, not max-keys=1) until cleared. */
   holdListings: boolean;
 }
 
@@ -64,7 +65,7 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     const reqBody = await readAll(req);
     if (faults.latencyMs > 0) await new Promise((r) => setTimeout(r, faults.latencyMs));
     const url = new URL(req.url ?? '/', 'http://x');
-    if (faults.holdListings && url.searchParams.get('list-type') === '2' && url.searchParams.get('max-keys') !== '1') {
+    if (faults.holdListings && url.searchParams.get('list-type') === '2' && !url.searchParams.has('delimiter') && url.searchParams.get('max-keys') !== '1') {
       counts.heldListings!++;
       await new Promise<void>((r) => held.push(r));
     }

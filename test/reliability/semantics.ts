@@ -85,6 +85,9 @@ t.test('every POSIX operation SEMANTICS.md lists gives the result it states, thr
   const mount = await startCli(['mount', 's3://sem/p/', dir, '--endpoint', s3.endpoint, '--path-style', '--metrics-port=-1', '--cross-file-prefetch', '0',
     '--cache-size', '8MiB', '--part-size', '1MiB', '--max-attempts', '2', '--request-timeout', '2000'], env);
   t.teardown(() => { mount.child.kill('SIGKILL'); });
+  // "ready" comes before the listing completes (the mount answers while it lists); a readdir
+  // waits for it, so the overwrite and delete below come after the listing, as intended.
+  await readdir(dir);
   await s3.putObject('sem', 'p/later/changed.bin', Buffer.alloc(300_000, 3)); // a new version after the listing
   await s3.deleteObject('sem', 'p/later/deleted.bin');
 
