@@ -279,7 +279,7 @@ export class SluiceFs implements FsCore {
     for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered })) {
       objects.push(o);
     }
-    answered();
+    answered(); // also for a client that does not report pages (onPage is optional)
     // The caller logs skippedKeys (src/fuse/fastfile.ts): the core stays free of I/O policy.
     this.tree = buildTree(objects, this.prefix);
     this.early.clear();

@@ -66,7 +66,6 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
   const client = createObjectClient(clientOptionsFrom(bucket, o));
   const mlog = log.child({ component: 'fastfile', mountpoint, ...(opts.channel ? { channel: opts.channel } : {}) });
   let core: SluiceFs | undefined;
-  let km: Awaited<ReturnType<typeof mountCore>> | undefined;
   try {
     const t0 = Date.now();
     const fs = SluiceFs.start({
@@ -96,8 +95,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
     });
     // The rest of the listing waits for the mount (bounded), so the first lookups go first.
     fs.holdListingUntil(mounting);
-    const kmount = await mounting;
-    km = kmount;
+    const kmount = await mounting; // on failure, mountCore has taken down what it mounted
     mlog.info({ readaheadKb: kmount.readaheadKb, listed: fs.isListed }, 'mounted');
     const mounted = core;
     let done: Promise<void> | undefined;
@@ -116,7 +114,6 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       },
     };
   } catch (err) {
-    await km?.unmount().catch(() => undefined);
     await core?.close().catch(() => undefined);
     await client.close().catch(() => undefined);
     throw err;
