@@ -114,7 +114,14 @@ function setup() {
     await Promise.all(got);
     await settle();
   };
-  return { bodies, files, client, cache, fetcher, loadPart };
+  /**
+   * Loads part 0 of b, c and d: the first evicts whatever `a` had resident, the next two are
+   * new GETs that take buffers from the pool (and must not get one a reader still holds).
+   */
+  const churn = async () => {
+    for (const key of ['b', 'c', 'd']) await loadPart(key, 0);
+  };
+  return { bodies, files, client, cache, fetcher, loadPart, churn };
 }
 
 t.test('a resident block held by a waiting read is not recycled when evicted', async (t) => {
@@ -125,9 +132,7 @@ t.test('a resident block held by a waiting read is not recycled when evicted', a
   // Blocks 3 (resident, part 0) and 4 (missing, part 1): the read waits on block 4's GET.
   const reading = cursor.read(dst, dst.length, 3 * BLOCK, undefined);
   await settle();
-  await s.loadPart('b', 0); // evicts a's part 0 while the read holds its block 3
-  await s.loadPart('c', 0); // a new GET: must not get a's buffer
-  await s.loadPart('d', 0);
+  await s.churn(); // evicts a's part 0 while the read holds its block 3
   s.client.answer('a', PART);
   const r = await reading;
   t.equal(r.bytes, 2 * BLOCK);
@@ -148,9 +153,7 @@ t.test('a block that landed while its read waits on another GET is not recycled'
   await settle();
   s.client.answer('a', 3 * BLOCK); // block 3 lands in the cache
   await settle();
-  await s.loadPart('b', 0); // evicts it
-  await s.loadPart('c', 0);
-  await s.loadPart('d', 0);
+  await s.churn(); // evicts it
   s.client.answer('a', PART);
   await reading;
   t.ok(dst.equals(s.bodies.get('a')!.subarray(3 * BLOCK, 5 * BLOCK)), 'the held bytes are unchanged');
@@ -166,9 +169,7 @@ t.test('a block a reader found in flight (read-ahead) is not recycled before the
   await settle();
   s.client.answer('a', 0);
   await settle();
-  await s.loadPart('b', 0); // evicts a's part 0
-  await s.loadPart('c', 0);
-  await s.loadPart('d', 0);
+  await s.churn(); // evicts a's part 0
   s.client.answer('a', PART);
   await reading;
   t.ok(dst.equals(s.bodies.get('a')!.subarray(3 * BLOCK, 5 * BLOCK)), 'the held bytes are unchanged');
