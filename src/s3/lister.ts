@@ -32,6 +32,8 @@ export interface ListQuery {
   delimiter?: string;
   startAfter?: string;
   continuationToken?: string;
+  /** At most this many entries (S3's default and maximum is 1,000). */
+  maxKeys?: number;
 }
 
 export interface ListPage {

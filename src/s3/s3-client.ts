@@ -206,6 +206,7 @@ export class S3ObjectClient implements ObjectClient {
       ...(q.delimiter !== undefined ? { Delimiter: q.delimiter } : {}),
       ...(q.startAfter !== undefined ? { StartAfter: q.startAfter } : {}),
       ...(q.continuationToken !== undefined ? { ContinuationToken: q.continuationToken } : {}),
+      ...(q.maxKeys !== undefined ? { MaxKeys: q.maxKeys } : {}),
     }), { abortSignal: s }), signal);
     if (out.IsTruncated && !out.NextContinuationToken) {
       throw new S3Error(`S3 listing of s3://${this.bucket}/${q.prefix} is truncated but has no continuation token`, 200, undefined);
@@ -236,10 +237,7 @@ export class S3ObjectClient implements ObjectClient {
   }
 
   async firstKeyUnder(prefix: string, opts: RequestOptions = {}): Promise<string | undefined> {
-    const out = await this.withRetries('list', prefix, (s) => this.sdk.send(new ListObjectsV2Command({
-      Bucket: this.bucket, Prefix: prefix, MaxKeys: 1,
-    }), { abortSignal: s }), opts.signal);
-    return out.Contents?.[0]?.Key;
+    return (await this.listPage({ prefix, maxKeys: 1 }, opts.signal)).objects[0]?.key;
   }
 
   async getRange(key: string, start: number, endExclusive: number, etag: string, opts: RangeOptions = {}): Promise<Buffer> {
