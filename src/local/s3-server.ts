@@ -13,12 +13,16 @@
  *    It exits when told (SIGTERM) or when its stdin closes (our process died).
  *  - The data directory is a fresh temp dir unless `dir` is given; a temp dir is removed on stop().
  *  - Buckets and objects are managed with @aws-sdk/client-s3 (path-style, static credentials).
+ *  - s3rver is a devDependency: a production install (`npm ci --omit=dev`, the Docker image)
+ *    does not carry it. Only the demo, the bench and the tests start it, and without it they
+ *    stop with one line naming the fix (s3rverPath()).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { ConfigError } from '../errors.js';
 import {
   CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client,
 } from '@aws-sdk/client-s3';
@@ -77,13 +81,28 @@ server.run().then((addr) => {
 });
 `;
 
+/**
+ * Where s3rver is installed. It is a development dependency, absent from a production
+ * install: then a ConfigError (one line with the fix), not a MODULE_NOT_FOUND stack.
+ */
+export function s3rverPath(resolve: (id: string) => string = createRequire(import.meta.url).resolve): string {
+  try {
+    return resolve('s3rver');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'MODULE_NOT_FOUND') throw err;
+    throw new ConfigError('the local S3 server (s3rver) used by the demo and the bench is not installed: this is a production install (npm ci --omit=dev)', {
+      hint: 'Install the development packages with npm ci (or npm install --include=dev) in the sluice folder',
+    });
+  }
+}
+
 export async function startLocalS3(opts: { dir?: string } = {}): Promise<LocalS3> {
+  const s3rver = s3rverPath();
   const ownDir = opts.dir === undefined;
   const dir = opts.dir ?? await mkdtemp(path.join(os.tmpdir(), 'sluice-s3rver-'));
-  const s3rverPath = createRequire(import.meta.url).resolve('s3rver');
   const child = spawn(process.execPath, ['--openssl-legacy-provider', '-e', CHILD_SCRIPT], {
     stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...process.env, SLUICE_S3RVER_PATH: s3rverPath, SLUICE_S3RVER_DIR: dir, NODE_OPTIONS: '' },
+    env: { ...process.env, SLUICE_S3RVER_PATH: s3rver, SLUICE_S3RVER_DIR: dir, NODE_OPTIONS: '' },
   });
   let port: number;
   try {

@@ -2,7 +2,8 @@ import t from 'tap';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { startLocalS3 } from '../../src/local/s3-server.js';
+import { s3rverPath, startLocalS3 } from '../../src/local/s3-server.js';
+import { ConfigError } from '../../src/errors.js';
 import { seedDataset, sourceBytes } from '../../src/local/dataset.js';
 
 t.test('starts s3rver on loopback, stores objects, stops and cleans up', async (t) => {
@@ -58,4 +59,13 @@ t.test('a given directory is used and kept; objects survive a restart', async (t
   const got = await sdk.send(new GetObjectCommand({ Bucket: 'keep', Key: 'k' }));
   t.equal(got.ETag, etag);
   t.equal(Buffer.from(await got.Body!.transformToByteArray()).toString(), 'kept');
+});
+
+t.test('without s3rver (a production install) the error is one line naming the fix', async (t) => {
+  const missing = () => { throw Object.assign(new Error("Cannot find module 's3rver'"), { code: 'MODULE_NOT_FOUND' }); };
+  const err = (() => { try { s3rverPath(missing); } catch (e) { return e; } return undefined; })();
+  t.ok(err instanceof ConfigError, 'a user error, printed without a stack');
+  t.match((err as ConfigError).oneLine(), /s3rver.*not installed.*npm ci/);
+  t.notMatch((err as ConfigError).oneLine(), /\n/);
+  t.match(s3rverPath(), /s3rver/, 'found in this development install');
 });
