@@ -7,6 +7,9 @@
  * Exports: mkfifo(path: string, mode: number): undefined
  *          setPipeSize(fd: number, bytes: number): number   (size granted)
  *          getPipeSize(fd: number): number
+ *          checkFuseFd(fd: number): number   (0, or -errno: -EBADF not open, -ENODEV not /dev/fuse)
+ * The addon also defines fuse_mount/fuse_unmount for /dev/fd/N mount points (src/fuse_fd.c);
+ * they take effect only when it is loaded with RTLD_GLOBAL.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include <uv.h>
 
 #include "sluice_fifo.h"
+#include "sluice_fuse_fd.h"
 
 /* PATH_MAX on Linux; longer paths fail in the kernel with ENAMETOOLONG anyway. */
 #define SLUICE_PATH_MAX 4096
@@ -132,11 +136,23 @@ static napi_value js_get_pipe_size(napi_env env, napi_callback_info info) {
   return result;
 }
 
+static napi_value js_check_fuse_fd(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd;
+  if (argc < 1 || !get_int32(env, argv[0], "fd", &fd)) return NULL;
+  napi_value result;
+  CHECK_NAPI(env, napi_create_int32(env, sluice_check_fuse_fd(fd), &result));
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"mkfifo", NULL, js_mkfifo, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setPipeSize", NULL, js_set_pipe_size, NULL, NULL, NULL, napi_enumerable, NULL},
     {"getPipeSize", NULL, js_get_pipe_size, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"checkFuseFd", NULL, js_check_fuse_fd, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -1,10 +1,13 @@
 {
-  # sluice's N-API addon: mkfifo and Linux pipe sizes for Pipe mode.
+  # sluice's N-API addon: mkfifo and Linux pipe sizes for Pipe mode, and FUSE mounts
+  # served from an open /dev/fuse descriptor (src/fuse_fd.c).
   # Built by `node-gyp rebuild` in this folder; output stays in native/build/.
   "targets": [
     {
       "target_name": "sluice_native",
-      "sources": ["binding.c", "src/fifo.c"],
+      "sources": ["binding.c", "src/fifo.c", "src/fuse_fd.c"],
+      # dlopen/dlvsym: in libc since glibc 2.34, in libdl before.
+      "libraries": ["-ldl"],
       "include_dirs": ["include"],
       # N-API 8 is in every Node >= 12.22, far below our Node >= 20 floor.
       "defines": ["NAPI_VERSION=8"],

@@ -26,7 +26,7 @@ import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { fuseTimeoutMs } from './deadline.js';
 import { mountCore } from './kernel-mount.js';
-import { checkFuseAvailable, prepareMountpoint } from './mountpoint.js';
+import { checkFuseAvailable, checkFuseFdMount, fuseFdOf, prepareMountpoint } from './mountpoint.js';
 import { loadFuse } from './native.js';
 
 /** The shared options (src/config/options.ts) a FastFile mount takes. */
@@ -60,8 +60,14 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
   const o = opts.options;
   const { bucket, prefix } = parseS3Uri(opts.uri);
   const mountpoint = path.resolve(opts.mountpoint);
-  checkFuseAvailable();
-  await prepareMountpoint(mountpoint);
+  // "/dev/fd/N": a mount made by someone else, served from its descriptor (mountpoint.ts).
+  const fromFd = fuseFdOf(mountpoint) !== undefined;
+  if (fromFd) {
+    checkFuseFdMount(fuseFdOf(mountpoint)!);
+  } else {
+    checkFuseAvailable();
+    await prepareMountpoint(mountpoint);
+  }
 
   const client = createObjectClient(clientOptionsFrom(bucket, o));
   const mlog = log.child({ component: 'fastfile', mountpoint, ...(opts.channel ? { channel: opts.channel } : {}) });
@@ -85,7 +91,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
 
     // A bad bucket or bad credentials fail the first listing request: report that before
     // mounting anything. The FUSE binding loads while that request is in flight.
-    loadFuse();
+    loadFuse({ fromFd });
     await fs.firstAnswer;
     const mounting = mountCore(fs, mountpoint, {
       allowOther: o.allowOther,

@@ -17,6 +17,11 @@
  *    kernel. Safe because a file's bytes are pinned to the listed ETag for the mount's life.
  *  - allow_other only when asked (--allow-other).
  *  - fuse-native's per-operation timeout from deadline.ts (see there).
+ * A "/dev/fd/N" mount point (mountpoint.ts fuseFdOf) is served from that descriptor: the
+ * mount exists already, with the options its maker chose, so none of the mount options
+ * above apply except the libfuse ones (timeouts, kernel_cache); there is no folder to stat
+ * and no readahead to set (its bdi is unknown), and unmount() only stops serving: the
+ * maker unmounts.
  * The prepare step (prepareMountpoint) is the caller's, so that user errors surface
  * before slow work such as listing the bucket.
  */
@@ -26,7 +31,7 @@ import { FuseUnavailableError, MountpointError } from '../errors.js';
 import type { FsCore } from '../fs/types.js';
 import { log } from '../log.js';
 import { fuseOpsFor } from './adapter.js';
-import { detachMount, checkFuseAvailable } from './mountpoint.js';
+import { detachMount, checkFuseAvailable, checkFuseFdMount, fuseFdOf } from './mountpoint.js';
 import { loadFuse, type NativeFuse } from './native.js';
 import { setReadaheadKb } from './readahead.js';
 
@@ -94,14 +99,19 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 /** Mounts `core` at `mountpoint` (which prepareMountpoint() has checked) and resolves once the mount answers. */
 export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMountOptions): Promise<KernelMount> {
-  checkFuseAvailable();
   const mnt = path.resolve(mountpoint);
-  const Fuse = loadFuse();
+  const fd = fuseFdOf(mnt);
+  if (fd === undefined) checkFuseAvailable();
+  else checkFuseFdMount(fd);
+  const fromFd = fd !== undefined;
+  const Fuse = loadFuse({ fromFd });
   const fuse: NativeFuse = new Fuse(mnt, fuseOpsFor(core, { onUnexpectedError: errorLogger() }), {
     timeout: opts.fuseTimeoutMs,
-    fsname: 'sluice',
-    subtype: 'sluice',
-    allowOther: opts.allowOther,
+    // Mount options: for a descriptor mount its maker chose them (libfuse would reject them here).
+    fsname: fromFd ? '' : 'sluice',
+    subtype: fromFd ? '' : 'sluice',
+    allowOther: fromFd ? false : opts.allowOther,
+    fromFd,
     kernelCache: true,
     attrTimeout: opts.attrTimeoutSec,
     entryTimeout: opts.attrTimeoutSec,
@@ -110,7 +120,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     debug: opts.debug ?? false,
   });
 
-  const parentDev = (await stat(path.dirname(mnt))).dev;
+  const parentDev = fromFd ? undefined : (await stat(path.dirname(mnt))).dev;
   await withTimeout(new Promise<void>((resolve, reject) => {
     fuse.mount((err) => {
       if (!err) return resolve();
@@ -132,6 +142,20 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     });
     return unmounted;
   };
+
+  if (fromFd) {
+    // The kernel's INIT has been answered (fuse-native calls back on it): the mount answers.
+    let stopped = false;
+    return {
+      mountpoint: mnt,
+      readaheadKb: undefined,
+      unmount: async () => {
+        if (stopped) return;
+        stopped = true;
+        await new Promise<void>((resolve) => fuse.unmount(() => resolve()));
+      },
+    };
+  }
 
   try {
     const st = await withTimeout(stat(mnt), INIT_TIMEOUT_MS, `the first stat of ${mnt}`);

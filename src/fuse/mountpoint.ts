@@ -17,12 +17,18 @@
  * ("Transport endpoint is not connected") on `stat`, or on `readdir` when the kernel
  * still had its attributes cached: we detach it (`fusermount -uz`, then `umount -l`)
  * and reuse the folder, so a restart after kill -9 just works.
+ *
+ * A mount point "/dev/fd/N" is a mount someone else made (fuseFdOf): a CSI driver or an
+ * init helper opened /dev/fuse, mounted with fd=N and passed the descriptor on. Then
+ * checkFuseFdMount() replaces both checks: only libfuse.so.2 and descriptor N (open, and
+ * /dev/fuse) are needed, neither the /dev/fuse device node nor fusermount nor a folder.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { FuseUnavailableError, MountpointError } from '../errors.js';
+import { Errno, FuseUnavailableError, MountpointError } from '../errors.js';
+import { loadFuseFdShim } from './native.js';
 
 /** The FUSE device; SLUICE_DEV_FUSE is a test hook. */
 function devFusePath(): string {
@@ -62,12 +68,38 @@ export function checkFuseAvailable(): void {
   }
   if (!libfuseCandidates().some((p) => existsSync(p))) {
     throw new FuseUnavailableError('FUSE is not available: libfuse.so.2 is not installed', {
-      hint: 'Install it with: apt-get install -y libfuse2 (or: yum install -y fuse-libs)',
+      hint: 'Install it with: apt-get install -y libfuse2 (libfuse2t64 on Ubuntu 24.04; or: yum install -y fuse-libs)',
     });
   }
   if (!onPath('fusermount')) {
     throw new FuseUnavailableError('FUSE is not available: fusermount is not installed', {
       hint: 'Install it with: apt-get install -y fuse (or: yum install -y fuse)',
+    });
+  }
+}
+
+/** N for a mount point "/dev/fd/N" (a mount served from an inherited /dev/fuse descriptor), else undefined. */
+export function fuseFdOf(mountpoint: string): number | undefined {
+  const m = /^\/dev\/fd\/(\d{1,9})$/.exec(mountpoint);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** The checks for a "/dev/fd/N" mount point: libfuse.so.2 installed, N an open /dev/fuse descriptor. */
+export function checkFuseFdMount(fd: number): void {
+  if (!libfuseCandidates().some((p) => existsSync(p))) {
+    throw new FuseUnavailableError('FUSE is not available: libfuse.so.2 is not installed', {
+      hint: 'Install it with: apt-get install -y libfuse2 (libfuse2t64 on Ubuntu 24.04; or: yum install -y fuse-libs)',
+    });
+  }
+  const res = loadFuseFdShim().checkFuseFd(fd);
+  if (res === -Errno.EBADF) {
+    throw new MountpointError(`/dev/fd/${fd} is not an open file descriptor of this process`, {
+      hint: `Start sluice with the /dev/fuse descriptor the mount was made with open as ${fd} (for example from a CSI driver or an init helper)`,
+    });
+  }
+  if (res !== 0) {
+    throw new MountpointError(`/dev/fd/${fd} is not a /dev/fuse descriptor`, {
+      hint: 'Pass the descriptor of /dev/fuse that was used to mount (mount option fd=N)',
     });
   }
 }

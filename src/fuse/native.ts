@@ -6,8 +6,19 @@
  * native stack trace. `loadFuse()` returns a subclass that adds the mount options
  * fuse-native has no switch for (`ro`, `negative_timeout`); everything else goes
  * through fuse-native's own option names.
+ *
+ * Descriptor mounts ("/dev/fd/N", see native/src/fuse_fd.c): `loadFuse({ fromFd: true })`
+ * first loads our addon with RTLD_GLOBAL, so that fuse-native's calls to libfuse's
+ * fuse_mount/fuse_unmount reach the addon's versions, which wrap descriptor N instead of
+ * mounting. The subclass then skips what fuse-native does around a folder mount point
+ * (stat it, fusermount -u it) and passes only libfuse options (no mount options: the
+ * mount was made by whoever opened the descriptor).
  */
 import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { FuseUnavailableError } from '../errors.js';
 
 /** A stat as fuse-native encodes it (dates or epoch ms). */
 export interface NativeStat {
@@ -63,6 +74,8 @@ export interface NativeMountOptions {
   /** Added by our subclass. */
   readOnly: boolean;
   negativeTimeout: number;
+  /** Serve the mount behind the mount point "/dev/fd/N" (loadFuse({ fromFd: true }) first). */
+  fromFd?: boolean;
 }
 
 export interface NativeFuse {
@@ -74,17 +87,101 @@ export interface NativeFuse {
 export type NativeFuseCtor = new (mnt: string, ops: NativeOps, opts: NativeMountOptions) => NativeFuse;
 
 let cached: NativeFuseCtor | undefined;
+let fdShim: FuseFdShim | undefined;
 
-/** Requires fuse-native (call checkFuseAvailable() first) and returns our subclass of it. */
-export function loadFuse(): NativeFuseCtor {
+/** What our addon offers for descriptor mounts (native/binding.c). */
+export interface FuseFdShim {
+  /** 0 when `fd` is an open /dev/fuse descriptor, else -EBADF (not open) or -ENODEV (something else). */
+  checkFuseFd(fd: number): number;
+}
+
+/** native/ sits two levels above both src/fuse/ (tests) and dist/fuse/ (the CLI). */
+const NATIVE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native');
+
+/**
+ * Loads our addon into the global symbol scope (RTLD_GLOBAL), where its fuse_mount and
+ * fuse_unmount take precedence over libfuse's for fuse-native. Must run before
+ * fuse-native is loaded. Throws FuseUnavailableError when the addon is missing or old.
+ */
+export function loadFuseFdShim(): FuseFdShim {
+  if (fdShim) return fdShim;
+  const fix = 'Build the addon (needs a C compiler, make and python3): npm run build:native';
+  let file: string;
+  try {
+    file = (createRequire(import.meta.url)('node-gyp-build') as { path(dir: string): string }).path(NATIVE_DIR);
+  } catch {
+    throw new FuseUnavailableError("mounting from a /dev/fd/N descriptor needs sluice's native addon, which is not built", { hint: fix });
+  }
+  const mod = { exports: {} as Partial<FuseFdShim> };
+  process.dlopen(mod, file, os.constants.dlopen.RTLD_NOW | os.constants.dlopen.RTLD_GLOBAL);
+  if (typeof mod.exports.checkFuseFd !== 'function') {
+    throw new FuseUnavailableError("sluice's native addon was built before it could mount from a /dev/fd/N descriptor", { hint: fix });
+  }
+  fdShim = mod.exports as FuseFdShim;
+  return fdShim;
+}
+
+/** fuse-native's own binding (the same module object fuse-native's index.js loads). */
+interface FuseBinding {
+  sizeof_fuse_thread_t: number;
+  fuse_native_mount(mnt: string, opts: string, thread: Buffer, self: unknown, malloc: unknown, handlers: unknown, implemented: Uint32Array): void;
+  fuse_native_unmount(mnt: string, thread: Buffer): void;
+}
+
+/** fuse-native's private members the descriptor path uses (fuse-native 2.2.x; unmaintained, so stable). */
+interface FuseInternals {
+  mnt: string;
+  opts: NativeMountOptions;
+  _thread: Buffer;
+  _openCallback: ((err: Error | null) => void) | null;
+  _malloc: unknown;
+  _handlers: unknown;
+  _getImplementedArray(): Uint32Array;
+  _fuseOptions(): string;
+}
+
+/**
+ * Requires fuse-native (call checkFuseAvailable() first) and returns our subclass of it.
+ * With `fromFd`, loads the descriptor shim first (see the top of this file).
+ */
+export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
+  if (opts.fromFd) loadFuseFdShim();
   if (cached) return cached;
-  const Fuse = createRequire(import.meta.url)('fuse-native') as new (...a: any[]) => any;
+  const require = createRequire(import.meta.url);
+  const Fuse = require('fuse-native') as new (...a: any[]) => any;
+  const binding = (require('node-gyp-build') as (dir: string) => FuseBinding)(path.dirname(require.resolve('fuse-native/package.json')));
   class SluiceFuse extends Fuse {
+    /** fuse-native insists on a folder it can stat; a descriptor mount has none here. */
+    _open(cb: (err: Error | null) => void): void {
+      const self = this as unknown as FuseInternals;
+      if (!self.opts.fromFd) return super._open(cb);
+      self._thread = Buffer.alloc(binding.sizeof_fuse_thread_t);
+      self._openCallback = cb; // called by fuse-native when the kernel's INIT arrives
+      try {
+        binding.fuse_native_mount(self.mnt, self._fuseOptions(), self._thread, this, self._malloc, self._handlers, self._getImplementedArray());
+      } catch (err) {
+        self._openCallback = null;
+        cb(err as Error);
+      }
+    }
+
+    /** A descriptor mount is not ours to unmount (no fusermount -u): stop holding the event loop. */
+    _close(cb: (err: Error | null) => void): void {
+      const self = this as unknown as FuseInternals;
+      if (!self.opts.fromFd) return super._close(cb);
+      try {
+        binding.fuse_native_unmount(self.mnt, self._thread);
+      } catch (err) {
+        return cb(err as Error);
+      }
+      cb(null);
+    }
+
     _fuseOptions(): string {
       const base: string = super._fuseOptions();
       const o = (this as unknown as { opts: NativeMountOptions }).opts;
       const extra: string[] = [];
-      if (o.readOnly) extra.push('ro');
+      if (o.readOnly && !o.fromFd) extra.push('ro');
       if (o.negativeTimeout > 0) extra.push(`negative_timeout=${o.negativeTimeout}`);
       if (extra.length === 0) return base;
       return base ? `${base},${extra.join(',')}` : `-o${extra.join(',')}`;

@@ -21,9 +21,12 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = process.env, tim
 
 export interface RunningCli { child: ChildProcess; stdout: () => string; stderr: () => string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> }
 
-/** Starts the CLI and resolves once stdout has a line matching `ready` (rejects if it exits first). */
-export function startCli(args: string[], env: NodeJS.ProcessEnv, ready = /^ready .+$/m, timeoutMs = 90_000): Promise<RunningCli> {
-  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts the CLI and resolves once stdout has a line matching `ready` (rejects if it exits first).
+ * `fds` are passed on as the child's descriptors 3, 4, ...
+ */
+export function startCli(args: string[], env: NodeJS.ProcessEnv, ready = /^ready .+$/m, timeoutMs = 90_000, fds: number[] = []): Promise<RunningCli> {
+  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe', ...fds] });
   let out = '';
   let err = '';
   child.stdout!.on('data', (b: Buffer) => { out += b.toString(); });
