@@ -60,7 +60,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const entry = COMMANDS[cmd];
   if (!entry) {
-    process.stderr.write(`sluice: unknown command ${JSON.stringify(cmd)}. See sluice --help\n`);
+    const guess = (await import('./config/options.js')).closest(cmd, Object.keys(COMMANDS));
+    process.stderr.write(`sluice: unknown command ${JSON.stringify(cmd)}.${guess ? ` Did you mean sluice ${guess}?` : ''} See sluice --help\n`);
     return 2;
   }
   const command = await entry.load();

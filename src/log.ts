@@ -13,7 +13,15 @@
  *    (40 base64 characters mixing upper case, lower case and digits).
  * Scrubbing the serialized line rather than the objects costs a few regex passes
  * per line; sluice logs events, not per-read traffic, so that is cheap.
+ *
+ * Where and how (configureLogging(), from --log-format and --log-file): the process
+ * logger writes through one sink that can be pointed at stderr or a file (appended,
+ * synchronously) and can turn each scrubbed JSON line into one readable text line
+ * (`time LEVEL component: message key=value ...`). JSON is the default outside a
+ * terminal, for log collectors; text is the default on a terminal.
  */
+import { mkdirSync, openSync } from 'node:fs';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import { InvalidArgumentError } from './errors.js';
@@ -103,8 +111,68 @@ export function createLogger(dest?: DestinationStream | Writable, level: string 
   );
 }
 
+/** pino's SonicBoom destination: what the sink writes to. */
+type Destination = ReturnType<typeof pino.destination>;
+
+/** Fields of a pino line that the text format shows in its fixed columns (or leaves out). */
+const TEXT_FIXED = new Set(['level', 'time', 'pid', 'name', 'msg', 'component']);
+
+/** One pino JSON line (already scrubbed) as `time LEVEL component: message key=value ...`. */
+export function textLine(json: string): string {
+  let rec: Record<string, unknown>;
+  try {
+    rec = JSON.parse(json) as Record<string, unknown>;
+  } catch {
+    return json;
+  }
+  const fields: string[] = [];
+  for (const [k, v] of Object.entries(rec)) {
+    if (TEXT_FIXED.has(k)) continue;
+    // Strings bare when they can be, else quoted; numbers, booleans and objects as JSON.
+    fields.push(`${k}=${typeof v !== 'string' ? JSON.stringify(v) : /^[^\s"=]+$/.test(v) ? v : JSON.stringify(v)}`);
+  }
+  const level = String(rec.level ?? 'info').toUpperCase().padEnd(5);
+  const component = rec.component === undefined ? '' : `${String(rec.component)}: `;
+  return `${String(rec.time ?? '')} ${level} ${component}${String(rec.msg ?? '')}${fields.length ? ` ${fields.join(' ')}` : ''}\n`;
+}
+
+/** The process logger's output: stderr or a file, JSON or text; switched by configureLogging(). */
+const sink = {
+  dest: undefined as Destination | undefined,
+  text: false,
+  write(line: string): void {
+    this.dest ??= pino.destination({ dest: 2, sync: true });
+    this.dest.write(this.text ? textLine(line) : line);
+  },
+};
+
 /** The process logger. Use `log.child({ component: 'fuse' })` for a part of the program. */
-export const log: Logger = createLogger();
+export const log: Logger = createLogger(sink as unknown as DestinationStream);
+
+export type LogFormat = 'auto' | 'text' | 'json';
+
+/**
+ * Applies --log-level, --log-format and --log-file to the process logger. `auto` is text
+ * on a terminal (stderr a TTY, no log file) and JSON otherwise. The file is created if
+ * missing and appended to; a file that cannot be opened is an InvalidArgumentError.
+ */
+export function configureLogging(o: { logLevel: string; logFormat?: string; logFile?: string | undefined }, stderrIsTty = process.stderr.isTTY === true): void {
+  setLogLevel(o.logLevel);
+  sink.dest = undefined; // stderr unless a file is given
+  if (o.logFile !== undefined) {
+    let dest: Destination;
+    try {
+      // Opened here, so a bad path fails now with its errno (SonicBoom would retry it).
+      mkdirSync(path.dirname(o.logFile), { recursive: true });
+      dest = pino.destination({ dest: openSync(o.logFile, 'a'), sync: true });
+    } catch (err) {
+      throw new InvalidArgumentError(`cannot open --log-file ${o.logFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { hint: 'Choose a path in a writable folder' });
+    }
+    sink.dest = dest;
+  }
+  const format = (o.logFormat ?? 'auto') as LogFormat;
+  sink.text = format === 'text' || (format === 'auto' && stderrIsTty && o.logFile === undefined);
+}
 
 /** Set the level of `log` (and of its children): fatal, error, warn, info, debug, trace or silent. */
 export function setLogLevel(level: string): void {

@@ -1,6 +1,9 @@
 import t from 'tap';
 import { Writable } from 'node:stream';
-import { createLogger, log, REDACTED, scrub, setLogLevel } from '../src/log.js';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { configureLogging, createLogger, log, REDACTED, scrub, setLogLevel, textLine } from '../src/log.js';
 
 /** A logger writing into an array of parsed lines. */
 function capture(level = 'trace') {
@@ -80,4 +83,27 @@ t.test('SLUICE_LOG_LEVEL sets the initial level', async (t) => {
     env: { ...process.env, SLUICE_LOG_LEVEL: 'debug' }, encoding: 'utf8', timeout: 60_000,
   });
   t.equal(r.stdout.trim(), 'debug', r.stderr);
+});
+
+t.test('--log-format text: one readable line per event, secrets still scrubbed', async (t) => {
+  const json = JSON.stringify({ level: 'warn', time: '2026-01-01T00:00:00.000Z', pid: 7, name: 'sluice', component: 'fuse', msg: 'FUSE operation failed', op: 'read', path: '/a b', n: 3, secretAccessKey: REDACTED });
+  t.equal(textLine(json + '\n'), `2026-01-01T00:00:00.000Z WARN  fuse: FUSE operation failed op=read path="/a b" n=3 secretAccessKey=${REDACTED}\n`);
+  t.equal(textLine('not json\n'), 'not json\n', 'anything else passes through');
+});
+
+t.test('configureLogging: --log-file appends JSON lines (or text), auto picks text only on a terminal', async (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-log-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'sub', 'sluice.log');
+  const before = log.level;
+  t.teardown(() => { configureLogging({ logLevel: before, logFormat: 'json' }, false); });
+  configureLogging({ logLevel: 'info', logFormat: 'auto', logFile: file }, true);
+  log.info({ key: 'AKIAABCDEFGHIJKLMNOP' }, 'to the file');
+  const line = JSON.parse(readFileSync(file, 'utf8').trim().split('\n').pop()!) as Record<string, unknown>;
+  t.equal(line.msg, 'to the file', 'auto with a log file: JSON, even on a terminal');
+  t.equal(line.key, REDACTED, 'scrubbed');
+  configureLogging({ logLevel: 'info', logFormat: 'text', logFile: file }, false);
+  log.info('as text');
+  t.match(readFileSync(file, 'utf8').trim().split('\n').pop()!, /^\d{4}-\d\d-\d\dT[\d:.]+Z INFO  as text$/);
+  t.throws(() => configureLogging({ logLevel: 'info', logFile: path.join(file, 'under-a-file.log') }), { code: 'SLUICE_INVALID_ARGUMENT', message: /cannot open --log-file/ });
 });

@@ -15,13 +15,14 @@ import path from 'node:path';
 import { helpFor, parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
 import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
-import { log, setLogLevel } from '../log.js';
+import { configureLogging, log } from '../log.js';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
 import { startSummary, type Summary } from '../metrics/summary.js';
+import { DAEMON_CHILD_ENV, mountInBackground } from './daemon.js';
 
 export const summary = 'Mount an S3 prefix read-only at a folder (SageMaker FastFile mode).';
 
-const NAMES = [...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'readyFile', 'logLevel'] as const;
+const NAMES = [...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'readyFile', 'logLevel', 'logFormat', 'logFile', 'daemon'] as const;
 
 function help(): string {
   return [
@@ -41,15 +42,22 @@ function help(): string {
     'Prints "ready <mountpoint>" on stdout once the mount answers (it mounts once S3 has',
     'answered the first listing request), then stays in the foreground until SIGINT or',
     'SIGTERM, and unmounts. A mount point left behind by a killed run ("Transport endpoint is',
-    'not connected") is cleaned up and reused.',
+    'not connected") is cleaned up and reused. With --daemon it returns once the mount is',
+    'ready instead (exit status 0: mounted) and serves it from a background process.',
+    '',
+    'The mount point may be /dev/fd/N: an open /dev/fuse descriptor that a CSI driver or a',
+    'privileged helper mounted with (mount option fd=N) and passed on. Sluice then serves',
+    'that mount and needs neither /dev/fuse nor CAP_SYS_ADMIN; whoever mounted unmounts.',
     '',
     'Options:',
     helpFor(NAMES),
     '  --help, -h',
     '      Show this help.',
     '',
-    'Example:',
+    'Examples:',
     '  sluice mount s3://my-bucket/train/ /mnt/train --cache-size 4GiB',
+    '  sluice mount s3://my-bucket/train/ /mnt/train --daemon --log-file /var/log/sluice.log',
+    '  sluice mount s3://open-dataset/ /mnt/open --no-sign-request --allow-other --uid 1000 --gid 1000',
   ].join('\n');
 }
 
@@ -85,12 +93,13 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const { options, positionals } = parseOptions('mount', argv, NAMES);
-  setLogLevel(options.logLevel);
+  configureLogging(options);
   if (positionals.length !== 2) {
     throw new InvalidArgumentError(`sluice mount takes an S3 URI and a mount point, got ${positionals.length} argument${positionals.length === 1 ? '' : 's'}`, {
       hint: 'Example: sluice mount s3://bucket/prefix/ /mnt/data (see sluice mount --help)',
     });
   }
+  if (options.daemon && !process.env[DAEMON_CHILD_ENV]) return mountInBackground(argv, options.logFile);
   const [uri, mountpointArg] = positionals as [string, string];
   const mountpoint = path.resolve(mountpointArg);
   const readyName = `mount ${mountpoint}`;

@@ -27,7 +27,7 @@ import { setMaxListeners } from 'node:events';
 import { mkdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { setLogLevel, log } from '../log.js';
+import { configureLogging, log } from '../log.js';
 import { helpFor, parseOptions, type Options } from '../config/options.js';
 import { AbortedError, ChildFailedError, ConfigError, InvalidArgumentError } from '../errors.js';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
@@ -51,7 +51,7 @@ export const summary = 'Give a training command the SageMaker input environment:
 
 const RUN_OPTION_NAMES = [
   'inputDataConfig', 'channel', 'root', 'inputMode', 'hostConfig', 'currentHost', 'hosts', 'hostCount', 'epochs', 'progress',
-  ...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'logLevel',
+  ...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'logLevel', 'logFormat', 'logFile',
 ] as const;
 type RunOptions = Options<(typeof RUN_OPTION_NAMES)[number]>;
 
@@ -134,7 +134,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const { options: o, rest, positionals } = parseOptions('run', argv, RUN_OPTION_NAMES);
-  setLogLevel(o.logLevel);
+  configureLogging(o);
   if (positionals.length > 0) throw new InvalidArgumentError(`unexpected argument ${JSON.stringify(positionals[0])}`, { hint: 'Put the training command after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
   if (rest.length === 0) throw new InvalidArgumentError('no training command given', { hint: 'Add it after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
 

@@ -11,7 +11,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { InvalidArgumentError } from '../errors.js';
 
-export type OptionType = 'string' | 'boolean' | 'int' | 'size' | 'duration-ms' | 'string[]';
+export type OptionType = 'string' | 'boolean' | 'int' | 'size' | 'duration-ms' | 'string[]' | 'octal';
 
 export interface OptionSpec<T = unknown> {
   /** Long flag name without dashes, e.g. 'cache-size'. */
@@ -74,12 +74,22 @@ export const OPTIONS = {
   hostCount: { flag: 'host-count', env: 'SLUICE_HOST_COUNT', type: 'int', doc: 'Number of hosts (hosts are algo-1..algo-N): with JOB_COMPLETION_INDEX (set it to the Indexed Job\'s completions) or with --current-host.', validate: (v: number) => (v >= 1 ? undefined : 'host-count must be at least 1') },
   epochs: { flag: 'epochs', env: 'SLUICE_EPOCHS', type: 'int', doc: 'Pipe mode: epochs to serve (FIFOs CHANNEL_0 .. CHANNEL_{N-1}). Default: no limit, as on SageMaker.', validate: (v: number) => (v >= 1 ? undefined : 'epochs must be at least 1') },
   progress: { flag: 'progress', env: 'SLUICE_PROGRESS', type: 'string', default: 'auto', doc: 'File mode progress: auto (a bar on a terminal, else a log line every 10 s), bar, log or none.', validate: (v: string) => (['auto', 'bar', 'log', 'none'].includes(v) ? undefined : 'progress must be auto, bar, log or none') },
+  // ---- deployment: access, ownership, logging, daemon (issue 13) ----
+  noSignRequest: { flag: 'no-sign-request', env: 'SLUICE_NO_SIGN_REQUEST', type: 'boolean', default: false, doc: 'Send S3 requests unsigned, without looking for credentials: for public buckets (open datasets), as aws s3 --no-sign-request.' },
+  uid: { flag: 'uid', env: 'SLUICE_UID', type: 'int', doc: 'Owner (user id) that files and folders of the mount show. Default: the user running sluice.', validate: (v: number) => (v >= 0 && v <= 0xfffffffe ? undefined : 'uid must be between 0 and 4294967294') },
+  gid: { flag: 'gid', env: 'SLUICE_GID', type: 'int', doc: 'Group id that files and folders of the mount show. Default: the group of the user running sluice.', validate: (v: number) => (v >= 0 && v <= 0xfffffffe ? undefined : 'gid must be between 0 and 4294967294') },
+  fileMode: { flag: 'file-mode', env: 'SLUICE_FILE_MODE', type: 'octal', default: 0o444, doc: 'Permission bits of files in the mount, in octal. The kernel enforces them (default_permissions) together with --uid and --gid; write bits are refused anyway (read-only mount).', validate: (v: number) => (v >= 0 && v <= 0o777 ? undefined : 'file-mode must be octal between 000 and 777') },
+  dirMode: { flag: 'dir-mode', env: 'SLUICE_DIR_MODE', type: 'octal', default: 0o555, doc: 'Permission bits of folders in the mount, in octal (x lets a user enter the folder).', validate: (v: number) => (v >= 0 && v <= 0o777 ? undefined : 'dir-mode must be octal between 000 and 777') },
+  allowRoot: { flag: 'allow-root', env: 'SLUICE_ALLOW_ROOT', type: 'boolean', default: false, doc: 'Let root read the mount as well as the user running sluice (FUSE allow_root). Cannot be combined with --allow-other.' },
+  logFormat: { flag: 'log-format', env: 'SLUICE_LOG_FORMAT', type: 'string', default: 'auto', doc: 'Log format: text (one readable line per event), json (JSON lines, for log collectors) or auto (text when stderr is a terminal and no --log-file, else json).', validate: (v: string) => (['auto', 'text', 'json'].includes(v) ? undefined : 'log-format must be auto, text or json') },
+  logFile: { flag: 'log-file', env: 'SLUICE_LOG_FILE', type: 'string', doc: 'Append logs to this file instead of stderr (created if missing). Errors that stop sluice are still printed on stderr.' },
+  daemon: { flag: 'daemon', env: 'SLUICE_DAEMON', type: 'boolean', default: false, doc: 'sluice mount: return once the mount is ready and keep serving it in the background (exit status 0 when it mounted). Logs go to --log-file, else to a file named on stderr. Stop it with kill PID (it unmounts) or fusermount -u.' },
 } as const satisfies Record<string, OptionSpec<any>>;
 
 export type OptionName = keyof typeof OPTIONS;
 
 type ValueOf<S> = S extends { type: 'boolean' } ? boolean
-  : S extends { type: 'int' | 'size' | 'duration-ms' } ? number
+  : S extends { type: 'int' | 'size' | 'duration-ms' | 'octal' } ? number
   : S extends { type: 'string[]' } ? string[]
   : string;
 type HasDefault<S> = S extends { default: unknown } ? true : false;
@@ -108,6 +118,13 @@ function parseInt10(text: string, what: string): number {
   return Number(text.trim());
 }
 
+/** Permission bits in octal: 644, 0644 or 0o644. */
+function parseOctal(text: string, what: string): number {
+  const m = /^(?:0o?)?([0-7]{1,4})$/i.exec(text.trim());
+  if (!m) throw new InvalidArgumentError(`${what}: ${JSON.stringify(text)} is not an octal mode`, { hint: 'Use octal permission bits, e.g. 0444 or 0555' });
+  return parseInt(m[1]!, 8);
+}
+
 function parseBool(text: string, what: string): boolean {
   const t = text.trim().toLowerCase();
   if (['1', 'true', 'yes', 'on'].includes(t)) return true;
@@ -123,6 +140,7 @@ function convert(spec: OptionSpec, raw: string | boolean | string[], source: str
     case 'duration-ms': return parseInt10(String(raw), what);
     case 'size': return parseSize(String(raw), what);
     case 'string[]': return Array.isArray(raw) ? raw : [String(raw)];
+    case 'octal': return parseOctal(String(raw), what);
     default: return String(raw);
   }
 }
@@ -181,8 +199,13 @@ export function parseOptions<N extends OptionName>(
     parsed = parseArgs({ args, options: parseSpec, allowPositionals: true, strict: true });
   } catch (err) {
     // parseArgs explains at length; the first sentence names the problem.
-    const first = (err instanceof Error ? err.message : String(err)).split(/\.(?:\s|$)/)[0]!;
-    throw new InvalidArgumentError(`${first.replace(/^Unknown option/, 'unknown option').replace(/^Option/, 'option')} (sluice ${command})`, { hint: `See sluice ${command} --help` });
+    const message = err instanceof Error ? err.message : String(err);
+    const first = message.split(/\.(?:\s|$)/)[0]!;
+    const unknown = /^Unknown option '--([^'=]+)/.exec(message)?.[1];
+    const guess = unknown === undefined ? undefined : closest(unknown, Object.keys(parseSpec));
+    throw new InvalidArgumentError(`${first.replace(/^Unknown option/, 'unknown option').replace(/^Option/, 'option')} (sluice ${command})`, {
+      hint: guess ? `Did you mean --${guess}? See sluice ${command} --help` : `See sluice ${command} --help`,
+    });
   }
   const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   const out: Record<string, unknown> = {};
@@ -204,14 +227,87 @@ export function parseOptions<N extends OptionName>(
   return { options: out as Options<N>, positionals: parsed.positionals, rest, extra: extraOut };
 }
 
-/** --help lines for the chosen options, from the same table. */
-export function helpFor(names: readonly OptionName[]): string {
-  const lines: string[] = [];
-  for (const n of names) {
-    const s = OPTIONS[n] as OptionSpec;
-    const arg = s.type === 'boolean' ? '' : s.type === 'size' ? ' BYTES' : s.type === 'int' ? ' N' : s.type === 'duration-ms' ? ' MS' : ' VALUE';
-    const env = s.env ? ` [env ${s.env}]` : '';
-    lines.push(`  --${s.flag}${arg}${env}\n      ${s.doc}`);
+/** Edit distance (insertions, deletions, substitutions, adjacent swaps) between a and b. */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...new Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1);
+      d[i]![j] = v;
+    }
   }
-  return lines.join('\n');
+  return d[a.length]![b.length]!;
+}
+
+/**
+ * The candidate closest to `word` for a "did you mean", or undefined when none is close:
+ * within a third of the word's length (at least 2, at most 3 edits), or a candidate the
+ * word is a prefix of (--cache for --cache-size).
+ */
+export function closest(word: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestD = Infinity;
+  for (const c of candidates) {
+    const dist = editDistance(word.toLowerCase(), c);
+    if (dist < bestD) { best = c; bestD = dist; }
+  }
+  if (best !== undefined && bestD <= Math.min(3, Math.max(2, Math.floor(word.length / 3)))) return best;
+  const prefixed = candidates.filter((c) => word.length >= 3 && c.startsWith(word.toLowerCase()));
+  return prefixed.length === 1 ? prefixed[0] : undefined;
+}
+
+/** Topics of --help, in order. Options not listed here are shown under "Other options". */
+export const OPTION_GROUPS: ReadonlyArray<{ title: string; names: readonly OptionName[] }> = [
+  { title: 'S3', names: ['endpoint', 'region', 'pathStyle', 'noSignRequest', 'maxConnections', 'maxAttempts', 'requestTimeout'] },
+  { title: 'Cache and read-ahead', names: ['cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize', 'readAheadKb'] },
+  { title: 'Mount (FUSE)', names: ['allowOther', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode', 'attrTimeout', 'readyFile', 'daemon'] },
+  { title: 'Channels and hosts (sluice run)', names: ['inputDataConfig', 'channel', 'root', 'inputMode', 'hostConfig', 'currentHost', 'hosts', 'hostCount', 'epochs', 'progress'] },
+  { title: 'Metrics and logs', names: ['metricsPort', 'metricsHost', 'logLevel', 'logFormat', 'logFile'] },
+];
+
+const KIB_UNITS: Array<[number, string]> = [[GiB, 'GiB'], [MiB, 'MiB'], [KiB, 'KiB']];
+
+/** The default as --help shows it, or undefined when the option has none (its doc says what happens). */
+export function defaultText(s: OptionSpec): string | undefined {
+  const v = typeof s.default === 'function' ? (s.default as () => unknown)() : s.default;
+  if (v === undefined) return undefined;
+  switch (s.type) {
+    case 'boolean': return v ? 'on' : 'off';
+    case 'size': {
+      const n = v as number;
+      const exact = KIB_UNITS.find(([u]) => n >= u && n % u === 0);
+      if (exact) return `${n / exact[0]}${exact[1]}`;
+      const near = KIB_UNITS.find(([u]) => n >= u); // a computed default: about this much
+      return near ? `${(n / near[0]).toFixed(1)}${near[1]}` : String(n);
+    }
+    case 'duration-ms': return `${v as number} ms`;
+    case 'octal': return `0${(v as number).toString(8)}`;
+    default: return String(v);
+  }
+}
+
+function helpLine(s: OptionSpec): string {
+  const arg = s.type === 'boolean' ? '' : s.type === 'size' ? ' BYTES' : s.type === 'int' ? ' N' : s.type === 'duration-ms' ? ' MS' : s.type === 'octal' ? ' MODE' : ' VALUE';
+  const env = s.env ? ` [env ${s.env}]` : '';
+  const def = defaultText(s);
+  return `  --${s.flag}${arg}${env}${def === undefined ? '' : ` (default: ${def})`}\n      ${s.doc}`;
+}
+
+/** --help for the chosen options, from the same table, grouped by topic (OPTION_GROUPS) with each default. */
+export function helpFor(names: readonly OptionName[]): string {
+  const chosen = new Set(names);
+  const sections: string[] = [];
+  const shown = new Set<OptionName>();
+  for (const g of OPTION_GROUPS) {
+    const inGroup = g.names.filter((n) => chosen.has(n));
+    if (inGroup.length === 0) continue;
+    for (const n of inGroup) shown.add(n);
+    sections.push(`${g.title}:\n${inGroup.map((n) => helpLine(OPTIONS[n] as OptionSpec)).join('\n')}`);
+  }
+  const rest = names.filter((n) => !shown.has(n));
+  if (rest.length > 0) sections.push(`Other options:\n${rest.map((n) => helpLine(OPTIONS[n] as OptionSpec)).join('\n')}`);
+  return sections.join('\n\n');
 }

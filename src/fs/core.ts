@@ -82,6 +82,8 @@ export interface SluiceFsOptions {
   randomFillMaxSize?: number;
   /** The S3 client's connections (--max-connections), to keep the random fill to half of them; default 64. */
   maxConnections?: number;
+  /** What files and folders show as owner and permissions (--uid, --gid, --file-mode, --dir-mode); default the process's user, 0444 and 0555. */
+  owner?: { uid?: number | undefined; gid?: number | undefined; fileMode?: number | undefined; dirMode?: number | undefined };
 }
 
 export interface ReadOptions {
@@ -217,14 +219,21 @@ export class SluiceFs implements FsCore {
   private readonly handles = new Map<number, Handle>();
   private readonly waitClock: WaitClock;
   private nextFh = 1;
-  private readonly uid = process.getuid?.() ?? 0;
-  private readonly gid = process.getgid?.() ?? 0;
+  private readonly uid: number;
+  private readonly gid: number;
+  /** Permission bits shown; write bits are cleared (the mount is read-only whatever they say). */
+  private readonly fileMode: number;
+  private readonly dirMode: number;
   private readonly mountTime = new Date();
   private closed = false;
 
   private constructor(private readonly opts: SluiceFsOptions) {
     this.channel = opts.channel ?? 'fastfile';
     this.prefix = normalizePrefix(opts.prefix);
+    this.uid = opts.owner?.uid ?? process.getuid?.() ?? 0;
+    this.gid = opts.owner?.gid ?? process.getgid?.() ?? 0;
+    this.fileMode = (opts.owner?.fileMode ?? 0o444) & 0o555;
+    this.dirMode = (opts.owner?.dirMode ?? 0o555) & 0o555;
     this.earlyRoot.provisional = true;
     // GET buffers are recycled (fresh memory costs a page fault per 4 KiB); the pool holds at
     // most what the cache and the GETs in flight may hold anyway, so memory stays bounded.
@@ -449,9 +458,9 @@ export class SluiceFs implements FsCore {
     if (node.kind === 'dir') {
       // nlink 1 = "count unknown", for a folder found before its subfolders were listed.
       const nlink = node.provisional ? 1 : 2 + node.subdirs;
-      return { mode: S_IFDIR | 0o555, size: DIR_SIZE, mtime: this.mountTime, nlink, uid: this.uid, gid: this.gid };
+      return { mode: S_IFDIR | this.dirMode, size: DIR_SIZE, mtime: this.mountTime, nlink, uid: this.uid, gid: this.gid };
     }
-    return { mode: S_IFREG | 0o444, size: node.info.size, mtime: node.info.lastModified, nlink: 1, uid: this.uid, gid: this.gid };
+    return { mode: S_IFREG | this.fileMode, size: node.info.size, mtime: node.info.lastModified, nlink: 1, uid: this.uid, gid: this.gid };
   }
 
   /** A path's node before the listing completes, asked of S3 once per path (see the module comment). */

@@ -21,6 +21,7 @@
 import path from 'node:path';
 import type { Options } from '../config/options.js';
 import { SluiceFs } from '../fs/core.js';
+import { InvalidArgumentError } from '../errors.js';
 import { log } from '../log.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
@@ -34,6 +35,7 @@ export const FASTFILE_OPTION_NAMES = [
   'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout',
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
+  'noSignRequest', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode',
 ] as const;
 
 export type FastFileOptions = Options<(typeof FASTFILE_OPTION_NAMES)[number]>;
@@ -59,6 +61,9 @@ export interface MountFastFileOptions {
 export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFileMount> {
   const o = opts.options;
   const { bucket, prefix } = parseS3Uri(opts.uri);
+  if (o.allowOther && o.allowRoot) {
+    throw new InvalidArgumentError('--allow-other and --allow-root cannot be combined', { hint: 'Use --allow-other (it includes root) or --allow-root alone' });
+  }
   const mountpoint = path.resolve(opts.mountpoint);
   // "/dev/fd/N": a mount made by someone else, served from its descriptor (mountpoint.ts).
   const fromFd = fuseFdOf(mountpoint) !== undefined;
@@ -80,6 +85,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       cacheSize: o.cacheSize, partSize: o.partSize, maxPrefetch: o.maxPrefetch, maxInflight: o.maxInflight,
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
+      owner: { uid: o.uid, gid: o.gid, fileMode: o.fileMode, dirMode: o.dirMode },
     });
     core = fs;
     const listed = fs.listed.then(() => {
@@ -95,6 +101,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
     await fs.firstAnswer;
     const mounting = mountCore(fs, mountpoint, {
       allowOther: o.allowOther,
+      allowRoot: o.allowRoot,
       attrTimeoutSec: o.attrTimeout,
       readaheadKb: o.readAheadKb,
       fuseTimeoutMs: fuseTimeoutMs({ requestTimeoutMs: o.requestTimeout, maxAttempts: o.maxAttempts }),

@@ -15,7 +15,10 @@
  *  - kernel_cache (FOPEN_KEEP_CACHE), no direct_io: pages read once stay in the page cache
  *    across close/open, so a second epoch over a dataset that fits in RAM never leaves the
  *    kernel. Safe because a file's bytes are pinned to the listed ETag for the mount's life.
- *  - allow_other only when asked (--allow-other).
+ *  - allow_other or allow_root only when asked (--allow-other, --allow-root).
+ *  - default_permissions: the kernel checks the owner and modes the mount shows
+ *    (--uid, --gid, --file-mode, --dir-mode) itself, as for a local disk; without it a
+ *    user let in by allow_other could read whatever the modes say.
  *  - fuse-native's per-operation timeout from deadline.ts (see there).
  * A "/dev/fd/N" mount point (mountpoint.ts fuseFdOf) is served from that descriptor: the
  * mount exists already, with the options its maker chose, so none of the mount options
@@ -37,6 +40,8 @@ import { setReadaheadKb } from './readahead.js';
 
 export interface KernelMountOptions {
   allowOther: boolean;
+  /** FUSE allow_root: root may use the mount too (exclusive with allowOther). */
+  allowRoot?: boolean;
   /** Seconds the kernel may cache attributes, lookups and failed lookups. */
   attrTimeoutSec: number;
   /** The mount's read_ahead_kb; 0 leaves the kernel's default (128). */
@@ -111,6 +116,8 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     fsname: fromFd ? '' : 'sluice',
     subtype: fromFd ? '' : 'sluice',
     allowOther: fromFd ? false : opts.allowOther,
+    allowRoot: fromFd ? false : opts.allowRoot ?? false,
+    defaultPermissions: !fromFd,
     fromFd,
     kernelCache: true,
     attrTimeout: opts.attrTimeoutSec,

@@ -65,6 +65,9 @@ export interface NativeMountOptions {
   fsname: string;
   subtype: string;
   allowOther: boolean;
+  allowRoot?: boolean;
+  /** The kernel checks owner and modes (default_permissions). */
+  defaultPermissions?: boolean;
   /** FOPEN_KEEP_CACHE on every open: the page cache survives close/open. */
   kernelCache: boolean;
   /** Seconds (fractional allowed). */

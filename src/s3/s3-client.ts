@@ -25,7 +25,7 @@ import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-re
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import type { Reachability } from './outage.js';
 import { backoffMs, sleep } from './retry.js';
-import { createGetSigner, type GetSignerOptions } from './signing.js';
+import { createGetSigner, type GetSignerOptions, type SignGet } from './signing.js';
 import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
 
 /**
@@ -51,6 +51,8 @@ export interface S3ClientOptions {
   requestTimeoutMs?: number;
   /** Static credentials; default the standard AWS chain. */
   credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+  /** Unsigned requests, no credential lookup (--no-sign-request, for public buckets). */
+  noSignRequest?: boolean;
   /** Ranges listed in parallel (./lister.ts); 1 lists flat. Default LIST_CONCURRENCY. */
   listConcurrency?: number;
 }
@@ -95,6 +97,7 @@ export class S3ObjectClient implements ObjectClient {
   private readonly maxAttempts: number;
   private readonly requestTimeoutMs: number;
   private readonly listConcurrency: number;
+  private readonly noSignRequest: boolean;
   private dataPath: Promise<{ addressing: Addressing; pool: Pool; reader: RangeReader }> | undefined;
   /** AIMD bound on concurrent GET attempts, at most --max-connections (./concurrency-limiter.ts). */
   readonly limiter: ConcurrencyLimiter;
@@ -116,11 +119,15 @@ export class S3ObjectClient implements ObjectClient {
     const fixedRegion = opts.region ?? regionFromEnv();
     this.region = fixedRegion !== undefined ? Promise.resolve(fixedRegion) : profileRegion();
     this.region.catch(() => {});
+    this.noSignRequest = opts.noSignRequest ?? false;
     this.sdk = new S3Client({
       region: () => this.region,
       ...(this.endpoint !== undefined ? { endpoint: this.endpoint } : {}),
       forcePathStyle: this.pathStyle,
       ...(opts.credentials ? { credentials: { ...opts.credentials } } : {}),
+      // Anonymous: a signer that leaves requests as they are, and empty credentials so
+      // the credential chain (IMDS included) is never consulted.
+      ...(this.noSignRequest ? { signer: { sign: async <T>(request: T) => request }, credentials: { accessKeyId: '', secretAccessKey: '' } } : {}),
       maxAttempts: 1, // retries are ours: one policy, one metric, for SDK and data path alike
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
@@ -141,7 +148,7 @@ export class S3ObjectClient implements ObjectClient {
         headersTimeout: 0, // the reader's own watchdog handles stalls (and pauses for slow consumers)
         bodyTimeout: 0,
       });
-      const sign = createGetSigner({
+      const sign: SignGet = this.noSignRequest ? async (_path, headers) => headers : createGetSigner({
         origin: addressing.origin, region,
         credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],
         sha256: this.sdk.config.sha256,
@@ -281,7 +288,7 @@ export function createObjectClient(opts: S3ClientOptions): ObjectClient {
 }
 
 /** The command-line options (src/config/options.ts) that configure a client. */
-export type ClientCliOptions = Options<'endpoint' | 'region' | 'pathStyle' | 'maxConnections' | 'maxAttempts' | 'requestTimeout'>;
+export type ClientCliOptions = Options<'endpoint' | 'region' | 'pathStyle' | 'maxConnections' | 'maxAttempts' | 'requestTimeout'> & Partial<Options<'noSignRequest'>>;
 
 /** Client options for `bucket` from the parsed command-line options (mount, run). */
 export function clientOptionsFrom(bucket: string, o: ClientCliOptions): S3ClientOptions {
@@ -293,5 +300,6 @@ export function clientOptionsFrom(bucket: string, o: ClientCliOptions): S3Client
     maxConnections: o.maxConnections,
     maxAttempts: o.maxAttempts,
     requestTimeoutMs: o.requestTimeout,
+    ...(o.noSignRequest ? { noSignRequest: true } : {}),
   };
 }

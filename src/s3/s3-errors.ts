@@ -8,6 +8,7 @@
  * (ranged GETs) fail in exactly the same way.
  */
 import {
+  ConfigError,
   AccessDeniedError, AbortedError, BadRangeReplyError, EndpointUnreachableError, InvalidCredentialsError,
   MissingCredentialsError, NoSuchBucketError, NoSuchKeyError, ObjectChangedError, RetriesExhaustedError,
   S3Error, SluiceError, TimeoutError,
@@ -89,6 +90,16 @@ function errnoOf(err: unknown, depth = 0): string | undefined {
 }
 
 /** Verdict on a thrown error: an SDK service exception, a socket error, or one of ours. */
+/**
+ * An https:// endpoint whose port speaks plain HTTP: OpenSSL reads the HTTP reply as a TLS
+ * record and fails with "wrong version number" (undici: ERR_SSL_WRONG_VERSION_NUMBER; the
+ * SDK's handler: EPROTO with OpenSSL's text). Retrying cannot help.
+ */
+function isTlsToPlainHttp(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  return e?.code === 'ERR_SSL_WRONG_VERSION_NUMBER' || (typeof e?.message === 'string' && /SSL routines:[^ ]*:wrong version number/.test(e.message));
+}
+
 export function judgeError(err: unknown, ctx: FailureContext): Verdict {
   if (err instanceof TransientError) return { retry: err.reason, cause: err };
   if (err instanceof SluiceError) return { fail: err };
@@ -99,6 +110,11 @@ export function judgeError(err: unknown, ctx: FailureContext): Verdict {
   if (typeof status === 'number' && status >= 300) {
     const code = e.Code ?? (e.name && e.name !== 'Error' && e.name !== 'Unknown' && e.name !== 'UnknownError' ? e.name : undefined);
     return judgeReply(status, code, e.message && e.message !== 'UnknownError' ? e.message : undefined, ctx);
+  }
+  if (isTlsToPlainHttp(err)) {
+    return { fail: new ConfigError(`the endpoint ${ctx.endpoint} speaks plain HTTP, not HTTPS (the TLS handshake got an HTTP reply)`, {
+      hint: `Use http:// in --endpoint (${ctx.endpoint.replace(/^https:/i, 'http:')})`, cause: err,
+    }) };
   }
   const errno = errnoOf(err);
   if (errno && UNREACHABLE_ERRNO.has(errno)) return { retry: 'unreachable', cause: err };

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { defaultCacheSize, helpFor, OPTIONS, parseOptions, parseSize, type OptionName } from '../../src/config/options.js';
+import { closest, defaultCacheSize, defaultText, helpFor, OPTION_GROUPS, OPTIONS, parseOptions, parseSize, type OptionName } from '../../src/config/options.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 
 const MiB = 1024 * 1024;
@@ -74,4 +74,51 @@ t.test('every option is documented, and --help renders each flag and variable', 
     t.match(help, `--${s.flag}`);
     if (s.env) t.match(help, s.env);
   }
+});
+
+t.test('deployment options: octal modes, owner, log format, daemon, no-sign-request', async (t) => {
+  const names = ['fileMode', 'dirMode', 'uid', 'gid', 'logFormat', 'logFile', 'noSignRequest', 'allowRoot', 'daemon'] as const;
+  const d = parseOptions('mount', [], names, {}, {});
+  t.same({ ...d.options }, { fileMode: 0o444, dirMode: 0o555, uid: undefined, gid: undefined, logFormat: 'auto', logFile: undefined, noSignRequest: false, allowRoot: false, daemon: false });
+  const o = parseOptions('mount', ['--file-mode', '0640', '--dir-mode=750', '--uid', '1000', '--gid', '1000', '--log-format', 'json', '--no-sign-request', '--daemon'], names, {}, {});
+  t.equal(o.options.fileMode, 0o640);
+  t.equal(o.options.dirMode, 0o750);
+  t.equal(o.options.uid, 1000);
+  t.equal(o.options.logFormat, 'json');
+  t.equal(o.options.noSignRequest, true);
+  t.equal(o.options.daemon, true);
+  t.equal(parseOptions('mount', [], names, {}, { SLUICE_FILE_MODE: '0o600', SLUICE_NO_SIGN_REQUEST: '1' }).options.fileMode, 0o600, 'from the environment, 0o prefix');
+  t.throws(() => parseOptions('mount', ['--file-mode', '0999'], names, {}, {}), { code: 'SLUICE_INVALID_ARGUMENT', message: /not an octal mode/ });
+  t.throws(() => parseOptions('mount', ['--file-mode', '01777'], names, {}, {}), { message: /file-mode must be octal between 000 and 777/ });
+  t.throws(() => parseOptions('mount', ['--log-format', 'xml'], names, {}, {}), { message: /log-format must be auto, text or json/ });
+  t.throws(() => parseOptions('mount', ['--uid', '-1'], names, {}, {}), { message: /uid must be between/ });
+});
+
+t.test('"did you mean" for a misspelled option', async (t) => {
+  const names = ['cacheSize', 'partSize', 'logLevel', 'noSignRequest', 'allowOther'] as const;
+  const hint = (argv: string[]) => { try { parseOptions('mount', argv, names, {}, {}); } catch (e) { return (e as InvalidArgumentError).oneLine(); } return ''; };
+  t.match(hint(['--cache-szie', '1GiB']), /unknown option '--cache-szie'.*Did you mean --cache-size\?/);
+  t.match(hint(['--no-sign-requests']), /Did you mean --no-sign-request\?/);
+  t.match(hint(['--allow_other']), /Did you mean --allow-other\?/);
+  t.match(hint(['--cache', '1GiB']), /Did you mean --cache-size\?/, 'a prefix of one option');
+  t.notMatch(hint(['--frobnicate']), /Did you mean/, 'nothing close: no guess');
+  t.match(hint(['--frobnicate']), /See sluice mount --help/);
+  t.equal(closest('mnt', ['mount', 'run', 'bench', 'status', 'demo']), 'mount');
+  t.equal(closest('xyz', ['mount', 'run']), undefined);
+});
+
+t.test('--help is grouped by topic and shows each default', async (t) => {
+  const help = helpFor(['endpoint', 'cacheSize', 'partSize', 'requestTimeout', 'pathStyle', 'fileMode', 'logFormat', 'uid', 'metricsPort']);
+  const titles = [...help.matchAll(/^(\S[^\n]*):$/gm)].map((m) => m[1]);
+  t.same(titles, ['S3', 'Cache and read-ahead', 'Mount (FUSE)', 'Metrics and logs'], 'topics in order, empty ones left out');
+  t.match(help, /--part-size BYTES \[env SLUICE_PART_SIZE\] \(default: 8MiB\)/);
+  t.match(help, /--request-timeout MS \[env SLUICE_REQUEST_TIMEOUT\] \(default: 10000 ms\)/);
+  t.match(help, /--path-style \[env SLUICE_PATH_STYLE\] \(default: off\)/);
+  t.match(help, /--file-mode MODE \[env SLUICE_FILE_MODE\] \(default: 0444\)/);
+  t.match(help, /--log-format VALUE \[env SLUICE_LOG_FORMAT\] \(default: auto\)/);
+  t.match(help, /--metrics-port N \[env SLUICE_METRICS_PORT\] \(default: 9400\)/);
+  t.match(help, /--cache-size BYTES \[env SLUICE_CACHE_SIZE\] \(default: [\d.]+(MiB|GiB)\)/, 'a computed default shows its value here');
+  t.notMatch(help, /--uid N \[env SLUICE_UID\] \(default/, 'no default: the doc says what happens');
+  for (const g of OPTION_GROUPS) for (const n of g.names) t.ok(n in OPTIONS, `group ${g.title} names option ${n}`);
+  t.equal(defaultText(OPTIONS.maxInflight), '512MiB');
 });
