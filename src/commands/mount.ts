@@ -14,7 +14,7 @@ import { rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { helpFor, parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
-import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
+import { checkFastFileOptions, FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
 import { configureLogging, log } from '../log.js';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
 import { startSummary, type Summary } from '../metrics/summary.js';
@@ -99,6 +99,7 @@ export async function run(argv: string[]): Promise<number> {
       hint: 'Example: sluice mount s3://bucket/prefix/ /mnt/data (see sluice mount --help)',
     });
   }
+  checkFastFileOptions(options);
   if (options.daemon && !process.env[DAEMON_CHILD_ENV]) return mountInBackground(argv, options.logFile);
   const [uri, mountpointArg] = positionals as [string, string];
   const mountpoint = path.resolve(mountpointArg);

@@ -58,12 +58,17 @@ export interface MountFastFileOptions {
   options: FastFileOptions;
 }
 
-export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFileMount> {
-  const o = opts.options;
-  const { bucket, prefix } = parseS3Uri(opts.uri);
+/** Checks between options (each alone was validated by parseOptions): call it before starting anything. */
+export function checkFastFileOptions(o: Pick<FastFileOptions, 'allowOther' | 'allowRoot'>): void {
   if (o.allowOther && o.allowRoot) {
     throw new InvalidArgumentError('--allow-other and --allow-root cannot be combined', { hint: 'Use --allow-other (it includes root) or --allow-root alone' });
   }
+}
+
+export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFileMount> {
+  const o = opts.options;
+  const { bucket, prefix } = parseS3Uri(opts.uri);
+  checkFastFileOptions(o);
   const mountpoint = path.resolve(opts.mountpoint);
   // "/dev/fd/N": a mount made by someone else, served from its descriptor (mountpoint.ts).
   const fromFd = fuseFdOf(mountpoint) !== undefined;
