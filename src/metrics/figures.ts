@@ -8,7 +8,7 @@
  *  - files/s: delta of sluice_channel_objects_total / seconds;
  *  - hit ratio: reads answered without waiting on S3 (the le="0" bucket of
  *    sluice_read_wait_seconds) over all reads; n/a without reads;
- *  - starving %: delta of sluice_read_wait_seconds_total / seconds: the share of the
+ *  - starving %: delta of sluice_starved_seconds_total / seconds: the share of the
  *    window during which at least one read waited on S3 (src/metrics/wait-clock.ts), so
  *    at most 100%, except that a read is counted when it ends, whole: one that began
  *    before a short window can push that window above 100%. A Pipe
@@ -54,7 +54,7 @@ export interface ChannelRates {
 }
 
 /** Metrics that carry channel and mode labels, from which the channel list is built. */
-const CHANNEL_METRICS = ['sluice_served_bytes_total', 'sluice_channel_objects_total', 'sluice_read_wait_seconds_total', 'sluice_read_wait_seconds_count'];
+const CHANNEL_METRICS = ['sluice_served_bytes_total', 'sluice_channel_objects_total', 'sluice_starved_seconds_total', 'sluice_read_wait_seconds_count'];
 
 export function channelTotals(e: Exposition): ChannelTotals[] {
   const keys = new Map<string, { channel: string; mode: string }>();
@@ -73,7 +73,7 @@ export function channelTotals(e: Exposition): ChannelTotals[] {
       mode,
       servedBytes: sumOf(e, 'sluice_served_bytes_total', m),
       files: sumOf(e, 'sluice_channel_objects_total', m),
-      waitSeconds: sumOf(e, 'sluice_read_wait_seconds_total', m) + pipeEmptySeconds,
+      waitSeconds: sumOf(e, 'sluice_starved_seconds_total', m) + pipeEmptySeconds,
       pipeFullSeconds: pipe ? sumOf(e, 'sluice_pipe_full_seconds_total', { channel }) : 0,
       pipeEmptySeconds,
       epoch: sumOf(e, 'sluice_channel_epoch', m),
@@ -221,10 +221,10 @@ export interface ProcessFigures {
 }
 
 export function processFigures(e: Exposition, nowMs = Date.now()): ProcessFigures {
-  const start = 'sluice_process_process_start_time_seconds';
+  const start = 'process_start_time_seconds';
   return {
     uptimeSeconds: has(e, start) ? nowMs / 1000 - sumOf(e, start) : undefined,
-    rssBytes: sumOf(e, 'sluice_process_process_resident_memory_bytes'),
-    eventLoopLagP99Seconds: has(e, 'sluice_process_nodejs_eventloop_lag_p99_seconds') ? sumOf(e, 'sluice_process_nodejs_eventloop_lag_p99_seconds') : NaN,
+    rssBytes: sumOf(e, 'process_resident_memory_bytes'),
+    eventLoopLagP99Seconds: has(e, 'nodejs_eventloop_lag_p99_seconds') ? sumOf(e, 'nodejs_eventloop_lag_p99_seconds') : NaN,
   };
 }

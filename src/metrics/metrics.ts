@@ -8,11 +8,18 @@
  *  - Label values are bounded sets (operation, status class, reason, channel
  *    name, mode). Never an object key, a path or a credential.
  *  - Histograms use buckets chosen for S3 latencies: 1 ms .. 30 s.
+ *  - The process metrics are prom-client's defaults under their standard names
+ *    (process_cpu_seconds_total, nodejs_eventloop_lag_p99_seconds, ...), unprefixed, so
+ *    stock Node.js dashboards and alerts work; Prometheus' job/pod labels tell processes apart.
+ *  - No counter shares its name with a histogram's family (a counter `x_total` next to a
+ *    histogram `x` collide under OpenMetrics, which strips `_total`).
  */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import client from 'prom-client';
 
 export const registry = new client.Registry();
-client.collectDefaultMetrics({ register: registry, prefix: 'sluice_process_' });
+client.collectDefaultMetrics({ register: registry });
 
 /** 1 ms .. ~33 s, doubling: covers a cached hit (sub-ms) to a retried, throttled GET. */
 const LATENCY_BUCKETS = client.exponentialBuckets(0.001, 2, 16);
@@ -106,9 +113,11 @@ export const openHandles = new client.Gauge({
 });
 
 // ---- starvation: is the GPU waiting on data? ------------------------------------
+// The counter is sluice_starved_seconds_total (it was sluice_read_wait_seconds_total, which
+// collided with the histogram sluice_read_wait_seconds under OpenMetrics).
 
 export const readWaitSeconds = new client.Counter({
-  name: 'sluice_read_wait_seconds_total',
+  name: 'sluice_starved_seconds_total',
   help: 'Seconds during which at least one read of the channel was blocked waiting on S3 (not served from cache or prefetch), by channel and mode. Overlapping waits count once, so rate() of it is the fraction of time the channel was starving (0..1).',
   labelNames: ['channel', 'mode'] as const,
   registers: [registry],
@@ -221,3 +230,29 @@ export const pipeEmptySeconds = new client.Counter({
   labelNames: ['channel'] as const,
   registers: [registry],
 });
+
+// ---- build ---------------------------------------------------------------------------
+
+/** A package's version from its package.json, without loading the package ('unknown' when absent). */
+function packageVersion(name: string, from: string): string {
+  try {
+    const require = createRequire(from);
+    return (JSON.parse(readFileSync(require.resolve(`${name}/package.json`), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** What is running, for dashboards and for comparing hosts: always 1, the facts are labels. */
+export const buildInfo = new client.Gauge({
+  name: 'sluice_build_info',
+  help: 'Always 1; labels: version (sluice), node (Node.js version), fuse (the fuse-native binding version and the libfuse ABI it links).',
+  labelNames: ['version', 'node', 'fuse'] as const,
+  registers: [registry],
+});
+buildInfo.set({
+  // package.json sits two levels above both src/metrics/ and dist/metrics/.
+  version: (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version,
+  node: process.version,
+  fuse: `fuse-native ${packageVersion('fuse-native', import.meta.url)}, libfuse.so.2`,
+}, 1);

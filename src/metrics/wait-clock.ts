@@ -1,6 +1,6 @@
 /**
  * Starvation time as an operator means it: the seconds during which at least one
- * reader of a channel was blocked on S3, so that rate(sluice_read_wait_seconds_total)
+ * reader of a channel was blocked on S3, so that rate(sluice_starved_seconds_total)
  * is a fraction between 0 and 1 ("the job was starving 30% of the last minute").
  *
  * Summing every read's wait would overcount: the kernel's readahead and a data

@@ -33,18 +33,18 @@ t.test('render: a channel table and the cache/S3 lines, with and without rates',
   const a = parseExposition(`
 sluice_served_bytes_total{channel="train",mode="FastFile"} 0
 sluice_s3_requests_total{operation="get",status="200"} 10
-sluice_process_process_start_time_seconds 1000
+process_start_time_seconds 1000
 `);
   const b = parseExposition(`
 sluice_served_bytes_total{channel="train",mode="FastFile"} 20000000
 sluice_channel_objects_total{channel="train",mode="FastFile"} 4
-sluice_read_wait_seconds_total{channel="train",mode="FastFile"} 0.5
+sluice_starved_seconds_total{channel="train",mode="FastFile"} 0.5
 sluice_s3_requests_total{operation="get",status="200"} 30
 sluice_s3_requests_total{operation="get",status="503"} 2
 sluice_s3_retries_total{operation="get",reason="throttled"} 2
 sluice_cache_bytes 1048576
 sluice_cache_capacity_bytes 4194304
-sluice_process_process_start_time_seconds 1000
+process_start_time_seconds 1000
 sluice_served_bytes_total{channel="pipe1",mode="Pipe"} 1000000
 sluice_pipe_full_seconds_total{channel="pipe1"} 1.5
 sluice_channel_epoch{channel="pipe1",mode="Pipe"} 3

@@ -43,17 +43,31 @@ t.test('every metric the dashboard queries exists on a live /metrics', async (t)
   };
   const names = new Set<string>();
   for (const { panel, expr } of exprs) {
-    for (const m of expr.matchAll(/\bsluice_[a-zA-Z0-9_]+/g)) {
+    for (const m of expr.matchAll(/\b(?:sluice|process|nodejs)_[a-zA-Z0-9_]+/g)) {
       names.add(m[0]);
       t.ok(exists(m[0]), `"${panel}" queries ${m[0]}, which /metrics does not expose`);
     }
   }
   // The issue's list of what the dashboard must show.
   for (const needed of [
-    'sluice_read_wait_seconds_total', 'sluice_served_bytes_total', 'sluice_s3_received_bytes_total', 'sluice_cache_hits_total',
+    'sluice_starved_seconds_total', 'sluice_served_bytes_total', 'sluice_s3_received_bytes_total', 'sluice_cache_hits_total',
     'sluice_s3_requests_total', 'sluice_s3_retries_total', 'sluice_s3_first_byte_seconds_bucket', 'sluice_cache_bytes',
-    'sluice_cache_capacity_bytes', 'sluice_inflight_bytes', 'sluice_process_process_resident_memory_bytes',
-    'sluice_process_nodejs_eventloop_lag_p99_seconds', 'sluice_pipe_full_seconds_total', 'sluice_pipe_empty_seconds_total',
+    'sluice_cache_capacity_bytes', 'sluice_inflight_bytes', 'process_resident_memory_bytes',
+    'nodejs_eventloop_lag_p99_seconds', 'sluice_pipe_full_seconds_total', 'sluice_pipe_empty_seconds_total',
     'sluice_s3_concurrency_limit', 'sluice_time_to_first_byte_seconds',
   ]) t.ok(names.has(needed), `dashboard shows ${needed}`);
+});
+
+t.test('namespace, job and pod template variables filter every query', async (t) => {
+  const d = JSON.parse(readFileSync(new URL('../../docker/grafana-dashboard.json', import.meta.url), 'utf8')) as { templating: { list: Array<{ name: string; type: string; query?: { query: string } }> } };
+  for (const v of ['namespace', 'job', 'pod']) {
+    const tv = d.templating.list.find((x) => x.name === v);
+    t.equal(tv?.type, 'query', `$${v} is a query variable`);
+    t.match(tv?.query?.query, new RegExp(`label_values\\(sluice_build_info.*, ${v}\\)`), `$${v} lists the values of label ${v}`);
+  }
+  for (const { panel, expr } of exprs) {
+    for (const m of expr.matchAll(/\b(?:sluice|process|nodejs)_[a-zA-Z0-9_]+(\{[^}]*\})?/g)) {
+      t.match(m[1] ?? '', /namespace=~"\$namespace", job=~"\$job", pod=~"\$pod"/, `"${panel}": ${m[0]} is filtered`);
+    }
+  }
 });

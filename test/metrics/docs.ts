@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { registry } from '../../src/metrics/metrics.js';
 
 const doc = readFileSync(new URL('../../docs/METRICS.md', import.meta.url), 'utf8');
-const ROW_RE = /^\|\s*`(sluice_[a-z0-9_]+)`\s*\|\s*(counter|gauge|histogram|summary)\s*\|([^|]*)\|/gm;
+const ROW_RE = /^\|\s*`((?:sluice|process|nodejs)_[a-z0-9_]+)`\s*\|\s*(counter|gauge|histogram|summary)\s*\|([^|]*)\|/gm;
 
 interface Row { type: string; labels: string[] }
 const rows = new Map<string, Row>();

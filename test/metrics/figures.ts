@@ -5,7 +5,7 @@ import { cacheFigures, channelRates, channelTotals, fmt, formatChannelLine, proc
 const text = (served: number, files: number, wait: number, reads: number, noWait: number) => `
 sluice_served_bytes_total{channel="train",mode="FastFile"} ${served}
 sluice_channel_objects_total{channel="train",mode="FastFile"} ${files}
-sluice_read_wait_seconds_total{channel="train",mode="FastFile"} ${wait}
+sluice_starved_seconds_total{channel="train",mode="FastFile"} ${wait}
 sluice_read_wait_seconds_bucket{le="0",channel="train",mode="FastFile"} ${noWait}
 sluice_read_wait_seconds_bucket{le="0.001",channel="train",mode="FastFile"} ${reads}
 sluice_read_wait_seconds_bucket{le="+Inf",channel="train",mode="FastFile"} ${reads}
@@ -61,8 +61,8 @@ sluice_cache_bytes 512
 sluice_cache_capacity_bytes 1024
 sluice_prefetch_bytes_total{kind="sequential",outcome="used"} 100
 sluice_prefetch_bytes_total{kind="cross_file",outcome="wasted"} 7
-sluice_process_process_start_time_seconds 1000
-sluice_process_process_resident_memory_bytes 2048
+process_start_time_seconds 1000
+process_resident_memory_bytes 2048
 `);
   const s3 = s3Figures(e);
   t.equal(s3.requests, 100);

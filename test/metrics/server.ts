@@ -15,7 +15,7 @@ t.test('serves /metrics, /healthz, and 404 elsewhere on 127.0.0.1 with an epheme
   const text = await m.text();
   t.match(text, /# TYPE sluice_s3_requests_total counter/);
   t.match(text, /sluice_s3_requests_total\{operation="get",status="200"\} \d+/);
-  t.match(text, /sluice_process_process_resident_memory_bytes \d+/);
+  t.match(text, /process_resident_memory_bytes \d+/);
   const h = await fetch(`${srv.url}/healthz`);
   t.equal(h.status, 200);
   t.equal(await h.text(), 'ok\n');

@@ -1,7 +1,7 @@
 /**
  * Issue 7's end-to-end checks of the starvation metrics, with the real local S3 server,
  * the fault proxy and a real kernel mount:
- *  - sluice_read_wait_seconds_total rises when the emulated S3 latency rises (at least
+ *  - sluice_starved_seconds_total rises when the emulated S3 latency rises (at least
  *    latency x files, since each uncached file's first read must wait for its GET), and
  *    does not move at all when the same files are read again from the cache;
  *  - sluice_served_bytes_total grows by exactly the bytes read through the mount, and

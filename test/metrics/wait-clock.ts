@@ -3,7 +3,7 @@ import { registry } from '../../src/metrics/metrics.js';
 import { WaitClock } from '../../src/metrics/wait-clock.js';
 
 async function waited(channel: string): Promise<number> {
-  const m = await registry.getSingleMetric('sluice_read_wait_seconds_total')!.get();
+  const m = await registry.getSingleMetric('sluice_starved_seconds_total')!.get();
   return m.values.filter((v) => v.labels.channel === channel).reduce((a, v) => a + v.value, 0);
 }
 
