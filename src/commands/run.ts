@@ -31,7 +31,7 @@ import { configureLogging, log } from '../log.js';
 import { helpFor, parseOptions, type Options } from '../config/options.js';
 import { AbortedError, ChildFailedError, ConfigError, InvalidArgumentError } from '../errors.js';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
-import { startSummary } from '../metrics/summary.js';
+import { startSummary, summarizeDownload } from '../metrics/summary.js';
 import { channelEpoch } from '../metrics/metrics.js';
 import type { ObjectClient } from '../s3/object-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
@@ -293,10 +293,11 @@ async function prepareChannel(
       ...(c.seed !== undefined ? { seed: c.seed } : {}),
     });
     if (mine.length === 0) clog.warn({ objects: listing.objects.length, hosts: id.hostCount }, 'this host\'s shard is empty');
-    await downloadChannel({
+    // The summary line of a File channel covers its download (src/metrics/summary.ts).
+    await summarizeDownload(c.name, () => downloadChannel({
       channel: c.name, dataDir: paths.dataDir, objects: mine, partSize: o.partSize, maxInflight: o.maxInflight,
       maxConnections: o.maxConnections, progress: o.progress as 'auto' | 'bar' | 'log' | 'none', signal,
-    });
+    }));
     return undefined;
   }
   // Pipe: the shard without a seed is the same every epoch; compute it once.

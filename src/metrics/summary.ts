@@ -7,6 +7,10 @@
  * the previous tick. The final line, written by stop(), covers the whole run instead:
  * that is the figure a person compares between runs. The timer is unref'd, so it never
  * keeps the process alive; a tick that finds no channel writes nothing.
+ *
+ * File mode channels are left out of these lines: their bytes all arrive in the download,
+ * before the training command (and this summary) starts, so every window would say 0 MB/s.
+ * summarizeDownload() reports each download instead, with the download as its window.
  */
 import { log } from '../log.js';
 import { parseExposition } from './exposition.js';
@@ -58,7 +62,8 @@ export function startSummary(opts: SummaryOptions = {}): Summary {
   // Ticks run one at a time, so windows never overlap.
   let chain: Promise<unknown> = Promise.resolve();
 
-  const emit = (rates: ChannelRates[], window: string): string[] => {
+  const emit = (all: ChannelRates[], window: string): string[] => {
+    const rates = all.filter((r) => r.mode !== 'File');
     const lines = rates.map((r) => formatChannelLine(r, window));
     lines.forEach((line, i) => sink(line, rates[i]!));
     return lines;
@@ -102,4 +107,19 @@ export function startSummary(opts: SummaryOptions = {}): Summary {
       return run;
     },
   };
+}
+
+/**
+ * Runs `download` (File mode's) and writes the summary line of `channel` for it: bytes and
+ * files it delivered over its own duration. Resolves with the download's result.
+ */
+export async function summarizeDownload<T>(channel: string, download: () => Promise<T>, sink: SummaryOptions['sink'] = defaultSink): Promise<T> {
+  const before = await totalsNow();
+  const t0 = performance.now();
+  const result = await download();
+  const seconds = (performance.now() - t0) / 1000;
+  for (const r of channelRates(before, await totalsNow(), seconds)) {
+    if (r.channel === channel && r.mode === 'File') sink!(formatChannelLine(r, `for the download (${seconds.toFixed(1)} s)`), r);
+  }
+  return result;
 }

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { startSummary } from '../../src/metrics/summary.js';
+import { startSummary, summarizeDownload } from '../../src/metrics/summary.js';
 import { channelObjects, readWait, readWaitSeconds, servedBytes } from '../../src/metrics/metrics.js';
 
 t.test('one line per channel per tick, deltas between ticks, whole run at stop', async (t) => {
@@ -33,4 +33,22 @@ t.test('the default sink logs through pino; invalid intervals are refused', asyn
   const s = startSummary();
   const out = await s.stop();
   t.ok(Array.isArray(out));
+});
+
+t.test('File mode: the line reports the download itself, and the periodic lines leave File channels out', async (t) => {
+  const periodic = startSummary({ intervalMs: 3_600_000, sink: () => undefined });
+  const lines: string[] = [];
+  const result = await summarizeDownload('sum-file', async () => {
+    servedBytes.inc({ channel: 'sum-file', mode: 'File' }, 8_000_000);
+    channelObjects.inc({ channel: 'sum-file', mode: 'File' }, 4);
+    await new Promise((r) => setTimeout(r, 200));
+    return 'downloaded';
+  }, (line) => lines.push(line));
+  t.equal(result, 'downloaded');
+  t.equal(lines.length, 1);
+  const mbs = Number(/: ([\d.]+) MB\/s/.exec(lines[0]!)?.[1]);
+  t.ok(mbs > 0 && mbs <= 40, `8 MB in >= 0.2 s: ${mbs} MB/s, not 0.0`);
+  t.match(lines[0]!, /^channel sum-file \(File\): [\d.]+ MB\/s, [\d.]+ files\/s, .* for the download \(\d+\.\d s\) \(total 7\.6 MiB, 4 files\)$/);
+  const atStop = await periodic.stop();
+  t.notOk(atStop.some((l) => l.includes('sum-file')), 'no 0.0 MB/s line for the File channel at exit');
 });
