@@ -20,6 +20,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   run: { summary: 'Give a training command the SageMaker input environment: File, FastFile and Pipe channels, then run it.', load: () => import('./commands/run.js') },
   bench: { summary: 'Benchmark the input modes and their peers against emulated S3 latency.', load: () => import('./commands/bench.js') },
   status: { summary: "Summarise a running sluice's /metrics for a person at a terminal.", load: () => import('./commands/status.js') },
+  snapshot: { summary: 'Save the listing of an S3 prefix as a snapshot file, to mount or stream exactly that data later (or --diff two).', load: () => import('./commands/snapshot.js') },
   demo: { summary: 'Start a local S3 server with sample data, mount it, read it like a training loop, print the figures.', load: () => import('./commands/demo.js') },
 };
 
