@@ -14,6 +14,9 @@ import { generateBytes } from '../../src/local/dataset.js';
 import { startLocalS3 } from '../../src/local/s3-server.js';
 import { registry } from '../../src/metrics/metrics.js';
 import { readSnapshot } from '../../src/snapshot/snapshot.js';
+import { listChannel } from '../../src/channels/sources.js';
+import { ArchivedObjectsError, ObjectChangedError } from '../../src/errors.js';
+import { clientOptionsFrom, createObjectClient } from '../../src/s3/s3-client.js';
 import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
@@ -104,6 +107,31 @@ t.test('snapshots, archived objects and partition filters over s3rver', async (t
     await m.listed;
     t.same((await readdir(mnt)).sort(), ['a.bin', 'b.bin', 'late', 'sub']);
     t.equal(await metric('sluice_archived_skipped_objects_total', 'channel="skipmount"'), 2);
+  });
+
+  t.test('Pipe and File channels: archived objects refused up front; a snapshot channel reads pinned versions', async (t) => {
+    const client = createObjectClient({ ...clientOptionsFrom(BUCKET, options) });
+    t.teardown(() => client.close());
+    const clientFor = () => client;
+    const base = { s3DataType: 'S3Prefix', distribution: 'FullyReplicated', recordWrapper: 'None', compression: 'None' } as const;
+    const err = await listChannel({ ...base, name: 'train', s3Uri: `s3://${BUCKET}/data/`, inputMode: 'Pipe' }, clientFor).catch((e: unknown) => e);
+    t.ok(err instanceof ArchivedObjectsError, 'refused before anything is streamed');
+    t.match((err as ArchivedObjectsError).oneLine(), /channel "train".*: 2 objects are archived \(GLACIER, INTELLIGENT_TIERING DEEP_ARCHIVE_ACCESS\).*"data\/cold\.bin", "data\/deep\.bin".*restore-object.*--skip-archived/);
+    const skipped = await listChannel({ ...base, name: 'train2', s3Uri: `s3://${BUCKET}/data/`, inputMode: 'File' }, clientFor, undefined, true);
+    t.equal(skipped.objects.length, 4, '--skip-archived leaves them out');
+
+    // From the snapshot, with listings refused: the snapshot's objects, and a stream of an
+    // object overwritten since fails with an error naming the key, never with the new bytes.
+    proxy.set({ denyListings: true });
+    t.teardown(() => proxy.set({ denyListings: false }));
+    const fromSnap = await listChannel({ ...base, name: 'train3', s3Uri: `s3://${BUCKET}/data/`, inputMode: 'Pipe', snapshot: file }, clientFor, undefined, true);
+    t.same(fromSnap.objects.map((o) => o.key), ['data/a.bin', 'data/b.bin', 'data/late/late.bin', 'data/sub/c.bin']);
+    const late = fromSnap.objects.find((o) => o.key === 'data/late/late.bin')!;
+    const chunks: Buffer[] = [];
+    const streamErr = await (async () => { for await (const c of client.getStream(late.key, late.etag, { size: late.size })) chunks.push(c); })().catch((e: unknown) => e);
+    t.ok(streamErr instanceof ObjectChangedError, 'the object changed since the snapshot');
+    t.match((streamErr as Error).message, /s3:\/\/snap\/data\/late\/late\.bin/, 'the error names the key');
+    t.equal(chunks.length, 0, 'no bytes of the new version');
   });
 
   t.test('a partition filter lists only the matching partitions (LIST requests counted)', async (t) => {
