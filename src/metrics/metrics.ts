@@ -226,8 +226,8 @@ export const pipeEmptySeconds = new client.Counter({
 
 export const snapshotInfo = new client.Gauge({
   name: 'sluice_snapshot_info',
-  help: 'Set to 1 for the snapshot a channel (or mount) reads from: its file name and the first 12 hex digits of its checksum. Absent when the channel listed S3.',
-  labelNames: ['channel', 'file', 'checksum'] as const,
+  help: 'Set to 1 for the snapshot a channel (or mount) reads from: its file name (without the folder) and the first 12 hex digits of its checksum. Absent when the channel listed S3.',
+  labelNames: ['channel', 'name', 'checksum'] as const,
   registers: [registry],
 });
 export const snapshotObjects = new client.Gauge({

@@ -50,7 +50,7 @@ export async function openDataset(uri: string | undefined, opts: DatasetOptions,
   if (snapshot) {
     const id = snapshotId(snapshot);
     snapshotInfo.set({ channel, ...id }, 1);
-    log.info({ channel, snapshot: snapshot.file, checksum: id.checksum, objects: snapshot.objects.length, createdAt: snapshot.header.createdAt }, `reading from snapshot ${id.file} (${id.checksum}) of ${snapshot.header.uri}: no listing`);
+    log.info({ channel, snapshot: snapshot.file, checksum: id.checksum, objects: snapshot.objects.length, createdAt: snapshot.header.createdAt }, `reading from snapshot ${id.name} (${id.checksum}) of ${snapshot.header.uri}: no listing`);
   }
   return { uri: uri!, bucket, prefix, snapshot, filter, opts, channel };
 }

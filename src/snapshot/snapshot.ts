@@ -72,8 +72,8 @@ function objectLine(o: ObjectInfo): string {
 }
 
 /** A short identity for logs and metrics: the file's name and the first 12 hex digits of its checksum. */
-export function snapshotId(s: Pick<Snapshot, 'file' | 'trailer'>): { file: string; checksum: string } {
-  return { file: path.basename(s.file), checksum: s.trailer.sha256.slice(0, 12) };
+export function snapshotId(s: Pick<Snapshot, 'file' | 'trailer'>): { name: string; checksum: string } {
+  return { name: path.basename(s.file), checksum: s.trailer.sha256.slice(0, 12) };
 }
 
 /**
