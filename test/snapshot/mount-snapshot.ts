@@ -13,6 +13,7 @@ import { mountFastFile } from '../../src/fuse/fastfile.js';
 import { generateBytes } from '../../src/local/dataset.js';
 import { startLocalS3 } from '../../src/local/s3-server.js';
 import { registry } from '../../src/metrics/metrics.js';
+import { startSummary } from '../../src/metrics/summary.js';
 import { readSnapshot } from '../../src/snapshot/snapshot.js';
 import { listChannel } from '../../src/channels/sources.js';
 import { ArchivedObjectsError, ObjectChangedError } from '../../src/errors.js';
@@ -82,6 +83,8 @@ t.test('snapshots, archived objects and partition filters over s3rver', async (t
     }
     t.equal(proxy.counts.listRequests! - lists0, 0, 'no LIST request at all');
     t.equal(await metric('sluice_snapshot_info', 'channel="snapmount"'), 1, 'the metrics name the snapshot');
+    const lines = await startSummary({ sink: () => undefined }).stop();
+    t.match(lines.find((l) => l.includes('snapmount')), /\(snapshot data\.snap\.gz [0-9a-f]{12}\)$/, 'so does the summary line');
     // Archived objects are shown, and their open fails with ENODATA (not EIO).
     await t.rejects(open(path.join(mnt, 'cold.bin')), { code: 'ENODATA' });
     await t.rejects(open(path.join(mnt, 'deep.bin')), { code: 'ENODATA' });
