@@ -14,7 +14,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { Pool } from 'undici';
+import type { Pool } from 'undici';
 import { OPTIONS, type Options } from '../config/options.js';
 import { AbortedError, InvalidArgumentError, ObjectChangedError, S3Error } from '../errors.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
@@ -135,9 +135,11 @@ export class S3ObjectClient implements ObjectClient {
 
   private getDataPath() {
     this.dataPath ??= (async () => {
-      const region = await this.region;
+      // undici (~0.2 CPU s to load) is imported with the first GET, not at start-up: the
+      // first request of a listing run is a LIST, which goes through the SDK (issue 15).
+      const [region, { Pool: UndiciPool }] = await Promise.all([this.region, import('undici')]);
       const addressing = addressingFor(this.bucket, this.endpoint, region, this.pathStyle);
-      const pool = new Pool(addressing.origin, {
+      const pool: Pool = new UndiciPool(addressing.origin, {
         connections: this.maxConnections,
         keepAliveTimeout: KEEP_ALIVE_MS,
         headersTimeout: 0, // the reader's own watchdog handles stalls (and pauses for slow consumers)
