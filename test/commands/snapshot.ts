@@ -8,7 +8,10 @@ import path from 'node:path';
 import t from 'tap';
 import type { ObjectInfo } from '../../src/s3/object-client.js';
 import { writeSnapshot } from '../../src/snapshot/snapshot.js';
+import { existsSync } from 'node:fs';
+import { startLocalS3 } from '../../src/local/s3-server.js';
 import { runCli } from '../helpers/cli.js';
+import { startFaultProxy } from '../helpers/fault-proxy.js';
 
 const header = { uri: 's3://bucket/p/', bucket: 'bucket', prefix: 'p/', listing: { filters: [], skipArchived: false } };
 const obj = (key: string, size: number, etag: string): ObjectInfo => ({ key, size, etag, lastModified: new Date(0), storageClass: 'STANDARD' });
@@ -42,4 +45,28 @@ t.test('--diff lists added, removed and modified keys; exit 1 when they differ, 
   t.equal(other.code, 2);
   t.match(other.stderr, /snapshot .*a\.snap is of s3:\/\/bucket\/p\/, not s3:\/\/bucket\/other\//);
   t.notMatch(other.stderr, /\n\s+at /, 'no stack trace');
+});
+
+t.test('sluice run: a Pipe channel with archived objects fails in one line before the command starts', async (t) => {
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  await s3.createBucket('runarch');
+  for (const k of ['d/a', 'd/b', 'd/c', 'd/d', 'd/e']) await s3.putObject('runarch', k, Buffer.from(k));
+  const proxy = await startFaultProxy(s3.port);
+  t.teardown(() => proxy.close());
+  proxy.set({ storageClass: { 'd/b': 'GLACIER', 'd/c': 'DEEP_ARCHIVE', 'd/d': 'GLACIER', 'd/e': 'GLACIER' } });
+  const root = await mkdtemp(path.join(os.tmpdir(), 'runarch-'));
+  const marker = path.join(root, 'started');
+  const env = { ...process.env, AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey, AWS_REGION: 'us-east-1' };
+  const args = ['run', '--channel', 'train=s3://runarch/d/,mode=Pipe', '--root', root, '--endpoint', proxy.endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'error'];
+  const r = await runCli([...args, '--', 'touch', marker], env);
+  t.equal(r.code, 2);
+  t.notOk(existsSync(marker), 'the training command never started');
+  const lines = r.stderr.trim().split('\n').filter((l) => l.startsWith('sluice:'));
+  t.equal(lines.length, 1, 'one line');
+  t.match(lines[0], /channel "train" \(s3:\/\/runarch\/d\/\): 4 objects are archived \(GLACIER, DEEP_ARCHIVE\) and cannot be read without a restore: "d\/b", "d\/c", "d\/d" and 1 more\. Restore with: aws s3api restore-object --bucket runarch --key "d\/b"/);
+  // --skip-archived: the command runs on the readable objects.
+  const ok = await runCli([...args, '--skip-archived', '--epochs', '1', '--', 'sh', '-c', `cat "${root}/input/data/train_0" > "${marker}"`], env);
+  t.equal(ok.code, 0, ok.stderr);
+  t.equal(await readFile(marker, 'utf8'), 'd/a', 'only the readable object was streamed');
 });
