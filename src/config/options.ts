@@ -84,6 +84,11 @@ export const OPTIONS = {
   logFormat: { flag: 'log-format', env: 'SLUICE_LOG_FORMAT', type: 'string', default: 'auto', doc: 'Log format: text (one readable line per event), json (JSON lines, for log collectors) or auto (text when stderr is a terminal and no --log-file, else json).', validate: (v: string) => (['auto', 'text', 'json'].includes(v) ? undefined : 'log-format must be auto, text or json') },
   logFile: { flag: 'log-file', env: 'SLUICE_LOG_FILE', type: 'string', doc: 'Append logs to this file instead of stderr (created if missing). Errors that stop sluice are still printed on stderr.' },
   daemon: { flag: 'daemon', env: 'SLUICE_DAEMON', type: 'boolean', default: false, doc: 'sluice mount: return once the mount is ready and keep serving it in the background (exit status 0 when it mounted). Logs go to --log-file, else to a file named on stderr. Stop it with kill PID (it unmounts) or fusermount -u.' },
+  // ---- datasets: snapshots, filters, archived objects (issue 15) ----
+  snapshot: { flag: 'snapshot', env: 'SLUICE_SNAPSHOT', type: 'string', doc: 'Read exactly the objects of this snapshot file (written by sluice snapshot or --snapshot-out), with no LIST at start; reads are pinned to the snapshot\'s versions (ETag, or version id when recorded). See docs/SNAPSHOTS.md.' },
+  snapshotOut: { flag: 'snapshot-out', env: 'SLUICE_SNAPSHOT_OUT', type: 'string', doc: 'After listing, write what was listed to this snapshot file (gzip-compressed if it ends in .gz), so the run can be repeated on the same data with --snapshot.' },
+  filter: { flag: 'filter', type: 'string[]', doc: "Keep only matching keys, applied while listing (folders that cannot match are never listed). Repeatable. Partition filters NAME OP VALUE for Hive-style layouts (dt>=2026-06-01, region=kr|jp; OP = != >= <= > <) must all hold; globs on the key below the prefix ('**/*.jpg', 'train/shard-0*') are alternatives." },
+  skipArchived: { flag: 'skip-archived', env: 'SLUICE_SKIP_ARCHIVED', type: 'boolean', default: false, doc: 'Leave out objects archived in GLACIER, DEEP_ARCHIVE or an Intelligent-Tiering archive tier (not restored), counted in sluice_archived_skipped_objects_total. Default: Pipe and File channels refuse to start; FastFile shows them and fails their open with ENODATA.' },
 } as const satisfies Record<string, OptionSpec<any>>;
 
 export type OptionName = keyof typeof OPTIONS;
@@ -265,6 +270,7 @@ export const OPTION_GROUPS: ReadonlyArray<{ title: string; names: readonly Optio
   { title: 'Cache and read-ahead', names: ['cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize', 'readAheadKb'] },
   { title: 'Mount (FUSE)', names: ['allowOther', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode', 'attrTimeout', 'readyFile', 'daemon'] },
   { title: 'Channels and hosts (sluice run)', names: ['inputDataConfig', 'channel', 'root', 'inputMode', 'hostConfig', 'currentHost', 'hosts', 'hostCount', 'epochs', 'progress'] },
+  { title: 'Datasets: snapshots, filters, archived objects', names: ['snapshot', 'snapshotOut', 'filter', 'skipArchived'] },
   { title: 'Metrics and logs', names: ['metricsPort', 'metricsHost', 'logLevel', 'logFormat', 'logFile'] },
 ];
 
