@@ -44,6 +44,8 @@ export interface FastFileMount {
   readonly core: SluiceFs;
   /** Resolves when the whole prefix is listed (the view is then complete); rejects with the listing's error. */
   readonly listed: Promise<void>;
+  /** Resolves when the mount was removed from outside (fusermount -u, umount); see kernel-mount.ts. */
+  readonly gone: Promise<void>;
   /** Unmounts, stops prefetch and closes the S3 client. Idempotent. */
   unmount(): Promise<void>;
 }
@@ -103,6 +105,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       mountpoint,
       core: mounted,
       listed,
+      gone: kmount.gone,
       unmount() {
         done ??= (async () => {
           await kmount.unmount();
