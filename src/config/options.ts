@@ -74,6 +74,9 @@ export const OPTIONS = {
   hostCount: { flag: 'host-count', env: 'SLUICE_HOST_COUNT', type: 'int', doc: 'Number of hosts (hosts are algo-1..algo-N): with JOB_COMPLETION_INDEX (set it to the Indexed Job\'s completions) or with --current-host.', validate: (v: number) => (v >= 1 ? undefined : 'host-count must be at least 1') },
   epochs: { flag: 'epochs', env: 'SLUICE_EPOCHS', type: 'int', doc: 'Pipe mode: epochs to serve (FIFOs CHANNEL_0 .. CHANNEL_{N-1}). Default: no limit, as on SageMaker.', validate: (v: number) => (v >= 1 ? undefined : 'epochs must be at least 1') },
   progress: { flag: 'progress', env: 'SLUICE_PROGRESS', type: 'string', default: 'auto', doc: 'File mode progress: auto (a bar on a terminal, else a log line every 10 s), bar, log or none.', validate: (v: string) => (['auto', 'bar', 'log', 'none'].includes(v) ? undefined : 'progress must be auto, bar, log or none') },
+  // ---- sluice run (container contract) ----
+  hyperparameters: { flag: 'hyperparameters', env: 'SLUICE_HYPERPARAMETERS', type: 'string', doc: 'Hyperparameters for ROOT/input/config/hyperparameters.json (and SM_HPS, SM_HP_<NAME>, SM_USER_ARGS): a JSON object inline (\'{"epochs": "10"}\') or a file holding one. Values are passed as strings, as SageMaker does; they override a CreateTrainingJob request\'s HyperParameters key by key. Default: the request\'s, else {}.' },
+  instanceType: { flag: 'instance-type', env: 'SLUICE_INSTANCE_TYPE', type: 'string', doc: 'SageMaker instance type for resourceconfig.json and SM_CURRENT_INSTANCE_TYPE, e.g. ml.p4d.24xlarge. Default: a CreateTrainingJob request\'s ResourceConfig.InstanceType, else ml.<type> on an EC2 Nitro instance (from DMI, no network), else "local" (the toolkit\'s value for an unknown type).' },
 } as const satisfies Record<string, OptionSpec<any>>;
 
 export type OptionName = keyof typeof OPTIONS;
