@@ -49,7 +49,7 @@ export class TailBuffer {
 export function failureText(head: string, stderr: string): string {
   const lines = stderr.split('\n').map((l) => l.slice(l.lastIndexOf('\r') + 1).trimEnd()).filter((l) => l !== '');
   const out: string[] = [];
-  let size = head.length;
+  let size = head.length + 1; // and the final newline
   for (let i = lines.length - 1; i >= 0; i--) {
     const line = lines[i]!;
     if (size + 1 + line.length > FAILURE_MAX_CHARS) {

@@ -19,7 +19,9 @@
 
 export type PyValue = null | boolean | string | bigint | number | PyValue[] | Map<string, PyValue>;
 
-export class PyJsonError extends Error {}
+export class PyJsonError extends Error {
+  override name = 'PyJsonError';
+}
 
 /** JavaScript data (from our own code) as a PyValue: integers become ints. */
 export function fromJs(v: unknown): PyValue {

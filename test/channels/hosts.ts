@@ -73,3 +73,13 @@ t.test('bad host settings get one-line errors', async (t) => {
   await writeFile(path.join(dir, 'resourceconfig.json'), '{"hosts": []}');
   await t.rejects(resolveHosts(dir, {}, {}), /needs "current_host"/);
 });
+
+t.test('--host-config: the file\'s fields are kept in the resourceconfig.json sluice writes', async (t) => {
+  const dir = await tmp(t);
+  const other = path.join(dir, 'rc.json');
+  const sagemaker = { current_host: 'algo-2', hosts: ['algo-1', 'algo-2'], current_group_name: 'g', current_instance_type: 'ml.p5.48xlarge', instance_groups: [{ instance_group_name: 'g', instance_type: 'ml.p5.48xlarge', hosts: ['algo-1', 'algo-2'] }], topology: [] };
+  await writeFile(other, JSON.stringify(sagemaker));
+  const id = await resolveHosts(dir, { hostConfig: other }, {});
+  await writeResourceConfig(dir, id);
+  t.same(JSON.parse(await readFile(path.join(dir, 'resourceconfig.json'), 'utf8')), { ...sagemaker, network_interface_name: 'eth0' });
+});
