@@ -8,8 +8,9 @@
  * ended, then the last lines of the command's stderr that fit within those 1024
  * characters, unless the command wrote the file. A run that fails in sluice itself
  * (a channel that cannot be prepared or a Pipe channel failing mid-run) writes sluice's
- * one-line error instead. A failure file left by an earlier run is removed at the start:
- * on SageMaker, output/ starts empty.
+ * one-line error instead. On exit code 0 it writes an empty output/success, as the
+ * toolkit's trainer does. Both files left by an earlier run are removed at the start: on
+ * SageMaker, output/ starts empty.
  *
  * The command's stderr goes through sluice to keep that tail (TailBuffer): it still
  * reaches sluice's stderr unchanged, but the command sees a pipe instead of a terminal,
@@ -77,6 +78,13 @@ export async function writeFailure(outputDir: string, text: string): Promise<boo
   }
 }
 
-export async function clearFailure(outputDir: string): Promise<void> {
+/** The empty output/success the toolkit writes after a successful script. Never throws. */
+export async function writeSuccess(outputDir: string): Promise<void> {
+  await writeFile(path.join(outputDir, 'success'), '').catch(() => undefined);
+}
+
+/** Removes an earlier run's output/failure and output/success. */
+export async function clearOutcome(outputDir: string): Promise<void> {
   await rm(failurePath(outputDir), { force: true });
+  await rm(path.join(outputDir, 'success'), { force: true });
 }

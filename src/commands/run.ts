@@ -16,7 +16,7 @@
  *  3. run the command as a child with the variables of sagemaker-training-toolkit
  *     (channels/sagemaker-env.ts), stdin and stdout inherited, stderr passed through
  *     sluice so that its last lines can go to output/failure (channels/failure.ts);
- *  4. when it exits: write output/failure if it failed, stop the pipes (their FIFOs are
+ *  4. when it exits: write output/failure if it failed (output/success if not), stop the pipes (their FIFOs are
  *     removed), unmount, close the S3 clients, and exit with its code (killed by signal
  *     n: 128 + n, as a shell does).
  * SIGTERM/SIGINT: forwarded to the child while it runs (it decides how to stop, then
@@ -47,7 +47,7 @@ import { downloadChannel } from '../channels/file-mode.js';
 import { resolveHosts, type HostIdentity } from '../channels/hosts.js';
 import { hyperParametersFrom, readHyperParametersFlag, type HyperParameters } from '../channels/hyperparameters.js';
 import { checkChannels, parseChannelFlag, parseInputDataConfigText, type ChannelConfig, type InputMode, type TrainingJobSettings } from '../channels/input-config.js';
-import { clearFailure, failureText, TailBuffer, writeFailure } from '../channels/failure.js';
+import { clearOutcome, failureText, TailBuffer, writeFailure, writeSuccess } from '../channels/failure.js';
 import { defaultInterface, instanceTypeFromDmi, UNKNOWN_INSTANCE_TYPE } from '../channels/node-facts.js';
 import { fromJs } from '../channels/pyjson.js';
 import { sagemakerEnv, sagemakerPaths, writeConfigFiles, type SageMakerPaths } from '../channels/sagemaker-env.js';
@@ -199,7 +199,7 @@ export async function run(argv: string[]): Promise<number> {
   log.info({ currentHost: id.currentHost, hosts: id.hosts, source: id.source }, 'host identity');
   const instanceType = o.instanceType ?? job.instanceType ?? await instanceTypeFromDmi() ?? UNKNOWN_INSTANCE_TYPE;
   await writeConfigFiles(paths, channels, id, { hyperparameters, instanceType, networkInterfaceName: await defaultInterface() });
-  await clearFailure(paths.outputDir);
+  await clearOutcome(paths.outputDir);
 
   const cleanup = new Cleanup();
   const abort = new AbortController();
@@ -280,6 +280,8 @@ export async function run(argv: string[]): Promise<number> {
     if (exitCode !== 0) {
       const how = outcome.signal ? `was killed by ${outcome.signal}` : `exited with code ${exitCode}`;
       await writeFailure(paths.outputDir, failureText(`The training command ${JSON.stringify(rest.join(' ').slice(0, 200))} ${how}.`, stderrTail.text()));
+    } else {
+      await writeSuccess(paths.outputDir);
     }
     return exitCode;
   } catch (err) {
@@ -348,6 +350,7 @@ async function prepareChannel(
     // stops the run before the script starts (as SageMaker reports a bad channel).
     await mount.listed;
     clog.info({ mountpoint, files: mount.core.entryCount }, 'FastFile channel mounted');
+    void mount.gone.then(() => clog.error({ mountpoint }, 'the FastFile mount was removed from outside: the training command now sees an empty folder'));
     return undefined;
   }
   const listing = await listChannel(c, clientFor, signal);
