@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
@@ -120,3 +120,36 @@ t.test('a failing command: output/failure holds how it ended and the last lines 
   t.notOk(existsSync(path.join(root, 'output', 'failure')), 'an earlier run\'s failure file is gone');
 });
 
+
+t.test('on SageMaker\'s own resourceconfig.json (two instance groups, topology) the variables follow it', { skip: python3 ? false : 'python3 is not installed' }, async (t) => {
+  const root = await tmpRoot(t);
+  const report = path.join(root, 'report.json');
+  const configDir = path.join(root, 'input', 'config');
+  await mkdir(configDir, { recursive: true });
+  const rc = {
+    current_host: 'algo-2', current_instance_type: 'ml.p4d.24xlarge', current_group_name: 'train', hosts: ['algo-1', 'algo-2', 'algo-3'],
+    instance_groups: [
+      { instance_group_name: 'data', instance_type: 'ml.c5.18xlarge', hosts: ['algo-1'] },
+      { instance_group_name: 'train', instance_type: 'ml.p4d.24xlarge', hosts: ['algo-3', 'algo-2'] },
+    ],
+    network_interface_name: 'eth0', topology: [{ hostName: 'algo-2', capacityUnitId: 'cu-1' }],
+  };
+  await writeFile(path.join(configDir, 'resourceconfig.json'), JSON.stringify(rc));
+  const r = await runCli(['run', '--channel', 'train=s3://bkt/val/,distribution=ShardedByS3Key', '--root', root, ...common(),
+    '--hyperparameters', '{"sagemaker_distribution_instance_groups": "[\\"train\\"]"}', '--', python3!, TOOLKIT_ENV_PY, report, '0'], env());
+  t.equal(r.code, 0, r.stderr);
+  const got = JSON.parse(await readFile(report, 'utf8')) as { mismatches: unknown[]; real_toolkit: boolean; env: Record<string, string>; files: { resourceconfig: unknown } };
+  t.same(got.mismatches, [], `every variable is the toolkit's string${got.real_toolkit ? ' (and the real toolkit\'s)' : ''}`);
+  t.same(got.files.resourceconfig, rc, 'SageMaker\'s file is left as it is');
+  t.equal(got.env.SM_IS_HETERO, 'true');
+  t.equal(got.env.SM_CURRENT_INSTANCE_GROUP_HOSTS, '["algo-3","algo-2"]');
+  t.equal(got.env.SM_TOPOLOGY, '[{"capacityUnitId":"cu-1","hostName":"algo-2"}]');
+  t.match(JSON.parse(got.env.SM_TRAINING_ENV!), { master_hostname: 'algo-3', is_master: false, distribution_hosts: ['algo-3', 'algo-2'] });
+});
+
+t.test('a run that fails in sluice itself writes its one-line error to output/failure', async (t) => {
+  const root = await tmpRoot(t);
+  const r = await runCli(['run', '--channel', 'train=s3://bkt/nothing-here/', '--root', root, ...common(), '--', process.execPath, '-e', 'process.exit(0)'], { ...env(), SLUICE_LOG_LEVEL: 'silent' });
+  t.equal(r.code, 2);
+  t.equal(await readFile(path.join(root, 'output', 'failure'), 'utf8'), `${r.stderr.trim()}\n`, 'the same line as on stderr');
+});
