@@ -23,6 +23,7 @@
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { ConfigError } from '../errors.js';
 import { writeResourceConfig, type HostIdentity, type ResourceFacts } from './hosts.js';
 import { deserialize, type HyperParameters } from './hyperparameters.js';
 import { containerInputDataConfig, type ChannelConfig } from './input-config.js';
@@ -251,8 +252,15 @@ export function toEnvVars(e: ToolkitEnvironment): Record<string, string> {
 }
 
 async function readConfig(file: string): Promise<Map<string, PyValue>> {
-  const v = parse(await readFile(file, 'utf8'));
-  return v instanceof Map ? v : new Map();
+  let v: PyValue;
+  try {
+    v = parse(await readFile(file, 'utf8'));
+  } catch (err) {
+    // Only a file SageMaker (or a person) wrote can be bad: sluice writes valid JSON.
+    throw new ConfigError(`${file} is not valid JSON (${err instanceof Error ? err.message : String(err)})`, { hint: 'Fix or remove the file' });
+  }
+  if (!(v instanceof Map)) throw new ConfigError(`${file} must hold a JSON object`, { hint: 'Fix or remove the file' });
+  return v;
 }
 
 /**

@@ -200,6 +200,8 @@ export async function run(argv: string[]): Promise<number> {
   const instanceType = o.instanceType ?? job.instanceType ?? await instanceTypeFromDmi() ?? UNKNOWN_INSTANCE_TYPE;
   await writeConfigFiles(paths, channels, id, { hyperparameters, instanceType, networkInterfaceName: await defaultInterface() });
   await clearOutcome(paths.outputDir);
+  // From the files just written: a bad SageMaker-written file stops the run before any download.
+  const env = await childEnv(paths, job);
 
   const cleanup = new Cleanup();
   const abort = new AbortController();
@@ -241,7 +243,6 @@ export async function run(argv: string[]): Promise<number> {
       return 128 + signalNumber(stopSignal ?? 'SIGTERM');
     }
 
-    const env = await childEnv(paths, job);
     log.info({ command: rest }, 'starting the training command');
     const c = spawn(rest[0]!, rest.slice(1), { stdio: ['inherit', 'inherit', 'pipe'], env });
     child = c;

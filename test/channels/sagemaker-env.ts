@@ -121,4 +121,6 @@ t.test('writeConfigFiles: the files, the layout, and a SageMaker-written hyperpa
   t.equal(env.SAGEMAKER_JOB_NAME, '');
   t.equal(env.SAGEMAKER_REGION, '', 'no region anywhere');
   t.equal((await sagemakerEnv(p, { AWS_DEFAULT_REGION: 'eu-west-1' })).SAGEMAKER_REGION, 'eu-west-1');
+  await writeFile(hpFile, '{"a": ');
+  await t.rejects(sagemakerEnv(p, {}), { code: 'SLUICE_CONFIG', message: /hyperparameters\.json is not valid JSON/ }, 'a broken SageMaker file: one line');
 });
