@@ -82,6 +82,8 @@ export interface SluiceFsOptions {
   randomFillMaxSize?: number;
   /** The S3 client's connections (--max-connections), to keep the random fill to half of them; default 64. */
   maxConnections?: number;
+  /** The mount's kernel readahead in bytes (--read-ahead-kb), so its out-of-order requests keep a reader sequential; default 0 (the cursor's own tolerances). */
+  kernelReadahead?: number;
 }
 
 export interface ReadOptions {
@@ -354,7 +356,7 @@ export class SluiceFs implements FsCore {
     const fh = this.nextFh++;
     // An early file (index -1) has no known siblings, so no cross-file prefetch follows it.
     const file = node.index >= 0 ? node.parent.files[node.index]! : { key: node.info.key, etag: node.info.etag, size: node.info.size };
-    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill) });
+    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0) });
     openHandles.set({ channel: this.channel }, this.handles.size);
     if (node.index >= 0) this.crossFile.onOpen(node.parent.files, node.index);
     return fh;

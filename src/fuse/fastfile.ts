@@ -74,6 +74,8 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       cacheSize: o.cacheSize, partSize: o.partSize, maxPrefetch: o.maxPrefetch, maxInflight: o.maxInflight,
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
+      // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
+      kernelReadahead: o.readAheadKb * 1024,
     });
     core = fs;
     const listed = fs.listed.then(() => {
