@@ -55,7 +55,7 @@ import { BlockFetcher } from '../prefetch/block-fetcher.js';
 import { CrossFilePrefetcher } from '../prefetch/cross-file.js';
 import { InflightBudget } from '../prefetch/inflight-budget.js';
 import { RandomFill } from '../prefetch/random-fill.js';
-import { ReadCursor } from '../prefetch/read-cursor.js';
+import { ReadCursor, type CursorStats } from '../prefetch/read-cursor.js';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { buildTree, lookupPath, newDir, normalizePrefix, unsafeReason, type FileNode, type Node, type SkippedKey, type Tree } from './tree.js';
 import type { Attr, FsCore, StatFs } from './types.js';
@@ -198,6 +198,8 @@ export class SluiceFs implements FsCore {
   readonly fetcher: BlockFetcher;
   readonly crossFile: CrossFilePrefetcher;
   readonly randomFill: RandomFill;
+  /** Reads of closed handles by how their cursor classified them (for tests and the bench). */
+  readonly readStats: CursorStats = { sequentialReads: 0, randomReads: 0 };
 
   /** Settles when the listing is complete (the view is then fixed), or rejects with its error. */
   readonly listed: Promise<void>;
@@ -391,6 +393,8 @@ export class SluiceFs implements FsCore {
     const h = this.handles.get(fh);
     if (!h || !this.handles.delete(fh)) throw new BadHandleError(fh);
     h.cursor.close();
+    this.readStats.sequentialReads += h.cursor.stats.sequentialReads;
+    this.readStats.randomReads += h.cursor.stats.randomReads;
     openHandles.set({ channel: this.channel }, this.handles.size);
     // A file counts as delivered when a handle that served bytes from it is closed.
     if (h.served) {

@@ -21,8 +21,8 @@ import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.
 const MiB = 1024 * 1024;
 const BUCKET = 'seqgets';
 const PREFIX = 'data/';
-const PART = 2 * MiB;
-/** 24 parts: enough for the window to reach max-prefetch and stay there. */
+const PART = 4 * MiB;
+/** 12 parts: enough for the window to reach max-prefetch; small enough (<= cache / 4) that a random read of it would start a random fill. */
 const SIZE = 48 * MiB;
 
 /** sha256 of what `cat file` writes to its stdout. */
@@ -53,7 +53,7 @@ t.test('cat of a large file uses part-sized GETs at read_ahead_kb 128, 1024 and 
     const m = await mountFastFile({
       uri: `s3://${BUCKET}/${PREFIX}`, mountpoint: dir,
       // Cross-file prefetch off: only the reader's own GETs are counted.
-      options: testMountOptions(proxy.endpoint, { cacheSize: 64 * MiB, partSize: PART, maxPrefetch: 16 * MiB, maxInflight: 64 * MiB, crossFilePrefetch: 0, readAheadKb: kb }),
+      options: testMountOptions(proxy.endpoint, { cacheSize: 256 * MiB, partSize: PART, maxPrefetch: 16 * MiB, maxInflight: 64 * MiB, crossFilePrefetch: 0, readAheadKb: kb }),
     });
     try {
       const actual = await getReadaheadKb(dir);
@@ -71,6 +71,9 @@ t.test('cat of a large file uses part-sized GETs at read_ahead_kb 128, 1024 and 
       t.ok(bytes <= SIZE * 1.05, `read_ahead_kb ${kb}: fetched ${bytes} bytes for a ${SIZE}-byte file (at most 5% twice)`);
       t.ok(wholeBytes >= SIZE * 0.85, `read_ahead_kb ${kb}: ${wholeBytes} of ${SIZE} bytes came in whole ${PART / MiB} MiB GETs`);
       t.ok(gets.length <= SIZE / PART + 16, `read_ahead_kb ${kb}: ${gets.length} GETs for ${SIZE / PART} parts`);
+      for (let i = 0; i < 50 && m.core.readStats.sequentialReads === 0; i++) await new Promise((r) => setTimeout(r, 20)); // release is async to close()
+      t.comment(`read_ahead_kb ${kb}: reads ${JSON.stringify(m.core.readStats)}`);
+      t.equal(m.core.readStats.randomReads, 0, `read_ahead_kb ${kb}: no read was taken for random`);
       const c = m.core.cache.stats;
       t.equal(c.prefetchUsed.random_fill + c.prefetchWasted.random_fill, 0, `read_ahead_kb ${kb}: no random fill (no read was taken for random)`);
     } finally {
