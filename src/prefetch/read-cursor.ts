@@ -10,8 +10,9 @@
  *     depends on the order of reads within the reorder span R (the larger of the
  *     SEEK_*_TOLERANCE constants and the mount's kernel readahead window):
  *      - the first read of a handle is sequential when it starts at 0, random when
- *        it starts R or more into the file (a reader that opens and seeks far is
- *        random-access), and undecided in between: it fetches only its own blocks
+ *        it starts FIRST_READ_SPAN (or the kernel readahead window, if larger) or more
+ *        into the file (a reader that opens and seeks is random-access), and
+ *        undecided in between: it fetches only its own blocks
  *        (no read-ahead, no random fill), and the next read decides for both: within
  *        R of it, in either direction, the handle is sequential from the file's start
  *        (so the gap below the first read is fetched as whole parts too);
@@ -79,6 +80,15 @@ export const SEEK_BACKWARD_TOLERANCE = 2 * MiB;
 export const SEEK_FORWARD_TOLERANCE = 2 * MiB;
 
 /**
+ * A handle's first read that starts this far into the file, or further, is random; nearer,
+ * it may be the kernel's first readahead request overtaking the read at 0 (measured: at
+ * 512 KiB), so the next read decides. The kernel's first readahead window is at most its
+ * read_ahead_kb (the cursor is told it), and 1 MiB covers the kernel default's 128 KiB
+ * and sluice's default 1024 KiB alike.
+ */
+export const FIRST_READ_SPAN = MiB;
+
+/**
  * Ends of recent reads a random cursor remembers: a read contiguous with any of them
  * starts a sequential run. 8 covers the dozen or so kernel requests libfuse has in
  * flight at once, interleaved, while keeping the check a short scan.
@@ -113,6 +123,7 @@ export class ReadCursor {
   /** Reorder span R (see step 1), behind and ahead of the frontier. */
   private readonly spanBack: number;
   private readonly spanAhead: number;
+  private readonly firstSpan: number;
   /** Where the current sequential run started (its first read, or 0). */
   private runStart = 0;
   /** The first read started inside the reorder span, not at 0: the next read decides (step 1). */
@@ -136,6 +147,7 @@ export class ReadCursor {
   ) {
     this.spanBack = Math.max(SEEK_BACKWARD_TOLERANCE, kernelReadahead);
     this.spanAhead = Math.max(SEEK_FORWARD_TOLERANCE, kernelReadahead);
+    this.firstSpan = Math.max(FIRST_READ_SPAN, kernelReadahead);
   }
 
   /** The handle is closed: lets go of the random fill (its GETs in flight still land in the cache). Idempotent. */
@@ -199,7 +211,7 @@ export class ReadCursor {
     let sequential: boolean;
     let runStart = position;
     if (frontier === undefined) {
-      if (position > 0 && position < this.spanAhead) {
+      if (position > 0 && position < this.firstSpan) {
         this.undecided = true;
         this.frontier = end;
         this.remember(end);
