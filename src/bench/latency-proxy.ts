@@ -60,6 +60,8 @@ export interface LatencyProfile {
   ttfbMs: number;
   /** Bandwidth cap per connection, bytes per second. 0 means no cap. */
   bytesPerSec: number;
+  /** The proxy terminates TLS (clients speak https, with a CA made for the run). */
+  https?: boolean;
 }
 
 export interface LatencyProxyOptions extends LatencyProfile {
@@ -87,7 +89,7 @@ export interface LatencyProxy {
 /** One line describing the profile, for stdout and reports. */
 export function describeProfile(p: LatencyProfile): string {
   const bw = p.bytesPerSec > 0 ? `${(p.bytesPerSec / 1e6).toFixed(0)} MB/s per connection (token bucket, ${BURST_BYTES / 1024} KiB burst)` : 'no bandwidth cap';
-  return `${p.name}: +${p.ttfbMs} ms to first byte per request, ${bw}`;
+  return `${p.name}: +${p.ttfbMs} ms to first byte per request, ${bw}${p.https ? ', over HTTPS (TLS terminated by the proxy)' : ''}`;
 }
 
 export function validateProfile(p: LatencyProfile): string | undefined {
