@@ -1,7 +1,9 @@
 /**
  * One run of one target in one scenario: start it fresh (a cold cache), read with
  * reader processes (reader.ts), check every byte against the source's sha256,
- * record the target process's peak RSS and CPU time, stop it. Kinds:
+ * record the target process's peak RSS and CPU time, stop it. A mount's CPU time counts
+ * from the moment it is ready (its start-up is recorded apart, startupCpuSeconds); a
+ * download's or a Pipe host's covers the whole process, whose start-up is part of its job. Kinds:
  *  - sequential: reader i of N reads batches i, i+N, ... of BATCH_FILES files in key
  *    order, from the mount, the downloaded copy (time includes the download) or its
  *    Pipe FIFO; the figure is files/s or MB/s over the readers' span;
@@ -40,6 +42,12 @@ export interface RunResult {
   /** Target process (sluice or the peer). */
   peakRssBytes?: number;
   cpuSeconds?: number;
+  /**
+   * Mount targets: CPU seconds the target spent before its mount was ready (process start,
+   * listing, mount). Not in cpuSeconds: CPU s/GB is the cost of the bytes, and a fresh
+   * daemon's ~0.8 s of start-up over a run of 0.1-0.3 GB would add 3-8 s/GB to it.
+   */
+  startupCpuSeconds?: number;
   /** The reader processes' CPU time, summed. */
   readerCpuSeconds?: number;
   serverCpuSeconds?: number;
@@ -175,10 +183,13 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
     stops.add(stopM);
     try {
       await m.ready;
+      const readyCpu = m.stats()?.cpuSeconds ?? 0;
+      r.startupCpuSeconds = readyCpu;
       const plan: ReadPlan = { kind: 'random', path: path.join(m.dir, rel(big.key)), fileSize: big.size, blockSize: sc.random.blockSize, ops: sc.random.ops, threads: sc.random.threads, seed: 7 + rep, maxSeconds: sc.maxSeconds };
       const res = await runReader(plan, path.join(env.runDir, 'plan-0.json'), sc.random.threads, killAfter);
       if (res.error) throw new Error(`reader: ${res.error}`);
       applyStats(r, m.stats());
+      if (r.cpuSeconds !== undefined) r.cpuSeconds -= readyCpu;
       const offsets = randomOffsets(plan.seed, res.items, big.size, plan.blockSize);
       const source = sourceBytes(big);
       const h = createHash('sha256');
@@ -210,7 +221,9 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
     stops.add(stopM);
     try {
       await m.ready;
-      let warmCpu = 0;
+      // CPU from here on is the bytes' (see RunResult.startupCpuSeconds); the warm-up read's is not.
+      let warmCpu = m.stats()?.cpuSeconds ?? 0;
+      r.startupCpuSeconds = warmCpu;
       if (warm) {
         const w = await runReader({ kind: 'files', paths: [path.join(m.dir, rel(objs[0]!.key))], maxSeconds: sc.maxSeconds }, path.join(env.runDir, 'plan-warm.json'), 4, killAfter);
         if (w.error || checkHashes([objs[0]!.sha256], w) > 0 || w.items !== 1) throw new Error(`warm-up read of ${objs[0]!.key}: ${w.error ?? 'wrong bytes'}`);
