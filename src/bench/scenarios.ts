@@ -44,6 +44,8 @@ export interface ScenarioDef {
    */
   warm?: boolean;
   random: { threads: number; blockSize: number; ops: number };
+  /** Issue 15: FastFile mounts from a snapshot of the dataset (written once, not timed) instead of listing. */
+  snapshot: boolean;
 }
 
 export interface BenchConfig {
@@ -208,6 +210,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
         blockSize: size(file, r.blockSize, `scenarios.${name}.random.blockSize`, 64 * 1024),
         ops: num(file, r.ops, `scenarios.${name}.random.ops`, 1, 1_000_000, 1000),
       },
+      snapshot: s.snapshot === true,
     };
     if (s.warm !== undefined && typeof s.warm !== 'boolean') fail(file, `scenarios.${name}.warm must be true or false`, 'Set warm: true to measure a daemon that has already read the first object');
     if (s.warm === true) {
