@@ -35,7 +35,7 @@ import { loadFuse } from './native.js';
 
 /** The shared options (src/config/options.ts) a FastFile mount takes. */
 export const FASTFILE_OPTION_NAMES = [
-  'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout',
+  'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle',
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
 ] as const;
@@ -98,6 +98,8 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       cacheSize: o.cacheSize, partSize: o.partSize, maxPrefetch: o.maxPrefetch, maxInflight: o.maxInflight,
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
+      // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
+      kernelReadahead: o.readAheadKb * 1024,
     });
     core = fs;
     const listed = fs.listed.then(() => {
