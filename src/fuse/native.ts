@@ -85,6 +85,12 @@ export interface NativeFuse {
   readonly mnt: string;
   mount(cb: (err: Error | null) => void): void;
   unmount(cb: (err: (Error & { unmountFailure?: boolean }) | null) => void): void;
+  /**
+   * Releases the native mount's hold on the event loop when unmount() failed because the
+   * mount was already gone (removed from outside): fuse-native then skips that step, and
+   * its libuv handle would keep the process alive forever. Idempotent.
+   */
+  releaseNative(): void;
 }
 
 export type NativeFuseCtor = new (mnt: string, ops: NativeOps, opts: NativeMountOptions) => NativeFuse;
@@ -150,10 +156,21 @@ interface FuseInternals {
 export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
   if (opts.fromFd) loadFuseFdShim();
   if (cached) return cached;
-  const require = createRequire(import.meta.url);
-  const Fuse = require('fuse-native') as new (...a: any[]) => any;
-  const binding = (require('node-gyp-build') as (dir: string) => FuseBinding)(path.dirname(require.resolve('fuse-native/package.json')));
+  const req = createRequire(import.meta.url);
+  const Fuse = req('fuse-native') as new (...a: any[]) => any;
+  // fuse-native's own addon (node-gyp-build resolves the same file, so require's cache
+  // hands back the instance fuse-native uses).
+  const index = req.resolve('fuse-native');
+  const binding = createRequire(index)('node-gyp-build')(path.dirname(index)) as FuseBinding;
   class SluiceFuse extends Fuse {
+    private released = false;
+    releaseNative(): void {
+      const self = this as unknown as { mnt: string; _thread: Buffer | null };
+      if (this.released || !self._thread) return;
+      this.released = true;
+      binding.fuse_native_unmount(self.mnt, self._thread);
+    }
+
     /** fuse-native insists on a folder it can stat; a descriptor mount has none here. */
     _open(cb: (err: Error | null) => void): void {
       const self = this as unknown as FuseInternals;
@@ -173,7 +190,7 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
       const self = this as unknown as FuseInternals;
       if (!self.opts.fromFd) return super._close(cb);
       try {
-        binding.fuse_native_unmount(self.mnt, self._thread);
+        this.releaseNative();
       } catch (err) {
         return cb(err as Error);
       }
