@@ -22,6 +22,7 @@ import path from 'node:path';
 import type { Options } from '../config/options.js';
 import { SluiceFs } from '../fs/core.js';
 import { log } from '../log.js';
+import { withDiskTier } from '../cache/tiered-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { fuseTimeoutMs } from './deadline.js';
@@ -34,6 +35,7 @@ export const FASTFILE_OPTION_NAMES = [
   'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout',
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
+  'cacheDir', 'cacheDirSize', 'cacheDirWriteRate',
 ] as const;
 
 export type FastFileOptions = Options<(typeof FASTFILE_OPTION_NAMES)[number]>;
@@ -63,7 +65,8 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
   checkFuseAvailable();
   await prepareMountpoint(mountpoint);
 
-  const client = createObjectClient(clientOptionsFrom(bucket, o));
+  // With --cache-dir, reads go through the disk tier, under the memory block cache.
+  const client = await withDiskTier(createObjectClient(clientOptionsFrom(bucket, o)), o);
   const mlog = log.child({ component: 'fastfile', mountpoint, ...(opts.channel ? { channel: opts.channel } : {}) });
   let core: SluiceFs | undefined;
   try {
