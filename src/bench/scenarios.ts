@@ -21,7 +21,7 @@ export const PEERS = ['s3fs', 'rclone', 'aws'] as const;
 export type ModeName = (typeof MODES)[number];
 export type PeerName = (typeof PEERS)[number];
 export type TargetName = ModeName | PeerName;
-export const SCENARIO_KINDS = ['sequential', 'random', 'ttfb', 'list'] as const;
+export const SCENARIO_KINDS = ['sequential', 'random', 'ttfb', 'list', 'tier'] as const;
 export type ScenarioKind = (typeof SCENARIO_KINDS)[number];
 
 export interface ScenarioDef {
@@ -38,6 +38,8 @@ export interface ScenarioDef {
   /** Bound on one run's reading time; the figure covers what was read by then. */
   maxSeconds: number;
   random: { threads: number; blockSize: number; ops: number };
+  /** kind tier (./tier.ts): the memory cache of its mounts and the disk tier's bound; default: the file's cache size, 4x the dataset. */
+  tier: { cacheSize: number; cacheDirSize: number | undefined };
 }
 
 export interface BenchConfig {
@@ -201,6 +203,12 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
         blockSize: size(file, r.blockSize, `scenarios.${name}.random.blockSize`, 64 * 1024),
         ops: num(file, r.ops, `scenarios.${name}.random.ops`, 1, 1_000_000, 1000),
       },
+      tier: { cacheSize: sluice.cacheSize, cacheDirSize: undefined },
+    };
+    const tr = (isObj(s.tier) ? s.tier : {}) as Obj;
+    sc.tier = {
+      cacheSize: size(file, tr.cacheSize, `scenarios.${name}.tier.cacheSize`, sluice.cacheSize),
+      cacheDirSize: tr.cacheDirSize === undefined ? undefined : size(file, tr.cacheDirSize, `scenarios.${name}.tier.cacheDirSize`),
     };
     if (sc.kind === 'random' && !spec.largeFiles) fail(file, `scenarios.${name}: a random scenario needs a dataset with largeFiles`, 'Point it at a dataset of large files');
     return sc;
