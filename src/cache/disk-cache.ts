@@ -64,7 +64,7 @@
  * --scenario tier` measures the FUSE hop against reading the same files from local disk.
  */
 import { createHash } from 'node:crypto';
-import { close, closeSync, mkdirSync, open, read, readv, statfs as statfsCb, utimes, writeFileSync, writev } from 'node:fs';
+import { close, closeSync, mkdirSync, open, openSync, read, readv, statfs as statfsCb, utimes, writeFileSync, writev } from 'node:fs';
 import { readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
@@ -269,9 +269,11 @@ export class DiskCache {
   async readInto(id: DiskBlockId, dst: Buffer, offset = 0): Promise<boolean> {
     const name = blockName(id, this.blockSize);
     const file = this.fileOf(name);
+    // open and close synchronously: both are metadata operations of a few microseconds (no data
+    // I/O), and each would otherwise cost a trip through the libuv pool; only the read goes there.
     let fd: number;
     try {
-      fd = await openP(file, 'r');
+      fd = openSync(file, 'r');
     } catch {
       this.miss();
       return false;
@@ -282,7 +284,7 @@ export class DiskCache {
     } catch (err) {
       log.debug({ err, file }, 'disk tier read failed; reading from S3');
     } finally {
-      await closeP(fd);
+      closeSync(fd);
     }
     if (!ok) {
       this.miss();

@@ -22,7 +22,7 @@ import path from 'node:path';
 import type { Options } from '../config/options.js';
 import { SluiceFs } from '../fs/core.js';
 import { log } from '../log.js';
-import { withDiskTier } from '../cache/tiered-client.js';
+import { TieredClient, withDiskTier } from '../cache/tiered-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { fuseTimeoutMs } from './deadline.js';
@@ -77,6 +77,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       cacheSize: o.cacheSize, partSize: o.partSize, maxPrefetch: o.maxPrefetch, maxInflight: o.maxInflight,
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
+      ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size) } : {}),
     });
     core = fs;
     const listed = fs.listed.then(() => {

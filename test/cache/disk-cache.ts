@@ -226,3 +226,29 @@ t.test('an unusable --cache-dir is a user error naming it', async (t) => {
   await t.rejects(openTier(file), InvalidArgumentError);
   await t.rejects(DiskCache.open({ dir, maxBytes: 100, writeBytesPerSec: 1 }), InvalidArgumentError);
 });
+
+t.test('blocks of an object in use (pinned) are kept by eviction; unpinned they go', async (t) => {
+  const dir = await tempDir(t);
+  const c = await openTier(dir, 4 * MiB);
+  t.teardown(() => c.close());
+  const keep = { ns: NS, key: 'open-file', etag: '"e"', index: 0 };
+  c.write(keep, patternBytes(B, 99));
+  await c.flush();
+  const unpin = c.pin(NS, 'open-file', '"e"', B);
+  for (let i = 0; i < 40; i++) {
+    c.write({ ns: NS, key: `other${i}`, etag: '"e"', index: 0 }, patternBytes(B, i));
+    await c.flush();
+  }
+  t.ok(c.stats.evictions > 0);
+  t.equal(await c.readInto(keep, Buffer.alloc(B)), true, 'the pinned block stayed while older than all others');
+  unpin();
+  // Make it the oldest again, then push more: now it may go.
+  const { utimes } = await import('node:fs/promises');
+  const name = blockName(keep);
+  await utimes(path.join(dir, TIER_FOLDER, 'blocks', name.slice(0, 2), name), 1, 1);
+  for (let i = 40; i < 80; i++) {
+    c.write({ ns: NS, key: `other${i}`, etag: '"e"', index: 0 }, patternBytes(B, i));
+    await c.flush();
+  }
+  t.equal(await c.readInto(keep, Buffer.alloc(B)), false, 'unpinned, the oldest block was evicted');
+});
