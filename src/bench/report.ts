@@ -162,6 +162,9 @@ export function targetChecks(res: BenchResults): Check[] {
       const e1 = ph('epoch1');
       const nt = ph('no-tier');
       add('Disk tier: epoch 1 with the tier ÷ without', base, e1 && nt ? e1.value! / nt.value! : null, x, '≥ 0.9× (noise)', (v) => v >= 0.9);
+      const direct = ph('direct');
+      const rs = ph('restarted');
+      add('Disk tier: what FUSE costs, restarted (through the mount) ÷ direct (same tier, no FUSE)', base, rs && direct ? rs.value! / direct.value! : null, pct, 'measured', () => true);
     }
     if (f0.kind === 'list') {
       const ff = get(sc, 'FastFile', 1);

@@ -7,21 +7,28 @@
  *   epoch1        a FastFile mount with --cache-dir (a fresh folder), first epoch;
  *   epoch2        the same mount, second epoch (the memory cache is 4x smaller than
  *                 the dataset in the scenario files, so this reads from the tier);
- *   restarted     a new mount process on the same --cache-dir, one epoch.
+ *   restarted     a new mount process on the same --cache-dir, one epoch;
+ *   direct        the same tier read without FUSE (./tier-direct.ts, a process reading
+ *                 through TieredClient, `readers` objects at a time): restarted against
+ *                 direct is what the FUSE hop costs, direct against local what the tier
+ *                 costs over plain files (its CPU includes the sha256 of the bytes).
  * Each phase's readers are the sequential scenario's (reader.ts, BATCH_FILES batches),
  * every byte checked by sha256. Per phase: MB/s and files/s over the readers' span, the
  * sluice process's CPU seconds in it (none for `local`: no daemon), and the object GETs
  * the latency proxy saw during it (listings not counted).
  */
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { sourceBytes, type SeededObject } from '../local/dataset.js';
 import type { LatencyProxyStats } from './latency-proxy.js';
 import { assignBatches, checkHashes, runReader, type RunResult } from './run-once.js';
 import type { ScenarioDef } from './scenarios.js';
-import { runDownload, startMount, type TargetEnv } from './targets.js';
+import { DIST_DIR, runDownload, startMount, type TargetEnv } from './targets.js';
+import type { DirectArgs } from './tier-direct.js';
+import { tierNamespace } from '../cache/tiered-client.js';
 
-export const TIER_PHASES = ['local', 'no-tier', 'epoch1', 'epoch2', 'restarted'] as const;
+export const TIER_PHASES = ['local', 'no-tier', 'epoch1', 'epoch2', 'restarted', 'direct'] as const;
 export type TierPhase = (typeof TIER_PHASES)[number];
 
 /** Grace beyond maxSeconds before readers are killed (as run-once.ts). */
@@ -100,5 +107,31 @@ export async function runTier(
   const [noTier] = await mounted(withArgs([]), ['no-tier']);
   const [epoch1, epoch2] = await mounted(withArgs(tierArgs), ['epoch1', 'epoch2']);
   const [restarted] = await mounted(withArgs(tierArgs), ['restarted']);
-  return { local, 'no-tier': noTier!, epoch1: epoch1!, epoch2: epoch2!, restarted: restarted! };
+  const direct = await directPhase({
+    cacheDir, cacheDirSize: sc.tier.cacheDirSize ?? 4 * bytes, ns: tierNamespace({ endpoint: env.endpoint, cacheDirWriteRate: 1 }, env.bucket), bucket: env.bucket,
+    objects: objs.map((o) => ({ key: o.key, etag: o.etag, size: o.size })), concurrency: readers,
+  }, objs, rep, sc, killAfter, proxyStats);
+  return { local, 'no-tier': noTier!, epoch1: epoch1!, epoch2: epoch2!, restarted: restarted!, direct };
+}
+
+/** The `direct` phase: ./tier-direct.ts in its own process. */
+async function directPhase(
+  args: DirectArgs, objs: SeededObject[], rep: number, sc: ScenarioDef, killAfter: number, proxyStats: () => Promise<LatencyProxyStats>,
+): Promise<TierRunResult> {
+  const gets0 = (await proxyStats()).objectGets;
+  const out = await new Promise<string>((resolve, reject) => {
+    execFile(process.execPath, [path.join(DIST_DIR, 'bench', 'tier-direct.js'), JSON.stringify(args)], { timeout: killAfter, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`direct tier read failed: ${stderr.trim().split('\n').slice(-2).join(' ') || err.message}`));
+      else resolve(stdout);
+    });
+  });
+  const d = JSON.parse(out.trim().split('\n').pop()!) as { startMs: number; endMs: number; bytes: number; items: number; sha256: string[]; cpuSeconds: number };
+  const r: TierRunResult = { rep, value: null, seconds: (d.endMs - d.startMs) / 1000, bytes: d.bytes, items: d.items, verified: false, mismatches: 0, truncated: false, cpuSeconds: d.cpuSeconds };
+  r.mismatches = d.sha256.filter((h, i) => h !== objs[i]!.sha256).length;
+  r.verified = r.mismatches === 0 && r.items > 0;
+  r.s3Gets = (await proxyStats()).objectGets - gets0;
+  r.mbps = r.bytes / 1e6 / r.seconds;
+  r.filesPerSec = r.items / r.seconds;
+  r.value = sc.metric === 'files/s' ? r.filesPerSec : r.mbps;
+  return r;
 }

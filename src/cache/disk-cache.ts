@@ -64,7 +64,7 @@
  * --scenario tier` measures the FUSE hop against reading the same files from local disk.
  */
 import { createHash } from 'node:crypto';
-import { close, closeSync, mkdirSync, open, openSync, read, readv, statfs as statfsCb, utimes, writeFileSync, writev } from 'node:fs';
+import { close, closeSync, futimesSync, mkdirSync, open, openSync, read, readv, statfs as statfsCb, writeFileSync, writev } from 'node:fs';
 import { readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
@@ -117,6 +117,8 @@ const ENOSPC_PAUSE_MS = 5_000;
  * holds (so a restart does not shrink the bound by what the last run stored).
  */
 export const DEFAULT_FREE_SHARE = 0.5;
+/** Smallest default bound: 64 MiB (a full disk then simply gets no grant; reads go on). */
+const DEFAULT_MIN_BYTES = 64 * 1024 * 1024;
 
 export interface DiskBlockId {
   /** Where the object lives: endpoint and bucket (TieredClient makes it). */
@@ -241,7 +243,8 @@ export class DiskCache {
     if (maxBytes === undefined) {
       const free = await (o.freeBytes ?? statfsFree)(o.dir);
       const ledger = await readLedger(path.join(root, 'ledger.json'));
-      maxBytes = Math.floor(Math.max(0, free - MIN_FREE_BYTES) * DEFAULT_FREE_SHARE) + (ledger?.files ?? 0);
+      // At least DEFAULT_MIN_BYTES, so a nearly full disk still starts (no grant is made below MIN_FREE_BYTES free anyway).
+      maxBytes = Math.max(DEFAULT_MIN_BYTES, Math.floor(Math.max(0, free - MIN_FREE_BYTES) * DEFAULT_FREE_SHARE) + (ledger?.files ?? 0));
     }
     if (!(Number.isSafeInteger(maxBytes) && maxBytes >= HEADER_BYTES + PAGE)) {
       throw new InvalidArgumentError(`--cache-dir-size is ${maxBytes} bytes: too small to hold a block`, { hint: 'Set --cache-dir-size to a few GiB (or free space on the disk of --cache-dir)' });
@@ -281,6 +284,7 @@ export class DiskCache {
     let ok = false;
     try {
       ok = await this.readOpen(fd, name, file, dst, offset);
+      if (ok) this.touch(name, fd);
     } catch (err) {
       log.debug({ err, file }, 'disk tier read failed; reading from S3');
     } finally {
@@ -293,7 +297,6 @@ export class DiskCache {
     this.stats.hits++;
     diskCacheHits.inc();
     diskCacheReadBytes.inc(dst.length);
-    this.touch(name, file);
     return true;
   }
 
@@ -623,14 +626,24 @@ export class DiskCache {
     return path.join(this.blocksDir, name.slice(0, 2), name);
   }
 
-  private touch(name: string, file: string): void {
+  /**
+   * A hit makes the block recent for LRU: its mtime is set to now, at most once per
+   * TOUCH_INTERVAL_MS per block, through the fd already open (futimes: one syscall on the
+   * event loop; utimes by path through the libuv pool cost ~2x the CPU of the read itself).
+   */
+  private touch(name: string, fd: number): void {
     const now = Date.now();
     const last = this.touched.get(name);
     if (last !== undefined && now - last < TOUCH_INTERVAL_MS) return;
     this.touched.set(name, now);
     const t = now / 1000;
-    utimes(file, t, t, () => undefined);
+    try {
+      futimesSync(fd, t, t);
+    } catch {
+      /* a read-only or odd filesystem: LRU age stays the write time */
+    }
   }
+
 }
 
 function sumGrants(l: Ledger): number {

@@ -6,6 +6,7 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,12 +19,15 @@ import { downloadChannel } from '../../src/channels/file-mode.js';
 import { listChannel } from '../../src/channels/sources.js';
 import type { ChannelConfig } from '../../src/channels/input-config.js';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
-import { seedDataset, type SeededObject } from '../../src/local/dataset.js';
+import { seedDataset, sourceBytes, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';
 import { registry } from '../../src/metrics/metrics.js';
 import { createObjectClient } from '../../src/s3/s3-client.js';
+import { startPipeChannel } from '../../src/pipe/pipe-channel.js';
+import type { ObjectInfo } from '../../src/s3/object-client.js';
 import { startCli, waitExit, type RunningCli } from '../helpers/cli.js';
+import { readFifo, waitFor } from '../helpers/pipe.js';
 import { cleanupMount, tempMountpoint } from '../helpers/fuse.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
 
@@ -75,6 +79,7 @@ async function blockFiles(cacheDir: string): Promise<string[]> {
 let s3: LocalS3;
 let objects: SeededObject[];
 let total = 0;
+const sourceOf = (key: string): Buffer => sourceBytes(objects.find((o) => o.key === key)!);
 
 t.before(async () => {
   s3 = await startLocalS3();
@@ -218,4 +223,37 @@ t.test('File mode copies from the tier: a second job on the node makes no GET', 
   };
   t.ok(await job() > 0, 'the first job downloads');
   t.equal(await job(), 0, 'the second job copies from the tier');
+});
+
+t.test('Pipe streams from the tier: a second job makes no GET, bytes right', async (t) => {
+  const cacheDir = await tempDir(t, 'tier-pipe');
+  const job = async () => {
+    const inner = createObjectClient({ bucket: BUCKET, endpoint: s3.endpoint, region: 'us-east-1', pathStyle: true, credentials: s3.credentials, maxAttempts: 3 });
+    const client = await withDiskTier(inner, { cacheDir, cacheDirWriteRate: 1024 * MiB, endpoint: s3.endpoint });
+    const before = await gets();
+    try {
+      const infos: ObjectInfo[] = [];
+      for await (const o of client.list(PREFIX)) infos.push(o);
+      infos.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      const ch = await startPipeChannel({
+        client, channel: 'train', dataDir: await tempDir(t, 'tier-pipe-data'), recordWrapper: 'None', compression: 'None', partSize: 1 * MiB, epochs: 1,
+        itemsForEpoch: () => infos.map((info) => ({ kind: 'object' as const, info })),
+      });
+      try {
+        await waitFor(() => existsSync(ch.fifoPath(0)), 60_000, 'FIFO of epoch 0');
+        const got = await readFifo(ch.fifoPath(0));
+        const want = createHash('sha256');
+        for (const info of infos) want.update(sourceOf(info.key));
+        t.equal(sha(got), want.digest('hex'), 'the pipe carries the objects in order');
+        await ch.done;
+      } finally {
+        await ch.stop();
+      }
+    } finally {
+      await client.close();
+    }
+    return (await gets()) - before;
+  };
+  t.ok(await job() > 0, 'the first job reads S3');
+  t.equal(await job(), 0, 'the second job streams from the tier');
 });
