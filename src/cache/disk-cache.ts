@@ -493,6 +493,16 @@ export class DiskCache {
       this.left += size; // nothing (kept) was written
       if (fd !== undefined) closeSync(fd);
       await unlink(tmp).catch(() => undefined);
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        // The folder was removed under us (by hand, or a cleanup): make it again for the next blocks.
+        try {
+          mkdirSync(this.tmpDir, { recursive: true });
+          mkdirSync(path.dirname(this.fileOf(job.name)), { recursive: true });
+          for (let i = 0; i < 256; i++) mkdirSync(path.join(this.blocksDir, i.toString(16).padStart(2, '0')), { recursive: true });
+        } catch {
+          /* still unusable: the next write fails the same way and is counted */
+        }
+      }
       if ((err as NodeJS.ErrnoException).code === 'ENOSPC' || (err as NodeJS.ErrnoException).code === 'EDQUOT') {
         this.pausedUntil = Date.now() + ENOSPC_PAUSE_MS;
         this.skip('no_space');

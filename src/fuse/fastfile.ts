@@ -66,7 +66,11 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
   await prepareMountpoint(mountpoint);
 
   // With --cache-dir, reads go through the disk tier, under the memory block cache.
-  const client = await withDiskTier(createObjectClient(clientOptionsFrom(bucket, o)), o);
+  const s3 = createObjectClient(clientOptionsFrom(bucket, o));
+  const client = await withDiskTier(s3, o).catch(async (err: unknown) => {
+    await s3.close().catch(() => undefined);
+    throw err;
+  });
   const mlog = log.child({ component: 'fastfile', mountpoint, ...(opts.channel ? { channel: opts.channel } : {}) });
   let core: SluiceFs | undefined;
   try {

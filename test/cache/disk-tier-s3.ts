@@ -177,6 +177,8 @@ t.test('another process filling the folder, and the folder removed under the mou
     await rm(path.join(cacheDir, TIER_FOLDER, 'blocks'), { recursive: true, force: true });
   });
   t.ok(g > 0, 'read from S3 instead');
+  // The mount made the folder again for its later writes: the next run finds blocks.
+  t.ok((await blockFiles(cacheDir)).length > 0, 'blocks written again after the folder came back');
 });
 
 t.test('kill -9 of a mount while it writes to the tier: the next process opens the folder and reads right', async (t) => {
