@@ -40,6 +40,8 @@ export interface ScenarioDef {
   random: { threads: number; blockSize: number; ops: number };
   /** kind tier (./tier.ts): the memory cache of its mounts and the disk tier's bound; default: the file's cache size, 4x the dataset. */
   tier: { cacheSize: number; cacheDirSize: number | undefined };
+  /** Issue 15: FastFile mounts from a snapshot of the dataset (written once, not timed) instead of listing. */
+  snapshot: boolean;
 }
 
 export interface BenchConfig {
@@ -204,6 +206,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
         ops: num(file, r.ops, `scenarios.${name}.random.ops`, 1, 1_000_000, 1000),
       },
       tier: { cacheSize: sluice.cacheSize, cacheDirSize: undefined },
+      snapshot: s.snapshot === true,
     };
     const tr = (isObj(s.tier) ? s.tier : {}) as Obj;
     sc.tier = {

@@ -370,10 +370,10 @@ export class DiskCache {
    * Keeps an object's blocks from this process's eviction while it is open (a FastFile
    * handle, a Pipe or File mode transfer). Returns the matching unpin.
    */
-  pin(ns: string, key: string, etag: string, size: number): () => void {
+  pin(ns: string, key: string, etag: string, size: number, versionId?: string): () => void {
     const names: string[] = [];
     const blocks = Math.ceil(size / this.blockSize);
-    for (let i = 0; i < blocks; i++) names.push(blockName({ ns, key, etag, index: i }, this.blockSize));
+    for (let i = 0; i < blocks; i++) names.push(blockName(versionId !== undefined ? { ns, key, etag, versionId, index: i } : { ns, key, etag, index: i }, this.blockSize));
     for (const n of names) this.pins.set(n, (this.pins.get(n) ?? 0) + 1);
     let done = false;
     return () => {

@@ -36,8 +36,22 @@ export class TieredClient implements ObjectClient {
     private readonly onClose: () => Promise<void> = async () => undefined,
   ) {}
 
+  /** Version ids a snapshot pinned (pinVersions): part of the block keys of those objects. */
+  private versions: ReadonlyMap<string, string> | undefined;
+
   get bucket(): string {
     return this.inner.bucket;
+  }
+
+  /** Passes a snapshot's version pins to the inner client, and keys those objects' blocks by version too. */
+  pinVersions(versions: ReadonlyMap<string, string>): void {
+    this.versions = versions;
+    this.inner.pinVersions?.(versions);
+  }
+
+  private blockId(key: string, etag: string, index: number): DiskBlockId {
+    const versionId = this.versions?.get(key);
+    return versionId !== undefined ? { ns: this.ns, key, etag, versionId, index } : { ns: this.ns, key, etag, index };
   }
 
   list(prefix: string, opts?: ListOptions): AsyncIterable<ObjectInfo> {
@@ -54,7 +68,7 @@ export class TieredClient implements ObjectClient {
 
   /** Keeps an object's blocks from eviction while it is open (see DiskCache.pin). */
   pin(key: string, etag: string, size: number): () => void {
-    return this.tier.pin(this.ns, key, etag, size);
+    return this.tier.pin(this.ns, key, etag, size, this.versions?.get(key));
   }
 
   async getRange(key: string, start: number, end: number, etag: string, opts?: RangeOptions): Promise<Buffer> {
@@ -64,7 +78,7 @@ export class TieredClient implements ObjectClient {
     const out = opts?.into && opts.into.length === n ? opts.into : Buffer.allocUnsafe(n);
     const first = Math.floor(start / B);
     const last = Math.floor((end - 1) / B);
-    const id = (index: number): DiskBlockId => ({ ns: this.ns, key, etag, index });
+    const id = (index: number): DiskBlockId => this.blockId(key, etag, index);
     const probes: Promise<boolean>[] = [];
     for (let i = first; i <= last; i++) {
       const from = Math.max(start, i * B);
@@ -101,7 +115,7 @@ export class TieredClient implements ObjectClient {
     }
     for (let k = i; k <= j; k++) {
       const a = k * B - from;
-      this.tier.write({ ns: this.ns, key, etag, index: k }, buf.subarray(a, Math.min(buf.length, a + B)));
+      this.tier.write(this.blockId(key, etag, k), buf.subarray(a, Math.min(buf.length, a + B)));
     }
   }
 

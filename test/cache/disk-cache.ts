@@ -252,3 +252,22 @@ t.test('blocks of an object in use (pinned) are kept by eviction; unpinned they 
   }
   t.equal(await c.readInto(keep, Buffer.alloc(B)), false, 'unpinned, the oldest block was evicted');
 });
+
+t.test('TieredClient passes a snapshot\'s version pins to S3 and keys those blocks by version', async (t) => {
+  const dir = await tempDir(t);
+  const c = await openTier(dir);
+  t.teardown(() => c.close());
+  const fake = new FakeObjectClient();
+  const body = patternBytes(B, 5);
+  const etag = fake.put('v', body);
+  let pinned: ReadonlyMap<string, string> | undefined;
+  (fake as unknown as { pinVersions(v: ReadonlyMap<string, string>): void }).pinVersions = (v) => { pinned = v; };
+  const tc = new TieredClient(fake, c, NS);
+  const versions = new Map([['v', 'ver-1']]);
+  tc.pinVersions(versions);
+  t.equal(pinned, versions, 'the inner client got the pins');
+  t.ok((await tc.getRange('v', 0, B, etag)).equals(body));
+  await c.flush();
+  t.equal(await c.readInto({ ns: NS, key: 'v', etag, versionId: 'ver-1', index: 0 }, Buffer.alloc(B)), true, 'stored under its version');
+  t.equal(await c.readInto({ ns: NS, key: 'v', etag, index: 0 }, Buffer.alloc(B)), false, 'not under the unversioned key');
+});
