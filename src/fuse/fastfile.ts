@@ -36,7 +36,7 @@ import { loadFuse } from './native.js';
 
 /** The shared options (src/config/options.ts) a FastFile mount takes. */
 export const FASTFILE_OPTION_NAMES = [
-  'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout',
+  'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle',
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
   'cacheDir', 'cacheDirSize', 'cacheDirWriteRate',
@@ -53,6 +53,8 @@ export interface FastFileMount {
   readonly core: SluiceFs;
   /** Resolves when the whole prefix is listed (the view is then complete); rejects with the listing's error. */
   readonly listed: Promise<void>;
+  /** Resolves when the mount was removed from outside (fusermount -u, umount); see kernel-mount.ts. */
+  readonly gone: Promise<void>;
   /** Unmounts, stops prefetch and closes the S3 client. Idempotent. */
   unmount(): Promise<void>;
 }
@@ -104,6 +106,8 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
       ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size) } : {}),
+      // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
+      kernelReadahead: o.readAheadKb * 1024,
     });
     core = fs;
     const listed = fs.listed.then(() => {
@@ -133,6 +137,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       mountpoint,
       core: mounted,
       listed,
+      gone: kmount.gone,
       unmount() {
         done ??= (async () => {
           await kmount.unmount();
