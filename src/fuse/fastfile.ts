@@ -25,6 +25,7 @@ import type { Options } from '../config/options.js';
 import { SluiceFs } from '../fs/core.js';
 import { InvalidArgumentError } from '../errors.js';
 import { log } from '../log.js';
+import { TieredClient, withDiskTier } from '../cache/tiered-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import type { ObjectInfo } from '../s3/object-client.js';
 import { restoreHint } from '../errors.js';
@@ -40,6 +41,7 @@ export const FASTFILE_OPTION_NAMES = [
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
   'noSignRequest', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode',
+  'cacheDir', 'cacheDirSize', 'cacheDirWriteRate',
 ] as const;
 
 /** Issue 15: what to read (snapshot, filters, archived objects); `sluice run` sets them per channel. */
@@ -92,7 +94,12 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
     await prepareMountpoint(mountpoint);
   }
 
-  const client = createObjectClient(clientOptionsFrom(bucket, o));
+  // With --cache-dir, reads go through the disk tier, under the memory block cache.
+  const s3 = createObjectClient(clientOptionsFrom(bucket, o));
+  const client = await withDiskTier(s3, o).catch(async (err: unknown) => {
+    await s3.close().catch(() => undefined);
+    throw err;
+  });
   const mlog = log.child({ component: 'fastfile', mountpoint, ...(opts.channel ? { channel: opts.channel } : {}) });
   let core: SluiceFs | undefined;
   try {
@@ -115,6 +122,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
       owner: { uid: o.uid, gid: o.gid, fileMode: o.fileMode, dirMode: o.dirMode },
+      ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size) } : {}),
       // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
       kernelReadahead: o.readAheadKb * 1024,
     });
