@@ -45,7 +45,7 @@ import { checkChannels, parseChannelFlag, parseInputDataConfigText, type Channel
 import { sagemakerEnv, sagemakerPaths, writeConfigFiles, type SageMakerPaths } from '../channels/sagemaker-env.js';
 import { shardObjects } from '../channels/shard.js';
 import { shuffled } from '../channels/shuffle.js';
-import { listChannel, type ChannelItem, type ChannelUnit, type ClientFor } from '../channels/sources.js';
+import { isFolderMarker, listChannel, type ChannelItem, type ChannelUnit, type ClientFor } from '../channels/sources.js';
 
 export const summary = 'Give a training command the SageMaker input environment: File, FastFile and Pipe channels, then run it.';
 
@@ -288,13 +288,15 @@ async function prepareChannel(
     throw new ConfigError(`channel ${JSON.stringify(c.name)}: no objects under ${c.s3Uri}`, { hint: 'Check the S3Uri (a prefix matches keys that start with it)' });
   }
   if (c.inputMode === 'File') {
-    const mine = shardObjects(listing.objects, {
+    // Folder markers become folders on every host; only data objects are sharded (and counted).
+    const markers = listing.objects.filter((x) => isFolderMarker(x.key));
+    const mine = shardObjects(listing.objects.filter((x) => !isFolderMarker(x.key)), {
       distribution: c.distribution, hostIndex: id.hostIndex, hostCount: id.hostCount, epoch: 0,
       ...(c.seed !== undefined ? { seed: c.seed } : {}),
     });
     if (mine.length === 0) clog.warn({ objects: listing.objects.length, hosts: id.hostCount }, 'this host\'s shard is empty');
     await downloadChannel({
-      channel: c.name, dataDir: paths.dataDir, objects: mine, partSize: o.partSize, maxInflight: o.maxInflight,
+      channel: c.name, dataDir: paths.dataDir, objects: [...markers, ...mine], partSize: o.partSize, maxInflight: o.maxInflight,
       maxConnections: o.maxConnections, progress: o.progress as 'auto' | 'bar' | 'log' | 'none', signal,
     });
     return undefined;
