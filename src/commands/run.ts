@@ -296,7 +296,7 @@ async function prepareChannel(
     });
     if (mine.length === 0) clog.warn({ objects: listing.objects.length, hosts: id.hostCount }, 'this host\'s shard is empty');
     await downloadChannel({
-      channel: c.name, dataDir: paths.dataDir, objects: [...markers, ...mine], partSize: o.partSize, maxInflight: o.maxInflight,
+      channel: c.name, dataDir: paths.dataDir, stateDir: path.join(paths.root, '.sluice', 'file-mode'), objects: [...markers, ...mine], partSize: o.partSize, maxInflight: o.maxInflight,
       maxConnections: o.maxConnections, progress: o.progress as 'auto' | 'bar' | 'log' | 'none', signal,
     });
     return undefined;
