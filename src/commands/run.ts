@@ -51,6 +51,7 @@ export const summary = 'Give a training command the SageMaker input environment:
 
 const RUN_OPTION_NAMES = [
   'inputDataConfig', 'channel', 'root', 'inputMode', 'hostConfig', 'currentHost', 'hosts', 'hostCount', 'epochs', 'progress',
+  'allowEmptyChannel', 'fifoWaitWarning',
   ...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'logLevel',
 ] as const;
 type RunOptions = Options<(typeof RUN_OPTION_NAMES)[number]>;
@@ -267,6 +268,20 @@ export function epochUnits(units: ChannelUnit[], c: ChannelConfig, id: HostIdent
   return c.seed === undefined ? shard : shuffled(shard, c.seed, epoch);
 }
 
+/**
+ * A channel whose S3Uri matches no object (folder markers do not count): the same
+ * one-line error in every mode, unless --allow-empty-channel lets it start empty.
+ */
+function emptyChannel(c: ChannelConfig, o: RunOptions, clog: typeof log): void {
+  if (o.allowEmptyChannel) {
+    clog.warn({ uri: c.s3Uri }, 'the channel is empty (no objects under its S3Uri); starting anyway (--allow-empty-channel)');
+    return;
+  }
+  throw new ConfigError(`channel ${JSON.stringify(c.name)}: no objects under ${c.s3Uri}`, {
+    hint: 'Check the S3Uri (a prefix matches keys that start with it), or pass --allow-empty-channel to start with an empty channel',
+  });
+}
+
 async function prepareChannel(
   c: ChannelConfig, o: RunOptions, paths: SageMakerPaths, id: HostIdentity, clientFor: ClientFor, cleanup: Cleanup, signal: AbortSignal,
 ): Promise<PipeChannel | undefined> {
@@ -280,13 +295,12 @@ async function prepareChannel(
     // The script starts with every FastFile channel completely listed, so a listing error
     // stops the run before the script starts (as SageMaker reports a bad channel).
     await mount.listed;
+    if (mount.core.fileCount === 0) emptyChannel(c, o, clog);
     clog.info({ mountpoint, files: mount.core.entryCount }, 'FastFile channel mounted');
     return undefined;
   }
   const listing = await listChannel(c, clientFor, signal);
-  if (listing.units.length === 0) {
-    throw new ConfigError(`channel ${JSON.stringify(c.name)}: no objects under ${c.s3Uri}`, { hint: 'Check the S3Uri (a prefix matches keys that start with it)' });
-  }
+  if (listing.units.length === 0) emptyChannel(c, o, clog);
   if (c.inputMode === 'File') {
     // Folder markers become folders on every host; only data objects are sharded (and counted).
     const markers = listing.objects.filter((x) => isFolderMarker(x.key));

@@ -74,6 +74,9 @@ export const OPTIONS = {
   hostCount: { flag: 'host-count', env: 'SLUICE_HOST_COUNT', type: 'int', doc: 'Number of hosts (hosts are algo-1..algo-N): with JOB_COMPLETION_INDEX (set it to the Indexed Job\'s completions) or with --current-host.', validate: (v: number) => (v >= 1 ? undefined : 'host-count must be at least 1') },
   epochs: { flag: 'epochs', env: 'SLUICE_EPOCHS', type: 'int', doc: 'Pipe mode: epochs to serve (FIFOs CHANNEL_0 .. CHANNEL_{N-1}). Default: no limit, as on SageMaker.', validate: (v: number) => (v >= 1 ? undefined : 'epochs must be at least 1') },
   progress: { flag: 'progress', env: 'SLUICE_PROGRESS', type: 'string', default: 'auto', doc: 'File mode progress: auto (a bar on a terminal, else a log line every 10 s), bar, log or none.', validate: (v: string) => (['auto', 'bar', 'log', 'none'].includes(v) ? undefined : 'progress must be auto, bar, log or none') },
+  // ---- sluice run: channel checks and Pipe waits (issue 12) ----
+  allowEmptyChannel: { flag: 'allow-empty-channel', env: 'SLUICE_ALLOW_EMPTY_CHANNEL', type: 'boolean', default: false, doc: 'Let a channel whose S3Uri matches no object start empty (File: an empty folder, FastFile: an empty mount, Pipe: FIFOs that give EOF) instead of failing the run.' },
+  fifoWaitWarning: { flag: 'fifo-wait-warning', env: 'SLUICE_FIFO_WAIT_WARNING', type: 'duration-ms', default: 10_000, doc: 'Pipe mode: log a warning when a FIFO has waited this long (ms) for the training script to open it, read from it, or close the previous epoch; repeated at doubling intervals (at most every 10 min).', validate: (v: number) => (v >= 1 ? undefined : 'fifo-wait-warning must be at least 1 ms') },
 } as const satisfies Record<string, OptionSpec<any>>;
 
 export type OptionName = keyof typeof OPTIONS;

@@ -360,3 +360,33 @@ t.test('File mode on a reused root holds only this run\'s shard: algo-1 then alg
   t.same(all.filter((f) => !f.endsWith('/')), seeded.map((o) => o.key.slice('train/'.length)).sort(), 'exactly the objects');
   for (const o of seeded) t.equal(sha256(await readFile(path.join(kchan, o.key.slice('train/'.length)))), o.sha256, o.key);
 });
+
+t.test('an empty or mistyped prefix fails with the same one line in File, FastFile and Pipe; --allow-empty-channel starts it empty', async (t) => {
+  await s3.putObject('bkt', 'only-markers/', Buffer.alloc(0));
+  await s3.putObject('bkt', 'only-markers/sub/', Buffer.alloc(0));
+  for (const prefix of ['trian/', 'only-markers/']) {
+    const lines: string[] = [];
+    for (const mode of ['File', 'FastFile', 'Pipe']) {
+      const root = await tmpRoot(t);
+      t.teardown(() => cleanupMount(path.join(root, 'input', 'data', 'train')));
+      const marker = path.join(root, 'started');
+      const r = await runCli(['run', '--channel', `train=s3://bkt/${prefix},mode=${mode}`, '--root', root, ...common(),
+        '--', process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, 'x')`], { ...env(), SLUICE_LOG_LEVEL: 'silent' });
+      t.equal(r.code, 2, `${prefix} ${mode}: exit 2`);
+      t.equal(r.stderr.trim().split('\n').length, 1, `${prefix} ${mode}: one line: ${r.stderr}`);
+      t.notOk(existsSync(marker), `${prefix} ${mode}: the script never started`);
+      lines.push(r.stderr.trim());
+    }
+    t.match(lines[0], new RegExp(`^sluice: channel "train": no objects under s3://bkt/${prefix}\\. .*--allow-empty-channel`));
+    t.same(lines, [lines[0], lines[0], lines[0]], `${prefix}: the same line in every mode`);
+  }
+  for (const mode of ['File', 'FastFile']) {
+    const root = await tmpRoot(t);
+    const dir = path.join(root, 'input', 'data', 'train');
+    t.teardown(() => cleanupMount(dir));
+    const r = await runCli(['run', '--channel', `train=s3://bkt/trian/,mode=${mode}`, '--allow-empty-channel', '--root', root, ...common(),
+      '--', process.execPath, '-e', 'process.stdout.write(JSON.stringify(require("fs").readdirSync(process.env.SM_CHANNEL_TRAIN)))'], env());
+    t.equal(r.code, 0, `${mode} with --allow-empty-channel: ${r.stderr}`);
+    t.equal(r.stdout, '[]', `${mode}: the script sees an empty channel`);
+  }
+});
