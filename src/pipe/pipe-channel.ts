@@ -40,7 +40,6 @@ import { epochBytes, type Compression, type RecordWrapper } from './epoch-bytes.
 import { FifoWriter } from './fifo-writer.js';
 import { fifoOps, nativeLoadError } from './native.js';
 import { Readahead, type PipeItem } from './readahead.js';
-import { RECORDIO_SPLIT_LENGTH } from './recordio.js';
 
 export type { PipeItem } from './readahead.js';
 
@@ -55,6 +54,12 @@ export const DEFAULT_PIPE_MAX_INFLIGHT = 128 * MiB;
 export const DEFAULT_PIPE_PART_SIZE = 8 * MiB;
 /** 64 GETs at once, the default --max-connections: more would only queue in the client's pool. */
 export const DEFAULT_PIPE_MAX_REQUESTS = 64;
+/**
+ * Decompressed bytes of one RecordIO record held in memory (Gzip + RecordIO): most
+ * samples are far smaller; a larger record spills to disk (recordio.ts), so a channel's
+ * memory is its read-ahead plus at most this.
+ */
+export const RECORD_HOLD_MAX = 16 * MiB;
 /** SageMaker's channel names: letters, digits, '.', '-', '_' (and never a path). */
 const CHANNEL_NAME_RE = /^[A-Za-z0-9._-]+$/;
 
@@ -76,6 +81,8 @@ export interface PipeChannelOptions {
   partSize?: number;
   /** GETs in flight at most (default DEFAULT_PIPE_MAX_REQUESTS). */
   maxRequests?: number;
+  /** Folder for records too large to hold in memory (Gzip + RecordIO); default: the OS temp folder. */
+  spillDir?: string;
 }
 
 export interface PipeChannel {
@@ -113,7 +120,7 @@ function checkOptions(o: PipeChannelOptions): void {
 class PipeChannelImpl implements PipeChannel {
   currentEpoch = 0;
   done!: Promise<void>;
-  private readonly o: Required<Omit<PipeChannelOptions, 'epochs'>> & { epochs: number | undefined };
+  private readonly o: Required<Omit<PipeChannelOptions, 'epochs' | 'spillDir'>> & { epochs: number | undefined; spillDir?: string };
   private readonly abort = new AbortController();
   private readonly log: Logger;
   /** FIFOs made and not yet removed: the current epoch's, then maybe the next one's. */
@@ -209,7 +216,8 @@ class PipeChannelImpl implements PipeChannel {
       const bytes = epochBytes(items, ra, {
         recordWrapper: this.o.recordWrapper,
         compression: this.o.compression,
-        recordHoldLimit: Math.min(this.o.maxInflight, RECORDIO_SPLIT_LENGTH),
+        recordHoldLimit: Math.min(this.o.maxInflight, RECORD_HOLD_MAX),
+        ...(this.o.spillDir !== undefined ? { spillDir: this.o.spillDir } : {}),
         bucket: this.o.client.bucket,
         onItemDone: () => {
           channelObjects.inc({ channel: this.o.channel, mode: 'Pipe' });

@@ -137,17 +137,19 @@ t.test('RecordIO + Gzip: each decompressed object is one record', async (t) => {
   await ch.done;
 });
 
-t.test('RecordIO + Gzip: a record larger than the hold limit (maxInflight) goes out split, and parses back whole', async (t) => {
+t.test('RecordIO + Gzip: a record larger than the hold limit (maxInflight) is still one cflag-0 record (spilled to disk)', async (t) => {
   const client = new MemoryClient();
   const plain = bytesFor('big', 200_001);
   const items: PipeItem[] = [{ kind: 'object', info: client.put('big.gz', gzipSync(plain)) }];
-  const ch = await start(t, { client, epochs: 1, compression: 'Gzip', recordWrapper: 'RecordIO', maxInflight: 64 * 1024, partSize: 16 * 1024, itemsForEpoch: () => items });
+  const spillDir = await tempDir(t);
+  const ch = await start(t, { client, epochs: 1, compression: 'Gzip', recordWrapper: 'RecordIO', maxInflight: 64 * 1024, partSize: 16 * 1024, spillDir, itemsForEpoch: () => items });
   const wire = await readEpoch(ch, 0);
-  t.equal(wire.readUInt32LE(4) >>> 29, 1, 'the first frame is cflag 1');
+  t.equal(wire.readUInt32LE(4), plain.length, 'one frame: cflag 0, the whole length');
   const records = decodeRecordIO(wire);
   t.equal(records.length, 1);
   t.ok(records[0]!.equals(plain));
   await ch.done;
+  t.same(await readdir(spillDir), [], 'no spill file left');
 });
 
 t.test('an object that is not gzip fails the channel with DecompressionError; stop() cleans up', async (t) => {
