@@ -38,7 +38,8 @@ import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
 import { checkFuseAvailable } from '../fuse/mountpoint.js';
-import { startPipeChannel, type PipeChannel } from '../pipe/pipe-channel.js';
+import { DEFAULT_PIPE_MAX_INFLIGHT, startPipeChannel, type PipeChannel } from '../pipe/pipe-channel.js';
+import { planBudgets, type ChannelBudget } from '../channels/budget.js';
 import { downloadChannel } from '../channels/file-mode.js';
 import { resolveHosts, type HostIdentity } from '../channels/hosts.js';
 import { checkChannels, parseChannelFlag, parseInputDataConfigText, type ChannelConfig, type InputMode } from '../channels/input-config.js';
@@ -175,12 +176,15 @@ export async function run(argv: string[]): Promise<number> {
   try {
     const pipes: { name: string; pipe: PipeChannel }[] = [];
     const metrics = await startMetrics(o, cleanup);
-    const clientFor = clientCache(o, cleanup);
+    // One budget for the process: each channel gets its share (channels/budget.ts).
+    const budgets = planBudgets(channels, o);
+    log.info({ channels: Object.fromEntries(budgets.byChannel), sharedPoolConnections: budgets.sharedPoolConnections }, 'memory and connection budget per channel');
+    const clientFor = clientCache(o, cleanup, budgets.sharedPoolConnections);
     for (const c of channels) metrics?.setReady(`channel ${c.name}`, false);
     for (const c of channels) {
       if (abort.signal.aborted) break;
       try {
-        const pipe = await prepareChannel(c, o, paths, id, clientFor, cleanup, abort.signal);
+        const pipe = await prepareChannel(c, o, budgets.byChannel.get(c.name)!, paths, id, clientFor, cleanup, abort.signal);
         if (pipe) pipes.push({ name: c.name, pipe });
         metrics?.setReady(`channel ${c.name}`, true);
       } catch (err) {
@@ -246,13 +250,13 @@ async function startMetrics(o: RunOptions, cleanup: Cleanup): Promise<MetricsSer
 }
 
 /** One ObjectClient per bucket (manifests may point at several), closed at cleanup. */
-function clientCache(o: RunOptions, cleanup: Cleanup): ClientFor {
+function clientCache(o: RunOptions, cleanup: Cleanup, poolConnections: number): ClientFor {
   const clients = new Map<string, ObjectClient>();
   cleanup.add('S3 clients', async () => { await Promise.all([...clients.values()].map((c) => c.close())); });
   return (bucket) => {
     let c = clients.get(bucket);
     if (!c) {
-      c = createObjectClient(clientOptionsFrom(bucket, o));
+      c = createObjectClient(clientOptionsFrom(bucket, { ...o, maxConnections: poolConnections }));
       clients.set(bucket, c);
     }
     return c;
@@ -283,14 +287,14 @@ function emptyChannel(c: ChannelConfig, o: RunOptions, clog: typeof log): void {
 }
 
 async function prepareChannel(
-  c: ChannelConfig, o: RunOptions, paths: SageMakerPaths, id: HostIdentity, clientFor: ClientFor, cleanup: Cleanup, signal: AbortSignal,
+  c: ChannelConfig, o: RunOptions, budget: ChannelBudget, paths: SageMakerPaths, id: HostIdentity, clientFor: ClientFor, cleanup: Cleanup, signal: AbortSignal,
 ): Promise<PipeChannel | undefined> {
   const clog = log.child({ channel: c.name, mode: c.inputMode });
   channelEpoch.set({ channel: c.name, mode: c.inputMode }, 0);
   if (c.inputMode === 'FastFile') {
     const mountpoint = path.join(paths.dataDir, c.name);
     await mkdir(mountpoint, { recursive: true }).catch(() => undefined); // prepareMountpoint reports what is wrong
-    const mount = await mountFastFile({ uri: c.s3Uri, mountpoint, channel: c.name, options: o });
+    const mount = await mountFastFile({ uri: c.s3Uri, mountpoint, channel: c.name, options: { ...o, ...budget } });
     cleanup.add(`unmount ${mountpoint}`, () => mount.unmount());
     // The script starts with every FastFile channel completely listed, so a listing error
     // stops the run before the script starts (as SageMaker reports a bad channel).
@@ -310,8 +314,8 @@ async function prepareChannel(
     });
     if (mine.length === 0) clog.warn({ objects: listing.objects.length, hosts: id.hostCount }, 'this host\'s shard is empty');
     await downloadChannel({
-      channel: c.name, dataDir: paths.dataDir, stateDir: path.join(paths.root, '.sluice', 'file-mode'), objects: [...markers, ...mine], partSize: o.partSize, maxInflight: o.maxInflight,
-      maxConnections: o.maxConnections, progress: o.progress as 'auto' | 'bar' | 'log' | 'none', signal,
+      channel: c.name, dataDir: paths.dataDir, stateDir: path.join(paths.root, '.sluice', 'file-mode'), objects: [...markers, ...mine], partSize: o.partSize, maxInflight: budget.maxInflight,
+      maxConnections: budget.maxConnections, progress: o.progress as 'auto' | 'bar' | 'log' | 'none', signal,
     });
     return undefined;
   }
@@ -326,7 +330,11 @@ async function prepareChannel(
     recordWrapper: c.recordWrapper,
     compression: c.compression,
     partSize: o.partSize,
-    maxRequests: o.maxConnections,
+    // Its share of --max-inflight, and never more read-ahead than one pipe can use.
+    maxInflight: Math.min(budget.maxInflight, DEFAULT_PIPE_MAX_INFLIGHT),
+    maxRequests: budget.maxConnections,
+    spillDir: path.join(paths.root, '.sluice', 'spill'),
+    waitWarningMs: o.fifoWaitWarning,
     ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
   });
   cleanup.add(`stop Pipe channel ${c.name}`, () => pipe.stop());

@@ -62,9 +62,9 @@ export const DEFAULT_PIPE_PART_SIZE = 8 * MiB;
 /** 64 GETs at once, the default --max-connections: more would only queue in the client's pool. */
 export const DEFAULT_PIPE_MAX_REQUESTS = 64;
 /**
- * Decompressed bytes of one RecordIO record held in memory (Gzip + RecordIO): most
- * samples are far smaller; a larger record spills to disk (recordio.ts), so a channel's
- * memory is its read-ahead plus at most this.
+ * Decompressed bytes of one RecordIO record held in memory (Gzip + RecordIO), at most a
+ * quarter of maxInflight (the read-ahead gets the rest): most samples are far smaller; a
+ * larger record spills to disk (recordio.ts). So a channel holds at most maxInflight.
  */
 export const RECORD_HOLD_MAX = 16 * MiB;
 /** SageMaker's channel names: letters, digits, '.', '-', '_' (and never a path). */
@@ -231,12 +231,17 @@ class PipeChannelImpl implements PipeChannel {
     }
   }
 
+  /** Bytes of a decompressed record held in memory: taken out of maxInflight, so the channel stays within it. */
+  private get recordHold(): number {
+    return this.o.recordWrapper === 'RecordIO' && this.o.compression === 'Gzip' ? Math.min(Math.floor(this.o.maxInflight / 4), RECORD_HOLD_MAX) : 0;
+  }
+
   private async serveEpoch(epoch: number, writer: FifoWriter): Promise<EpochOutcome> {
     const items = this.o.itemsForEpoch(epoch);
     const ra = new Readahead(items, {
       client: this.o.client,
       partSize: this.o.partSize,
-      maxInflightBytes: this.o.maxInflight,
+      maxInflightBytes: Math.max(1, this.o.maxInflight - this.recordHold),
       maxRequests: this.o.maxRequests,
       signal: this.abort.signal,
     });
@@ -249,7 +254,7 @@ class PipeChannelImpl implements PipeChannel {
       const bytes = epochBytes(items, ra, {
         recordWrapper: this.o.recordWrapper,
         compression: this.o.compression,
-        recordHoldLimit: Math.min(this.o.maxInflight, RECORD_HOLD_MAX),
+        recordHoldLimit: this.recordHold,
         ...(this.o.spillDir !== undefined ? { spillDir: this.o.spillDir } : {}),
         bucket: this.o.client.bucket,
         onItemDone: () => {
