@@ -163,3 +163,31 @@ t.test('three FastFile channels share one --cache-size/--max-inflight budget: pe
   // 24 MiB in flight, with 64 MiB of slack for the heap, garbage and the allocator.
   t.ok(grew < cacheSize + maxInflight + 64 * MiB, `peak RSS grew ${(grew / MiB).toFixed(0)} MiB, within the one budget plus slack`);
 });
+
+t.test('Pipe skips folder markers: RecordIO holds only data objects, and sharding counts only them', async (t) => {
+  for (const k of ['pm/', 'pm/a', 'pm/sub/', 'pm/sub/b', 'pm/sub/c', 'pm/z/']) await s3.putObject('bkt', k, Buffer.from(k.endsWith('/') ? '' : `data of ${k}`));
+  // Counts RecordIO records (MXNet framing: magic, cflag<<29|length, data, padding to 4) and returns their text.
+  const script = `
+    const fs = require('fs');
+    const b = fs.readFileSync(process.env.SM_CHANNEL_TRAIN + '_0');
+    const out = [];
+    for (let at = 0; at < b.length;) {
+      if (b.readUInt32LE(at) !== 0xced7230a) throw new Error('bad magic');
+      const len = b.readUInt32LE(at + 4) & ((1 << 29) - 1);
+      out.push(b.subarray(at + 8, at + 8 + len).toString());
+      at += 8 + len + ((4 - (len % 4)) % 4);
+    }
+    process.stdout.write(JSON.stringify(out));`;
+  const one = await runCli(['run', '--channel', 'train=s3://bkt/pm/,mode=Pipe,wrapper=RecordIO', '--epochs', '1', '--root', await tmpRoot(t), ...common(),
+    '--', process.execPath, '-e', script], env());
+  t.equal(one.code, 0, one.stderr);
+  t.same(JSON.parse(one.stdout), ['data of pm/a', 'data of pm/sub/b', 'data of pm/sub/c'], 'no empty record for a marker');
+  const counts: number[] = [];
+  for (const h of [1, 2]) {
+    const r = await runCli(['run', '--channel', 'train=s3://bkt/pm/,mode=Pipe,wrapper=RecordIO,distribution=ShardedByS3Key', '--epochs', '1',
+      '--current-host', `algo-${h}`, '--host-count', '2', '--root', await tmpRoot(t), ...common(), '--', process.execPath, '-e', script], env());
+    t.equal(r.code, 0, r.stderr);
+    counts.push((JSON.parse(r.stdout) as string[]).length);
+  }
+  t.same(counts.sort(), [1, 2], '3 data objects over 2 hosts: 2 and 1 (markers not counted)');
+});
