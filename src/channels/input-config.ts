@@ -4,9 +4,11 @@
  * Accepted input (see `sluice run --help`):
  *  - the `InputDataConfig` list exactly as passed to CreateTrainingJob, or a whole
  *    CreateTrainingJob request (its InputDataConfig, with AlgorithmSpecification's
- *    TrainingInputMode as the default mode);
+ *    TrainingInputMode as the default mode; its TrainingJobName, HyperParameters,
+ *    ResourceConfig.InstanceType and Environment go to the container: `job`);
  *  - `--channel NAME=s3://bucket/prefix/[,key=value...]` with keys mode, distribution,
- *    seed, type, wrapper, compression, content-type, attributes (names joined by '|').
+ *    seed, type, wrapper, compression, content-type, attributes (names joined by '|'),
+ *    and sluice's own snapshot, snapshot-out, filter (expressions joined by '&'; issue 15).
  *    Values are matched case-insensitively. A URI holding ',' needs the JSON form.
  *
  * SageMaker's defaults: S3DataType S3Prefix (as the SageMaker Python SDK), distribution
@@ -48,6 +50,13 @@ export interface ChannelConfig {
   contentType?: string;
   /** ShuffleConfig.Seed. */
   seed?: number;
+  // ---- issue 15 (short form only: snapshot=FILE, snapshot-out=FILE, filter=A&B) ----
+  /** Read exactly this snapshot's objects, with no listing. */
+  snapshot?: string;
+  /** Write the listing to this snapshot file. */
+  snapshotOut?: string;
+  /** --filter expressions (src/s3/filters.ts). */
+  filters?: string[];
 }
 
 export const INPUT_MODES: readonly InputMode[] = ['File', 'FastFile', 'Pipe'];
@@ -71,6 +80,46 @@ export interface ParsedChannels {
   channels: ChannelConfig[];
   /** Settings accepted but ignored (e.g. Gzip in File mode), one line each, for the log. */
   warnings: string[];
+  /** What else a whole CreateTrainingJob request says about the container (absent for a bare list). */
+  job?: TrainingJobSettings;
+}
+
+/** The parts of a CreateTrainingJob request, besides its channels, that reach the container. */
+export interface TrainingJobSettings {
+  /** TrainingJobName: SageMaker sets TRAINING_JOB_NAME to it. */
+  name?: string;
+  /** HyperParameters, as given (SageMaker requires string values). */
+  hyperParameters?: Record<string, unknown>;
+  /** ResourceConfig.InstanceType, e.g. ml.p4d.24xlarge. */
+  instanceType?: string;
+  /** Environment: variables SageMaker sets in the container. */
+  environment?: Record<string, string>;
+}
+
+/** The TrainingJobSettings of a whole CreateTrainingJob request; `source` names it in errors. */
+function jobSettings(req: Record<string, unknown>, source: string): TrainingJobSettings {
+  const job: TrainingJobSettings = {};
+  if (req.TrainingJobName !== undefined) {
+    if (typeof req.TrainingJobName !== 'string') throw new ConfigError(`${source}: TrainingJobName must be a string`, { hint: 'E.g. "TrainingJobName": "my-job"' });
+    job.name = req.TrainingJobName;
+  }
+  if (req.HyperParameters !== undefined) {
+    if (!isObject(req.HyperParameters)) throw new ConfigError(`${source}: HyperParameters must be an object`, { hint: 'E.g. "HyperParameters": {"epochs": "10"}' });
+    job.hyperParameters = req.HyperParameters;
+  }
+  const rc = req.ResourceConfig;
+  if (isObject(rc) && rc.InstanceType !== undefined) {
+    if (typeof rc.InstanceType !== 'string') throw new ConfigError(`${source}: ResourceConfig.InstanceType must be a string`, { hint: 'E.g. "InstanceType": "ml.p4d.24xlarge"' });
+    job.instanceType = rc.InstanceType;
+  }
+  if (req.Environment !== undefined) {
+    const env = req.Environment;
+    if (!isObject(env) || !Object.values(env).every((v) => typeof v === 'string')) {
+      throw new ConfigError(`${source}: Environment must be an object of string values`, { hint: 'E.g. "Environment": {"NCCL_DEBUG": "INFO"}' });
+    }
+    job.environment = env as Record<string, string>;
+  }
+  return job;
 }
 
 function where(name: string | undefined, index: number): string {
@@ -107,8 +156,10 @@ export function parseInputDataConfigText(text: string, source: string, defaultIn
 export function parseInputDataConfig(json: unknown, source = 'input data config', defaultInputMode: InputMode = 'File'): ParsedChannels {
   let list = json;
   let mode = defaultInputMode;
+  let job: TrainingJobSettings | undefined;
   if (isObject(json) && 'InputDataConfig' in json) {
     list = json.InputDataConfig;
+    job = jobSettings(json, source);
     const spec = json.AlgorithmSpecification;
     if (isObject(spec) && spec.TrainingInputMode !== undefined) {
       mode = oneOf(spec.TrainingInputMode, INPUT_MODES, source, 'AlgorithmSpecification.TrainingInputMode');
@@ -121,7 +172,7 @@ export function parseInputDataConfig(json: unknown, source = 'input data config'
   const warnings: string[] = [];
   const channels = list.map((c, i) => channelFromJson(c, i, mode, warnings));
   checkChannels(channels, warnings);
-  return { channels, warnings };
+  return { channels, warnings, ...(job ? { job } : {}) };
 }
 
 function channelFromJson(c: unknown, index: number, defaultInputMode: InputMode, warnings: string[]): ChannelConfig {
@@ -195,7 +246,7 @@ const SHORT_VALUES = {
   wrapper: { none: 'None', recordio: 'RecordIO' },
   compression: { none: 'None', gzip: 'Gzip' },
 } as const;
-const SHORT_KEYS = [...Object.keys(SHORT_VALUES), 'seed', 'content-type', 'attributes'];
+const SHORT_KEYS = [...Object.keys(SHORT_VALUES), 'seed', 'content-type', 'attributes', 'snapshot', 'snapshot-out', 'filter'];
 
 /** Parse `--channel train=s3://b/p/,mode=Pipe,distribution=ShardedByS3Key,seed=7`. */
 export function parseChannelFlag(text: string, defaultInputMode: InputMode = 'File'): ParsedChannels {
@@ -231,6 +282,14 @@ export function parseChannelFlag(text: string, defaultInputMode: InputMode = 'Fi
       channel.seed = parseSeed(value, at, 'seed');
     } else if (key === 'content-type') {
       channel.contentType = value;
+    } else if (key === 'snapshot') {
+      channel.snapshot = value;
+    } else if (key === 'snapshot-out') {
+      channel.snapshotOut = value;
+    } else if (key === 'filter') {
+      // Several filters joined by '&' (',' separates settings): filter=dt>=2026-06-01&region=kr
+      channel.filters = value.split('&').map((f) => f.trim());
+      if (channel.filters.some((f) => f === '')) throw new ConfigError(`${at}: filter has an empty expression`, { hint: 'Join filters with &, e.g. filter=dt>=2026-06-01&region=kr' });
     } else {
       channel.attributeNames = value.split('|').map((a) => a.trim());
       if (channel.attributeNames.some((a) => a === '')) throw new ConfigError(`${at}: attributes has an empty name`, { hint: 'Join names with |, e.g. attributes=source-ref|class' });
@@ -267,6 +326,9 @@ export function checkChannel(c: ChannelConfig, warnings: string[]): void {
     if (c.s3DataType !== 'AugmentedManifestFile') throw new ConfigError(`${at}: AttributeNames applies only to S3DataType AugmentedManifestFile`, { hint: 'Remove AttributeNames, or set "S3DataType": "AugmentedManifestFile"' });
     if (c.attributeNames.length > MAX_ATTRIBUTE_NAMES) throw new ConfigError(`${at}: AttributeNames has ${c.attributeNames.length} names, SageMaker allows at most ${MAX_ATTRIBUTE_NAMES}`, { hint: 'List fewer attributes' });
     if (new Set(c.attributeNames).size !== c.attributeNames.length) throw new ConfigError(`${at}: AttributeNames lists a name twice`, { hint: 'List each attribute once' });
+  }
+  if (c.s3DataType !== 'S3Prefix' && (c.snapshot !== undefined || c.snapshotOut !== undefined || c.filters !== undefined)) {
+    throw new ConfigError(`${at}: snapshot, snapshot-out and filter apply to S3Prefix channels; ${c.s3DataType} lists its objects itself`, { hint: 'Remove them, or use type=S3Prefix' });
   }
   if (c.inputMode === 'FastFile') {
     if (c.s3DataType !== 'S3Prefix') throw new ConfigError(`${at}: FastFile mounts an S3Prefix; ${c.s3DataType} is not supported`, { hint: 'Use InputMode File or Pipe for manifests' });

@@ -12,14 +12,16 @@
  *    sluice_s3_* metrics. Listing: ./lister.ts.
  *  - Options are checked here, at construction, with one-line errors.
  */
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { Pool } from 'undici';
+import type { Pool } from 'undici';
 import { OPTIONS, type Options } from '../config/options.js';
 import { AbortedError, InvalidArgumentError, ObjectChangedError, S3Error } from '../errors.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, regionFromEnv, type Addressing } from './addressing.js';
-import { listAll, type ListPage, type ListQuery } from './lister.js';
+import { listAll, listPruned, type ListPage, type ListQuery } from './lister.js';
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
@@ -53,6 +55,11 @@ export interface S3ClientOptions {
   credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
   /** Ranges listed in parallel (./lister.ts); 1 lists flat. Default LIST_CONCURRENCY. */
   listConcurrency?: number;
+  /**
+   * PEM text of the CAs to trust for an https endpoint, instead of Node's built-in set
+   * (--ca-bundle / AWS_CA_BUNDLE). Every connection, SDK or data path, uses it.
+   */
+  ca?: string;
 }
 
 /**
@@ -95,12 +102,15 @@ export class S3ObjectClient implements ObjectClient {
   private readonly maxAttempts: number;
   private readonly requestTimeoutMs: number;
   private readonly listConcurrency: number;
+  private readonly ca: string | undefined;
   private dataPath: Promise<{ addressing: Addressing; pool: Pool; reader: RangeReader }> | undefined;
   /** AIMD bound on concurrent GET attempts, at most --max-connections (./concurrency-limiter.ts). */
   readonly limiter: ConcurrencyLimiter;
   /** Set once the endpoint answered any request, SDK or data path (./outage.ts). */
   private readonly reachability: Reachability = { answered: false };
   private closed = false;
+  /** Versions GETs and HEADs are pinned to, by key (from a snapshot: pinVersions). */
+  private versions: ReadonlyMap<string, string> | undefined;
 
   constructor(opts: S3ClientOptions) {
     if (typeof opts.bucket !== 'string' || opts.bucket.length === 0) throw new InvalidArgumentError('bucket must be a non-empty string');
@@ -113,6 +123,7 @@ export class S3ObjectClient implements ObjectClient {
     this.endpoint = opts.endpoint ?? endpointFromEnv();
     if (this.endpoint !== undefined) parseEndpoint(this.endpoint);
     this.pathStyle = opts.pathStyle ?? false;
+    this.ca = opts.ca;
     const fixedRegion = opts.region ?? regionFromEnv();
     this.region = fixedRegion !== undefined ? Promise.resolve(fixedRegion) : profileRegion();
     this.region.catch(() => {});
@@ -124,6 +135,7 @@ export class S3ObjectClient implements ObjectClient {
       maxAttempts: 1, // retries are ours: one policy, one metric, for SDK and data path alike
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
+      ...(this.ca !== undefined ? { requestHandler: { httpsAgent: new https.Agent({ keepAlive: true, ca: this.ca }) } } : {}),
     });
   }
 
@@ -133,13 +145,16 @@ export class S3ObjectClient implements ObjectClient {
 
   private getDataPath() {
     this.dataPath ??= (async () => {
-      const region = await this.region;
+      // undici (~0.2 CPU s to load) is imported with the first GET, not at start-up: the
+      // first request of a listing run is a LIST, which goes through the SDK (issue 15).
+      const [region, { Pool: UndiciPool }] = await Promise.all([this.region, import('undici')]);
       const addressing = addressingFor(this.bucket, this.endpoint, region, this.pathStyle);
-      const pool = new Pool(addressing.origin, {
+      const pool: Pool = new UndiciPool(addressing.origin, {
         connections: this.maxConnections,
         keepAliveTimeout: KEEP_ALIVE_MS,
         headersTimeout: 0, // the reader's own watchdog handles stalls (and pauses for slow consumers)
         bodyTimeout: 0,
+        ...(this.ca !== undefined ? { connect: { ca: this.ca } } : {}),
       });
       const sign = createGetSigner({
         origin: addressing.origin, region,
@@ -150,6 +165,7 @@ export class S3ObjectClient implements ObjectClient {
         bucket: this.bucket, addressing, pool, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
         limiter: this.limiter, reachability: this.reachability,
       });
+      reader.pinVersions(this.versions);
       return { addressing, pool, reader };
     })();
     return this.dataPath;
@@ -214,6 +230,7 @@ export class S3ObjectClient implements ObjectClient {
     return {
       objects: (out.Contents ?? []).map((c) => ({
         key: c.Key ?? '', size: c.Size ?? 0, etag: c.ETag ?? '', lastModified: c.LastModified ?? new Date(0),
+        storageClass: c.StorageClass ?? 'STANDARD',
       })),
       prefixes: (out.CommonPrefixes ?? []).map((p) => p.Prefix ?? '').filter((p) => p !== ''),
       nextToken: out.IsTruncated ? out.NextContinuationToken : undefined,
@@ -221,19 +238,36 @@ export class S3ObjectClient implements ObjectClient {
   }
 
   list(prefix: string, opts: ListOptions = {}): AsyncIterable<ObjectInfo> {
-    const { beforeRequest, onPage } = opts;
+    const { beforeRequest, onPage, filter } = opts;
     const page = async (q: ListQuery, s?: AbortSignal) => {
       if (beforeRequest) await beforeRequest();
       const pg = await this.listPage(q, s);
       onPage?.();
       return pg;
     };
+    if (filter) return listPruned(prefix, page, { concurrency: this.listConcurrency, signal: opts.signal }, filter);
     return listAll(prefix, page, { concurrency: this.listConcurrency, signal: opts.signal });
   }
 
   async head(key: string, opts: RequestOptions = {}): Promise<ObjectInfo> {
-    const out = await this.withRetries('head', key, (s) => this.sdk.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal: s }), opts.signal);
-    return { key, size: out.ContentLength ?? 0, etag: out.ETag ?? '', lastModified: out.LastModified ?? new Date(0) };
+    const versionId = this.versions?.get(key);
+    const out = await this.withRetries('head', key, (s) => this.sdk.send(new HeadObjectCommand({
+      Bucket: this.bucket, Key: key, ...(versionId !== undefined ? { VersionId: versionId } : {}),
+    }), { abortSignal: s }), opts.signal);
+    const info: ObjectInfo = {
+      key, size: out.ContentLength ?? 0, etag: out.ETag ?? '', lastModified: out.LastModified ?? new Date(0),
+      storageClass: out.StorageClass ?? 'STANDARD',
+    };
+    if (out.ArchiveStatus !== undefined) info.archiveStatus = out.ArchiveStatus;
+    if (out.Restore !== undefined && /ongoing-request="false"/.test(out.Restore)) info.restored = true;
+    if (out.VersionId !== undefined && out.VersionId !== 'null') info.versionId = out.VersionId;
+    return info;
+  }
+
+  /** Pins GETs and HEADs of these keys to these versions (GET ?versionId=): a snapshot's. */
+  pinVersions(versions: ReadonlyMap<string, string>): void {
+    this.versions = versions.size > 0 ? versions : undefined;
+    void this.dataPath?.then((dp) => dp.reader.pinVersions(this.versions));
   }
 
   async firstKeyUnder(prefix: string, opts: RequestOptions = {}): Promise<string | undefined> {
@@ -281,7 +315,7 @@ export function createObjectClient(opts: S3ClientOptions): ObjectClient {
 }
 
 /** The command-line options (src/config/options.ts) that configure a client. */
-export type ClientCliOptions = Options<'endpoint' | 'region' | 'pathStyle' | 'maxConnections' | 'maxAttempts' | 'requestTimeout'>;
+export type ClientCliOptions = Options<'endpoint' | 'region' | 'pathStyle' | 'maxConnections' | 'maxAttempts' | 'requestTimeout' | 'caBundle'>;
 
 /** Client options for `bucket` from the parsed command-line options (mount, run). */
 export function clientOptionsFrom(bucket: string, o: ClientCliOptions): S3ClientOptions {
@@ -293,5 +327,21 @@ export function clientOptionsFrom(bucket: string, o: ClientCliOptions): S3Client
     maxConnections: o.maxConnections,
     maxAttempts: o.maxAttempts,
     requestTimeoutMs: o.requestTimeout,
+    ...(o.caBundle !== undefined ? { ca: readCaBundle(o.caBundle) } : {}),
   };
+}
+
+/** The PEM text of a --ca-bundle file, checked: a one-line error when unreadable or not PEM certificates. */
+export function readCaBundle(file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new InvalidArgumentError(`cannot read --ca-bundle ${file} (${code})`, { hint: 'Give a readable PEM file of CA certificates (--ca-bundle or AWS_CA_BUNDLE)' });
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new InvalidArgumentError(`--ca-bundle ${file} holds no PEM certificate`, { hint: 'Give a file with -----BEGIN CERTIFICATE----- blocks (--ca-bundle or AWS_CA_BUNDLE)' });
+  }
+  return text;
 }
