@@ -55,6 +55,8 @@ import { sagemakerEnv, sagemakerPaths, writeConfigFiles, type SageMakerPaths } f
 import { shardObjects } from '../channels/shard.js';
 import { shuffled } from '../channels/shuffle.js';
 import { isFolderMarker, listChannel, type ChannelItem, type ChannelUnit, type ClientFor } from '../channels/sources.js';
+import type { DiskCache } from '../cache/disk-cache.js';
+import { acquireDiskTier, TieredClient, tierNamespace } from '../cache/tiered-client.js';
 
 export const summary = 'Give a training command the SageMaker input environment: File, FastFile and Pipe channels, then run it.';
 
@@ -238,7 +240,10 @@ export async function run(argv: string[]): Promise<number> {
     // One budget for the process: each channel gets its share (channels/budget.ts).
     const budgets = planBudgets(channels, o);
     log.info({ channels: Object.fromEntries(budgets.byChannel), sharedPoolConnections: budgets.sharedPoolConnections }, 'memory and connection budget per channel');
-    const clientFor = clientCache(o, cleanup, budgets.sharedPoolConnections);
+    // The disk tier (--cache-dir) is opened once here and shared by every channel (mounts take their own reference).
+    const tier = await acquireDiskTier(o);
+    if (tier) cleanup.add('disk tier', tier.release);
+    const clientFor = clientCache(o, cleanup, budgets.sharedPoolConnections, tier?.cache);
     for (const c of channels) metrics?.setReady(`channel ${c.name}`, false);
     for (const c of channels) {
       if (abort.signal.aborted) break;
@@ -328,13 +333,15 @@ async function startMetrics(o: RunOptions, cleanup: Cleanup): Promise<MetricsSer
 }
 
 /** One ObjectClient per bucket (manifests may point at several), closed at cleanup. */
-function clientCache(o: RunOptions, cleanup: Cleanup, poolConnections: number): ClientFor {
+function clientCache(o: RunOptions, cleanup: Cleanup, poolConnections: number, tier?: DiskCache): ClientFor {
   const clients = new Map<string, ObjectClient>();
   cleanup.add('S3 clients', async () => { await Promise.all([...clients.values()].map((c) => c.close())); });
   return (bucket) => {
     let c = clients.get(bucket);
     if (!c) {
       c = createObjectClient(clientOptionsFrom(bucket, { ...o, maxConnections: poolConnections }));
+      // With --cache-dir, File mode and Pipe read through the disk tier too.
+      if (tier) c = new TieredClient(c, tier, tierNamespace(o, bucket));
       clients.set(bucket, c);
     }
     return c;
