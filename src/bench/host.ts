@@ -15,6 +15,7 @@
  * without them, and a mode whose module is missing is reported "not available".
  */
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 
 export interface HostArgs {
@@ -86,7 +87,7 @@ async function main(): Promise<void> {
   if (a.mode === 'File') {
     const { downloadChannel } = await load('../channels/file-mode.js') as { downloadChannel: (o: Record<string, unknown>) => Promise<{ downloaded: number; downloadedBytes: number }> };
     const r = await downloadChannel({
-      channel: 'bench', dataDir: a.dataDir, partSize: a.partSize, maxInflight: a.maxInflight, maxConnections: a.maxConnections, progress: 'none',
+      channel: 'bench', dataDir: a.dataDir, stateDir: path.join(a.dataDir, '.sluice-state'), partSize: a.partSize, maxInflight: a.maxInflight, maxConnections: a.maxConnections, progress: 'none',
       objects: objects.map((o) => ({ key: o.key, size: o.size, etag: o.etag, rel: o.key.slice(a.prefix.length), client })),
     });
     say({ done: true, files: r.downloaded, bytes: r.downloadedBytes });

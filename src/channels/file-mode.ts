@@ -6,20 +6,29 @@
  *     not absolute, no "." or ".." segment, and the resolved path stays inside the folder.
  *     One unsafe key fails the channel before any byte is written (UnsafeKeyError).
  *     Keys ending in '/' (zero-byte "folder" markers) become folders.
- *  2. Skip: a file already present is kept when the sidecar
- *     <data>/.<channel>.sluice-etags.json says sluice wrote it from an object of the same
- *     size and ETag, and the file still has that size and mtime (so a local edit is
- *     noticed). The sidecar ({"version":1,"files":{"<rel>":{"size","etag","mtimeMs"}}})
- *     lives beside the channel folder so the script never sees it; it is rewritten after
- *     each run, also a failed one, with the files that completed. No record, no skip.
- *  3. Each object is split into parts of --part-size (one part when smaller). Parts are
+ *  2. Exactly this run's objects: the channel folder is swept first. Whatever is not a
+ *     file this run writes or keeps, or a folder on the way to one, is removed: files of
+ *     another host's shard or of objects since deleted from S3, "*.sluice-part" files
+ *     and empty folders a killed run left, symlinks, anything put there by hand. On
+ *     SageMaker a channel starts empty; this is the same view, minus the downloads that
+ *     step 3 can skip.
+ *  3. Skip: a file already present is kept when the record <stateDir>/<channel>.etags.json
+ *     says sluice wrote it from an object of the same size and ETag, and the file still
+ *     has that size and mtime (so a local edit is noticed). The record
+ *     ({"version":1,"files":{"<rel>":{"size","etag","mtimeMs"}}}) lives outside
+ *     input/data (sluice run: <root>/.sluice/file-mode), so a script listing input/data
+ *     sees only channels; it is rewritten after each run, also a failed one, with the
+ *     files that completed. No record, no skip.
+ *  4. Each object is split into parts of --part-size (one part when smaller). Parts are
  *     fetched with ranged GETs pinned to the listed ETag, at most --max-connections at once
  *     and at most --max-inflight bytes requested at once (a part larger than the budget
  *     still runs, alone). Objects start in key order, so small files finish early and
  *     large ones are fetched in parallel parts.
- *  4. Parts are written into "<name>.sluice-part" beside the target, which is renamed
+ *  5. Parts are written into "<name>.sluice-part" beside the target, which is renamed
  *     over the target when all its parts are in: a crash never leaves a half-written
- *     file under the final name. On failure or abort, temp files are removed.
+ *     file under the final name. On failure or abort, temp files are removed (after a
+ *     kill -9, the next run's sweep removes them; the script never starts on a
+ *     channel that was not completed).
  *     A part larger than WRITE_BATCH_BYTES is streamed, not gathered: its body chunks
  *     (undici's socket reads, ~64 KiB) are collected up to WRITE_BATCH_BYTES and written
  *     with one pwritev at their offset, while the next batch arrives (one write in
@@ -28,11 +37,11 @@
  *     rest of the download), and a recycled one still needs a first run of
  *     --max-inflight fresh bytes, which on datasets of a few hundred MB is most of them.
  *     A smaller part (a small file, a tail) is one GET into one buffer and one write.
- *  5. Progress: a cli-progress bar on a TTY (bytes, files, MB/s, ETA); otherwise a log
+ *  6. Progress: a cli-progress bar on a TTY (bytes, files, MB/s, ETA); otherwise a log
  *     line every LOG_INTERVAL_MS.
  * The bytes are written as stored: CompressionType does not apply to File mode.
  */
-import { mkdir, open, readFile, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, readFile, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
 import path from 'node:path';
 import cliProgress from 'cli-progress';
@@ -55,6 +64,8 @@ export interface FileModeOptions {
   channel: string;
   /** <root>/input/data; the channel lands in <dataDir>/<channel>. */
   dataDir: string;
+  /** Folder of sluice's own records (the ETag record), outside dataDir: <root>/.sluice/file-mode. */
+  stateDir: string;
   objects: readonly DownloadObject[];
   partSize: number;
   maxInflight: number;
@@ -71,6 +82,8 @@ export interface FileModeResult {
   /** Files kept because they were present with the same size and ETag. */
   skipped: number;
   skippedBytes: number;
+  /** Entries removed from the channel folder because they are not this run's (step 2). */
+  removed: number;
 }
 
 /**
@@ -90,9 +103,12 @@ const SIDECAR_VERSION = 1;
 /** What sluice wrote: the object's size and ETag, and the file's mtime right after the rename. */
 interface EtagRecord { size: number; etag: string; mtimeMs: number }
 
-export function sidecarPath(dataDir: string, channel: string): string {
-  return path.join(dataDir, `.${channel}.sluice-etags.json`);
+export function sidecarPath(stateDir: string, channel: string): string {
+  return path.join(stateDir, `${channel}.etags.json`);
 }
+
+/** Where versions before the sweep kept the record: inside input/data, where scripts look for channels. */
+const legacySidecarPath = (dataDir: string, channel: string) => path.join(dataDir, `.${channel}.sluice-etags.json`);
 
 /**
  * The absolute path `rel` may be written to below `dir`, or UnsafeKeyError.
@@ -160,15 +176,20 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
     seen.set(t.file, obj.key);
     files.push({ obj, file: t.file });
   }
+  // 2. Remove what is not this run's.
+  const removed = await sweepChannel(dir, new Set(files.map((f) => f.file)), folders);
+  if (removed > 0) log.info({ channel: o.channel, removed }, 'File mode: removed what the channel folder held that is not in this run\'s objects');
+  await rm(legacySidecarPath(o.dataDir, o.channel), { force: true });
   await mkdir(dir, { recursive: true });
   for (const f of folders) await mkdir(f, { recursive: true });
 
-  // 2. Skip what is present with the same size and ETag.
-  const sidecar = sidecarPath(o.dataDir, o.channel);
+  // 3. Skip what is present with the same size and ETag.
+  await mkdir(o.stateDir, { recursive: true });
+  const sidecar = sidecarPath(o.stateDir, o.channel);
   const known = await readSidecar(sidecar);
   const records = new Map<string, EtagRecord>();
   const todo: { obj: DownloadObject; file: string }[] = [];
-  const result: FileModeResult = { downloaded: 0, downloadedBytes: 0, skipped: 0, skippedBytes: 0 };
+  const result: FileModeResult = { downloaded: 0, downloadedBytes: 0, skipped: 0, skippedBytes: 0, removed };
   for (const f of files) {
     const rec = known.get(f.obj.rel);
     const st = await stat(f.file).catch(() => undefined);
@@ -184,7 +205,7 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
     }
   }
 
-  // 3-4. Download the rest.
+  // 4-5. Download the rest.
   const total = todo.reduce((s, f) => s + f.obj.size, 0);
   const progress = startProgress(o, todo.length, total);
   const ac = new AbortController();
@@ -241,6 +262,40 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
     markFirstFile(o.channel, 'File');
     progress.file();
   }
+}
+
+/**
+ * Remove everything below `dir` that is not one of `files` (regular files) or a folder
+ * on the way to one of them or to one of `folders`. A `dir` that is not a folder (a
+ * file, a symlink) is removed too. Returns the number of entries removed (a removed
+ * folder counts once).
+ */
+export async function sweepChannel(dir: string, files: ReadonlySet<string>, folders: ReadonlySet<string>): Promise<number> {
+  const root = path.resolve(dir);
+  const keepDirs = new Set<string>();
+  for (const p of [...files].map((f) => path.dirname(f)).concat([...folders])) {
+    for (let d = p; d.length > root.length && !keepDirs.has(d); d = path.dirname(d)) keepDirs.add(d);
+  }
+  const top = await lstat(root).catch((err: NodeJS.ErrnoException) => { if (err.code === 'ENOENT') return undefined; throw err; });
+  if (top === undefined) return 0;
+  if (!top.isDirectory()) {
+    await rm(root, { force: true });
+    return 1;
+  }
+  let removed = 0;
+  const walk = async (d: string): Promise<void> => {
+    for (const e of await readdir(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory() && keepDirs.has(p)) {
+        await walk(p);
+      } else if (!(e.isFile() && files.has(p))) {
+        await rm(p, { recursive: true, force: true });
+        removed++;
+      }
+    }
+  };
+  await walk(root);
+  return removed;
 }
 
 function conflict(key: string, err: unknown): Error {

@@ -4,22 +4,33 @@
  * FullyReplicated: every host gets every object.
  *
  * ShardedByS3Key: whole objects are split into `hostCount` disjoint shards whose
- * union is every object, near-equal by bytes. Every host runs this same pure function
- * on the same listing and keeps its own shard, so no coordination is needed.
+ * union is every object, with equal object counts (within one), as SageMaker gives each
+ * instance about 1/n of the objects (S3DataSource.S3DataDistributionType): data-parallel
+ * jobs then run the same number of steps per host. Within that, bytes are balanced too.
+ * Every host runs this same pure function on the same listing and keeps its own shard,
+ * so no coordination is needed.
  *
- * Algorithm (greedy least-loaded):
- *  1. Order the objects deterministically:
+ * Algorithm (greedy least-loaded under a count quota):
+ *  1. Quotas: with n objects and h hosts, every host takes floor(n/h) objects and
+ *     n mod h of them one more. Which hosts take the extra one is not fixed up front:
+ *     the first n mod h hosts to reach floor(n/h) + 1 do; after that, a host that has
+ *     floor(n/h) is full.
+ *  2. Order the objects deterministically:
  *     - no seed: largest first, ties by key (byte order of UTF-16 code units, the same
- *       on every host). Largest-first ("LPT") keeps shards within a few percent even
- *       with mixed sizes.
- *     - with a seed: by key, then shuffled(seed, epoch) (see shuffle.ts). Membership then
- *       changes every epoch, as SageMaker does with ShuffleConfig and ShardedByS3Key,
- *       while each epoch's shards stay disjoint and complete.
- *  2. Give each object, in that order, to the host with the fewest bytes so far; ties go
- *     to the host with fewer objects, then to the lower host index (a binary heap keeps
- *     this O(n log hosts)).
- * Guarantee: the largest and smallest shard differ by at most the largest object
- * (when the fullest host last received an object, it was the emptiest).
+ *       on every host). Largest-first ("LPT") keeps bytes within a few percent with
+ *       mixed sizes, while the quota keeps the counts equal.
+ *     - with a seed: by key, then shuffled(seed, epoch) (see shuffle.ts), then stably by
+ *       size class (floor(log2 size)), largest class first: objects within a factor of
+ *       two of each other are shuffled among themselves, so membership changes every
+ *       epoch, as SageMaker does with ShuffleConfig and ShardedByS3Key, while bytes stay
+ *       about as balanced as largest-first makes them. Each epoch's shards stay
+ *       disjoint, complete and equal in count.
+ *  3. Give each object, in that order, to the host with the fewest bytes so far among
+ *     those not full; ties go to the host with fewer objects, then to the lower host
+ *     index (a binary heap keeps this O(n log hosts); full hosts leave the heap).
+ * Guarantees: shard sizes differ by at most one object; every shard is non-empty when
+ * n >= h. Bytes are balanced only as far as equal counts allow (one 1000-byte object and
+ * nine 100-byte ones on two hosts: 5 objects each, 1400 and 500 bytes).
  *
  * The returned shard is in key order; callers shuffle it for the epoch if they want.
  */
@@ -58,32 +69,68 @@ export function assignShards(sortedByKey: readonly { key: string; size: number }
   const idx = sortedByKey.map((_, i) => i);
   const order = seed === undefined
     ? idx.sort((a, b) => sortedByKey[b]!.size - sortedByKey[a]!.size || a - b)
-    : shuffled(idx, seed, epoch);
-  const heap = new LoadHeap(hostCount);
+    : bySizeClass(shuffled(idx, seed, epoch), sortedByKey);
+  const heap = new LoadHeap(hostCount, sortedByKey.length);
   const out = new Int32Array(sortedByKey.length);
   for (const i of order) out[i] = heap.take(sortedByKey[i]!.size);
   return out;
 }
 
-/** Min-heap of hosts by (bytes, objects, index). INVARIANT: heap[k] <= heap[2k+1], heap[2k+2]. */
+/** log2 size classes: sizes within a factor of two are interchangeable for balance. */
+const sizeClass = (size: number): number => (size <= 0 ? -1 : Math.floor(Math.log2(size)));
+
+/** `order` stably sorted by size class, largest first: order within a class is kept. */
+function bySizeClass(order: number[], objects: readonly { size: number }[]): number[] {
+  const rank = new Int32Array(objects.length);
+  order.forEach((i, r) => { rank[i] = r; });
+  return order.slice().sort((a, b) => sizeClass(objects[b]!.size) - sizeClass(objects[a]!.size) || rank[a]! - rank[b]!);
+}
+
+/**
+ * Min-heap of the hosts that are not full, by (bytes, objects, index).
+ * INVARIANT: heap[k] <= heap[2k+1], heap[2k+2]; a host in the heap may have become full
+ * (when the last extra slot went), and is dropped when it reaches the top.
+ */
 class LoadHeap {
   private readonly bytes: Float64Array;
   private readonly count: Float64Array;
   private readonly heap: number[];
+  /** Every host takes `base` objects; `extra` of them take one more. */
+  private readonly base: number;
+  private extra: number;
 
-  constructor(n: number) {
+  constructor(n: number, objects: number) {
     this.bytes = new Float64Array(n);
     this.count = new Float64Array(n);
     this.heap = Array.from({ length: n }, (_, i) => i);
+    this.base = Math.floor(objects / n);
+    this.extra = objects % n;
   }
 
-  /** Adds `size` to the least-loaded host and returns its index. */
+  private full(h: number): boolean {
+    const c = this.count[h]!;
+    return c > this.base || (c === this.base && this.extra === 0);
+  }
+
+  /** Adds `size` to the least-loaded host that is not full and returns its index. */
   take(size: number): number {
-    const h = this.heap[0]!;
-    this.bytes[h]! += size;
-    this.count[h]! += 1;
-    this.siftDown(0);
-    return h;
+    for (;;) {
+      const h = this.heap[0];
+      if (h === undefined) throw new Error('internal: more objects than the shard quotas hold');
+      if (this.full(h)) {
+        const last = this.heap.pop()!;
+        if (this.heap.length > 0) {
+          this.heap[0] = last;
+          this.siftDown(0);
+        }
+        continue;
+      }
+      if (this.count[h] === this.base) this.extra--; // this host takes one of the extra slots
+      this.bytes[h]! += size;
+      this.count[h]! += 1;
+      this.siftDown(0);
+      return h;
+    }
   }
 
   private less(a: number, b: number): boolean {

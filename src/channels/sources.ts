@@ -10,7 +10,8 @@
  *    the manifest (zero-padded), so "key order" is the manifest's order.
  *  - AugmentedManifestFile: one unit per JSON line (sort key: its line number); its items
  *    are the line's attributes in AttributeNames order, "-ref" objects looked up the same way.
- * A unit's size is the bytes it streams, which is what ShardedByS3Key balances.
+ * A unit's size is the bytes it streams. A folder-marker object (a key ending in '/',
+ * as the S3 console's "Create folder" makes) is never a unit; File mode makes it a folder.
  */
 import { ManifestError, NoSuchKeyError } from '../errors.js';
 import type { PipeItem } from '../pipe/pipe-channel.js';
@@ -58,6 +59,11 @@ const POSITION_DIGITS = 12;
 
 const position = (i: number) => String(i).padStart(POSITION_DIGITS, '0');
 
+/** A zero-byte "folder" object such as "p/" or "p/sub/": a folder, never data. */
+export function isFolderMarker(key: string): boolean {
+  return key.endsWith('/');
+}
+
 /** Path of `key` below an S3Prefix: what follows the prefix, or the key's name below the prefix's folder. */
 export function relativePath(key: string, prefix: string): string {
   if (prefix === '' || prefix.endsWith('/')) return key.slice(prefix.length);
@@ -85,7 +91,10 @@ export async function listChannel(channel: ChannelConfig, clientFor: ClientFor, 
     refuseArchived(ds, settled); // Pipe and File cannot serve them: say so before the script starts
     const objects: ChannelObject[] = settled.objects.map((o) => ({ ...o, rel: relativePath(o.key, prefix), client }));
     objects.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    return { objects, units: objects.map((o) => ({ key: o.key, size: o.size, items: [{ kind: 'object', info: infoOf(o), client }] })) };
+    // Folder markers ("p/", "p/sub/") are folders, not data: no unit, so Pipe never
+    // streams them and ShardedByS3Key never counts them.
+    const data = objects.filter((o) => !isFolderMarker(o.key));
+    return { objects, units: data.map((o) => ({ key: o.key, size: o.size, items: [{ kind: 'object', info: infoOf(o), client }] })) };
   }
   const text = (await readObject(client, prefix, signal)).toString('utf8');
   if (channel.s3DataType === 'ManifestFile') {

@@ -42,7 +42,8 @@ import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
 import { checkFuseAvailable } from '../fuse/mountpoint.js';
-import { startPipeChannel, type PipeChannel } from '../pipe/pipe-channel.js';
+import { DEFAULT_PIPE_MAX_INFLIGHT, startPipeChannel, type PipeChannel } from '../pipe/pipe-channel.js';
+import { planBudgets, type ChannelBudget } from '../channels/budget.js';
 import { downloadChannel } from '../channels/file-mode.js';
 import { resolveHosts, type HostIdentity } from '../channels/hosts.js';
 import { hyperParametersFrom, readHyperParametersFlag, type HyperParameters } from '../channels/hyperparameters.js';
@@ -53,7 +54,7 @@ import { fromJs } from '../channels/pyjson.js';
 import { sagemakerEnv, sagemakerPaths, writeConfigFiles, type SageMakerPaths } from '../channels/sagemaker-env.js';
 import { shardObjects } from '../channels/shard.js';
 import { shuffled } from '../channels/shuffle.js';
-import { listChannel, type ChannelItem, type ChannelUnit, type ClientFor } from '../channels/sources.js';
+import { isFolderMarker, listChannel, type ChannelItem, type ChannelUnit, type ClientFor } from '../channels/sources.js';
 import type { DiskCache } from '../cache/disk-cache.js';
 import { acquireDiskTier, TieredClient, tierNamespace } from '../cache/tiered-client.js';
 
@@ -62,6 +63,7 @@ export const summary = 'Give a training command the SageMaker input environment:
 const RUN_OPTION_NAMES = [
   'inputDataConfig', 'channel', 'root', 'inputMode', 'hostConfig', 'currentHost', 'hosts', 'hostCount', 'epochs', 'progress',
   'hyperparameters', 'instanceType', ...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'logLevel', 'logFormat', 'logFile', 'skipArchived',
+  'allowEmptyChannel', 'fifoWaitWarning',
 ] as const;
 type RunOptions = Options<(typeof RUN_OPTION_NAMES)[number]>;
 
@@ -75,8 +77,9 @@ export function help(): string {
     '  SM_HOSTS, SM_CURRENT_HOST, SM_HPS, SM_HP_<NAME>, SM_NUM_GPUS, SM_TRAINING_ENV, SM_MODEL_DIR, ...;',
     '  SAGEMAKER_BASE_DIR=ROOT when ROOT is not /opt/ml); ROOT/model/, ROOT/output/data/ and',
     '  ROOT/output/intermediate/ to write into; the data under ROOT/input/data/:',
-    '    File      downloaded to ROOT/input/data/NAME before the command starts (present files with the',
-    '              same size and ETag are kept);',
+    '    File      downloaded to ROOT/input/data/NAME before the command starts; the folder then holds',
+    '              exactly this run\'s objects (present files with the same size and ETag are kept,',
+    '              anything else there is removed);',
     '    FastFile  mounted read-only at ROOT/input/data/NAME (needs /dev/fuse);',
     '    Pipe      streamed through FIFOs ROOT/input/data/NAME_0, NAME_1, ... one per epoch.',
     '',
@@ -91,6 +94,9 @@ export function help(): string {
     'Host identity (for ShardedByS3Key), first present: ROOT/input/config/resourceconfig.json or',
     '--host-config; RANK and WORLD_SIZE; JOB_COMPLETION_INDEX with --host-count; --current-host with',
     '--hosts or --host-count; else the single host algo-1.',
+    '',
+    '--cache-size, --max-inflight and --max-connections are one budget shared by all channels.',
+    'A channel with no objects under its S3Uri fails the run (--allow-empty-channel starts it empty).',
     '',
     'The command\'s exit code becomes sluice\'s (128 + n when killed by signal n). SIGTERM and SIGINT are',
     'passed to it; when it exits, sluice unmounts, removes its FIFOs and stops. When it fails, the last',
@@ -231,15 +237,18 @@ export async function run(argv: string[]): Promise<number> {
   try {
     const pipes: { name: string; pipe: PipeChannel }[] = [];
     const metrics = await startMetrics(o, cleanup);
+    // One budget for the process: each channel gets its share (channels/budget.ts).
+    const budgets = planBudgets(channels, o);
+    log.info({ channels: Object.fromEntries(budgets.byChannel), sharedPoolConnections: budgets.sharedPoolConnections }, 'memory and connection budget per channel');
     // The disk tier (--cache-dir) is opened once here and shared by every channel (mounts take their own reference).
     const tier = await acquireDiskTier(o);
     if (tier) cleanup.add('disk tier', tier.release);
-    const clientFor = clientCache(o, cleanup, tier?.cache);
+    const clientFor = clientCache(o, cleanup, budgets.sharedPoolConnections, tier?.cache);
     for (const c of channels) metrics?.setReady(`channel ${c.name}`, false);
     for (const c of channels) {
       if (abort.signal.aborted) break;
       try {
-        const pipe = await prepareChannel(c, o, paths, id, clientFor, cleanup, abort.signal);
+        const pipe = await prepareChannel(c, o, budgets.byChannel.get(c.name)!, paths, id, clientFor, cleanup, abort.signal);
         if (pipe) pipes.push({ name: c.name, pipe });
         metrics?.setReady(`channel ${c.name}`, true);
       } catch (err) {
@@ -324,13 +333,13 @@ async function startMetrics(o: RunOptions, cleanup: Cleanup): Promise<MetricsSer
 }
 
 /** One ObjectClient per bucket (manifests may point at several), closed at cleanup. */
-function clientCache(o: RunOptions, cleanup: Cleanup, tier?: DiskCache): ClientFor {
+function clientCache(o: RunOptions, cleanup: Cleanup, poolConnections: number, tier?: DiskCache): ClientFor {
   const clients = new Map<string, ObjectClient>();
   cleanup.add('S3 clients', async () => { await Promise.all([...clients.values()].map((c) => c.close())); });
   return (bucket) => {
     let c = clients.get(bucket);
     if (!c) {
-      c = createObjectClient(clientOptionsFrom(bucket, o));
+      c = createObjectClient(clientOptionsFrom(bucket, { ...o, maxConnections: poolConnections }));
       // With --cache-dir, File mode and Pipe read through the disk tier too.
       if (tier) c = new TieredClient(c, tier, tierNamespace(o, bucket));
       clients.set(bucket, c);
@@ -348,8 +357,22 @@ export function epochUnits(units: ChannelUnit[], c: ChannelConfig, id: HostIdent
   return c.seed === undefined ? shard : shuffled(shard, c.seed, epoch);
 }
 
+/**
+ * A channel whose S3Uri matches no object (folder markers do not count): the same
+ * one-line error in every mode, unless --allow-empty-channel lets it start empty.
+ */
+function emptyChannel(c: ChannelConfig, o: RunOptions, clog: typeof log): void {
+  if (o.allowEmptyChannel) {
+    clog.warn({ uri: c.s3Uri }, 'the channel is empty (no objects under its S3Uri); starting anyway (--allow-empty-channel)');
+    return;
+  }
+  throw new ConfigError(`channel ${JSON.stringify(c.name)}: no objects under ${c.s3Uri}`, {
+    hint: 'Check the S3Uri (a prefix matches keys that start with it), or pass --allow-empty-channel to start with an empty channel',
+  });
+}
+
 async function prepareChannel(
-  c: ChannelConfig, o: RunOptions, paths: SageMakerPaths, id: HostIdentity, clientFor: ClientFor, cleanup: Cleanup, signal: AbortSignal,
+  c: ChannelConfig, o: RunOptions, budget: ChannelBudget, paths: SageMakerPaths, id: HostIdentity, clientFor: ClientFor, cleanup: Cleanup, signal: AbortSignal,
 ): Promise<PipeChannel | undefined> {
   const clog = log.child({ channel: c.name, mode: c.inputMode });
   channelEpoch.set({ channel: c.name, mode: c.inputMode }, 0);
@@ -357,31 +380,32 @@ async function prepareChannel(
     const mountpoint = path.join(paths.dataDir, c.name);
     await mkdir(mountpoint, { recursive: true }).catch(() => undefined); // prepareMountpoint reports what is wrong
     const mount = await mountFastFile({
-      uri: c.s3Uri, mountpoint, channel: c.name, options: o,
+      uri: c.s3Uri, mountpoint, channel: c.name, options: { ...o, ...budget },
       dataset: { snapshot: c.snapshot, snapshotOut: c.snapshotOut, filter: c.filters, skipArchived: o.skipArchived },
     });
     cleanup.add(`unmount ${mountpoint}`, () => mount.unmount());
     // The script starts with every FastFile channel completely listed, so a listing error
     // stops the run before the script starts (as SageMaker reports a bad channel).
     await mount.listed;
+    if (mount.core.fileCount === 0) emptyChannel(c, o, clog);
     clog.info({ mountpoint, files: mount.core.entryCount }, 'FastFile channel mounted');
     void mount.gone.then(() => clog.error({ mountpoint }, 'the FastFile mount was removed from outside: the training command now sees an empty folder'));
     return undefined;
   }
   const listing = await listChannel(c, clientFor, signal, o.skipArchived);
-  if (listing.units.length === 0) {
-    throw new ConfigError(`channel ${JSON.stringify(c.name)}: no objects under ${c.s3Uri}`, { hint: 'Check the S3Uri (a prefix matches keys that start with it)' });
-  }
+  if (listing.units.length === 0) emptyChannel(c, o, clog);
   if (c.inputMode === 'File') {
-    const mine = shardObjects(listing.objects, {
+    // Folder markers become folders on every host; only data objects are sharded (and counted).
+    const markers = listing.objects.filter((x) => isFolderMarker(x.key));
+    const mine = shardObjects(listing.objects.filter((x) => !isFolderMarker(x.key)), {
       distribution: c.distribution, hostIndex: id.hostIndex, hostCount: id.hostCount, epoch: 0,
       ...(c.seed !== undefined ? { seed: c.seed } : {}),
     });
     if (mine.length === 0) clog.warn({ objects: listing.objects.length, hosts: id.hostCount }, 'this host\'s shard is empty');
     // The summary line of a File channel covers its download (src/metrics/summary.ts).
     await summarizeDownload(c.name, () => downloadChannel({
-      channel: c.name, dataDir: paths.dataDir, objects: mine, partSize: o.partSize, maxInflight: o.maxInflight,
-      maxConnections: o.maxConnections, progress: o.progress as 'auto' | 'bar' | 'log' | 'none', signal,
+      channel: c.name, dataDir: paths.dataDir, stateDir: path.join(paths.root, '.sluice', 'file-mode'), objects: [...markers, ...mine], partSize: o.partSize, maxInflight: budget.maxInflight,
+      maxConnections: budget.maxConnections, progress: o.progress as 'auto' | 'bar' | 'log' | 'none', signal,
     }));
     return undefined;
   }
@@ -396,7 +420,11 @@ async function prepareChannel(
     recordWrapper: c.recordWrapper,
     compression: c.compression,
     partSize: o.partSize,
-    maxRequests: o.maxConnections,
+    // Its share of --max-inflight, and never more read-ahead than one pipe can use.
+    maxInflight: Math.min(budget.maxInflight, DEFAULT_PIPE_MAX_INFLIGHT),
+    maxRequests: budget.maxConnections,
+    spillDir: path.join(paths.root, '.sluice', 'spill'),
+    waitWarningMs: o.fifoWaitWarning,
     ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
   });
   cleanup.add(`stop Pipe channel ${c.name}`, () => pipe.stop());

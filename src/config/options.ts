@@ -97,6 +97,9 @@ export const OPTIONS = {
   // ---- sluice run (container contract) ----
   hyperparameters: { flag: 'hyperparameters', env: 'SLUICE_HYPERPARAMETERS', type: 'string', doc: 'Hyperparameters for ROOT/input/config/hyperparameters.json (and SM_HPS, SM_HP_<NAME>, SM_USER_ARGS): a JSON object inline (\'{"epochs": "10"}\') or a file holding one. Values are passed as strings, as SageMaker does; they override a CreateTrainingJob request\'s HyperParameters key by key. Default: the request\'s, else {}.' },
   instanceType: { flag: 'instance-type', env: 'SLUICE_INSTANCE_TYPE', type: 'string', doc: 'SageMaker instance type for resourceconfig.json and SM_CURRENT_INSTANCE_TYPE, e.g. ml.p4d.24xlarge. Default: a CreateTrainingJob request\'s ResourceConfig.InstanceType, else ml.<type> on an EC2 Nitro instance (from DMI, no network), else "local" (the toolkit\'s value for an unknown type).' },
+  // ---- sluice run: channel checks and Pipe waits (issue 12) ----
+  allowEmptyChannel: { flag: 'allow-empty-channel', env: 'SLUICE_ALLOW_EMPTY_CHANNEL', type: 'boolean', default: false, doc: 'Let a channel whose S3Uri matches no object start empty (File: an empty folder, FastFile: an empty mount, Pipe: FIFOs that give EOF) instead of failing the run.' },
+  fifoWaitWarning: { flag: 'fifo-wait-warning', env: 'SLUICE_FIFO_WAIT_WARNING', type: 'duration-ms', default: 10_000, doc: 'Pipe mode: log a warning when a FIFO has waited this long (ms) for the training script to open it, read from it, or close the previous epoch; repeated at doubling intervals (at most every 10 min).', validate: (v: number) => (v >= 1 ? undefined : 'fifo-wait-warning must be at least 1 ms') },
 } as const satisfies Record<string, OptionSpec<any>>;
 
 export type OptionName = keyof typeof OPTIONS;

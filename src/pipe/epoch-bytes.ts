@@ -7,8 +7,9 @@
  *
  * Framing streams: an object's length is known from its listing, so its header
  * goes out before its first byte. A decompressed object's length is known only at
- * its end, so it is held (up to `recordHoldLimit` bytes, then split into cflag
- * 1/2/3 frames; see recordio.ts). Inline items are written as they are, framed
+ * its end, so it is held (up to `recordHoldLimit` bytes in memory, the rest in a
+ * spill file under `spillDir`) and goes out as one record; only a record past the
+ * format's 2^29-byte limit is split into cflag 1/2/3 frames (see recordio.ts). Inline items are written as they are, framed
  * when RecordIO, never decompressed. An empty object decompresses to nothing
  * (zero bytes are not a gzip stream, but they plainly hold no data).
  */
@@ -24,8 +25,10 @@ export type Compression = 'None' | 'Gzip';
 export interface EpochBytesOptions {
   recordWrapper: RecordWrapper;
   compression: Compression;
-  /** Most bytes of one decompressed record held before it is split (RecordIO + Gzip only). */
+  /** Most bytes of one decompressed record held in memory; the rest spills to disk (RecordIO + Gzip only). */
   recordHoldLimit: number;
+  /** Folder of spill files (default: the OS temp folder). */
+  spillDir?: string;
   /** Bucket of object items that carry no client of their own (for error messages). */
   bucket: string;
   /** Called when an item's last byte has been handed on. */
@@ -45,7 +48,7 @@ export async function* epochBytes(items: readonly PipeItem[], ra: Readahead, opt
     const decompress = opts.compression === 'Gzip' && item.kind === 'object';
     if (decompress) body = size === 0 ? drain(body) : gunzip(body, describeItem(item, i, opts.bucket));
     if (opts.recordWrapper === 'RecordIO') {
-      body = decompress ? frameUnknownLength(body, opts.recordHoldLimit) : frameKnownLength(body, size);
+      body = decompress ? frameUnknownLength(body, { holdLimit: opts.recordHoldLimit, ...(opts.spillDir !== undefined ? { spillDir: opts.spillDir } : {}) }) : frameKnownLength(body, size);
     }
     yield* body;
     opts.onItemDone?.(i);

@@ -22,6 +22,17 @@
  * early makes the kernel answer EPIPE (Node ignores SIGPIPE); write() and end()
  * then resolve false instead of throwing, and the caller moves to the next epoch.
  *
+ * Waits that may never end. A training script that never opens the FIFO, or holds it
+ * open without reading (typically: it opened the next epoch's FIFO while still holding
+ * this one), leaves the writer waiting forever; the daemon itself never blocks (no
+ * thread is held, stop() always works). Such waits are reported through onLongWait,
+ * the first time a wait passes `waitWarningMs`, then whenever one passes twice the
+ * previous threshold (then at most WAIT_WARNING_MAX_MS apart): a stuck script is named
+ * in the log within seconds, and a merely slow reader only a few times per epoch.
+ * probeReader() tells whether a reader is already waiting in its open(): it opens the
+ * write end early and keeps it for open(), because closing it would hand that reader
+ * an early EOF, which it would take for an empty epoch.
+ *
  * Pipe buffer. Once open, the FIFO's buffer is raised to PIPE_BUFFER_BYTES with
  * F_SETPIPE_SZ (native addon). Without the addon the kernel default (64 KiB) stays.
  */
@@ -55,7 +66,18 @@ export const OPEN_POLL_MAX_MS = 50;
 /** rw-r--r--, like the files File mode writes: the training job may run as another user. */
 export const FIFO_MODE = 0o644;
 
+/** Default first warning about a wait (--fifo-wait-warning). */
+export const DEFAULT_WAIT_WARNING_MS = 10_000;
+/** Longest gap between two warnings about the same wait: a stuck job still says so every 10 min. */
+export const WAIT_WARNING_MAX_MS = 10 * 60_000;
+
+export type LongWait = 'open' | 'read';
+
 export interface FifoWriterHooks {
+  /** A wait passed its warning threshold: 'open' (no reader opened the FIFO) or 'read' (the pipe is full and nothing is read). */
+  onLongWait?(what: LongWait, waitedMs: number): void;
+  /** First warning threshold (default DEFAULT_WAIT_WARNING_MS). */
+  waitWarningMs?: number;
   /** Seconds a write waited because the pipe was full (the reader is slower than S3). */
   onFullWait?(seconds: number): void;
   /** Bytes handed to the kernel. */
@@ -72,10 +94,52 @@ export class FifoWriter {
   /** The pipe buffer size in effect after open(), or undefined when it could not be read (no addon). */
   pipeSize: number | undefined;
   private removed = false;
+  /** A write end opened by probeReader(), for open() to take. */
+  private early: number | undefined;
+  /** Wait (ms) at which the next warning of each kind is due; escalates over the FIFO's life. */
+  private readonly warnAt: Record<LongWait, number>;
 
   private constructor(path: string, hooks: FifoWriterHooks) {
     this.path = path;
     this.hooks = hooks;
+    const first = hooks.waitWarningMs ?? DEFAULT_WAIT_WARNING_MS;
+    this.warnAt = { open: first, read: first };
+  }
+
+  /** Start timing a wait of kind `what`; call the returned function when it ends. */
+  private watchWait(what: LongWait): () => void {
+    const hook = this.hooks.onLongWait;
+    if (!hook) return () => {};
+    const t0 = Date.now();
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (): void => {
+      timer = setTimeout(() => {
+        const waited = Date.now() - t0;
+        const at = this.warnAt[what];
+        this.warnAt[what] = Math.min(at * 2, at + WAIT_WARNING_MAX_MS);
+        hook(what, waited);
+        arm();
+      }, Math.max(0, this.warnAt[what] - (Date.now() - t0)));
+      timer.unref();
+    };
+    arm();
+    return () => clearTimeout(timer);
+  }
+
+  /**
+   * True when a reader has the FIFO open or is waiting in open(). Then the write end is
+   * opened now (that reader's open() returns; its reads wait for data) and kept for
+   * open(). Never blocks.
+   */
+  async probeReader(): Promise<boolean> {
+    if (this.early !== undefined || this.socket !== undefined) return true;
+    if (this.removed) return false;
+    try {
+      this.early = await openFd(this.path, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK);
+      return true;
+    } catch {
+      return false; // ENXIO: no reader
+    }
   }
 
   /** Make the FIFO at `path`; a stale FIFO there is replaced, anything else is an error. */
@@ -111,13 +175,27 @@ export class FifoWriter {
    * when `signal` aborted first (nothing is left open).
    */
   async open(signal?: AbortSignal): Promise<boolean> {
+    const stopWatch = this.watchWait('open');
+    try {
+      return await this.openPolling(signal);
+    } finally {
+      stopWatch();
+    }
+  }
+
+  private async openPolling(signal?: AbortSignal): Promise<boolean> {
     let delay = OPEN_POLL_MIN_MS;
     for (;;) {
       if (signal?.aborted) return false;
       let fd: number;
       try {
         // libuv adds O_CLOEXEC: the training child must not inherit the write end, or it would never see EOF.
-        fd = await openFd(this.path, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK);
+        if (this.early !== undefined) {
+          fd = this.early;
+          this.early = undefined;
+        } else {
+          fd = await openFd(this.path, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK);
+        }
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'ENXIO') throw err;
         try {
@@ -155,6 +233,7 @@ export class FifoWriter {
     });
     if (!accepted) {
       const t0 = process.hrtime.bigint();
+      const stopWatch = this.watchWait('read');
       await new Promise<void>((resolve) => {
         const done = (): void => {
           socket.off('drain', done);
@@ -164,6 +243,7 @@ export class FifoWriter {
         socket.on('drain', done);
         socket.on('close', done);
       });
+      stopWatch();
       this.hooks.onFullWait?.(Number(process.hrtime.bigint() - t0) / 1e9);
     }
     if (this.error) throw this.error;
@@ -180,10 +260,12 @@ export class FifoWriter {
     if (socket === undefined) return false;
     if (!socket.destroyed) {
       const t0 = process.hrtime.bigint();
+      const stopWatch = this.watchWait('read');
       await new Promise<void>((resolve) => {
         socket.once('close', () => resolve());
         socket.end();
       });
+      stopWatch();
       const waited = Number(process.hrtime.bigint() - t0) / 1e9;
       if (waited > 0) this.hooks.onFullWait?.(waited);
     }
@@ -196,6 +278,14 @@ export class FifoWriter {
   destroy(): void {
     this.socket?.destroy();
     this.socket = undefined;
+    this.closeEarly();
+  }
+
+  /** Close a write end probeReader() opened and open() never took (the channel stops). */
+  private closeEarly(): void {
+    if (this.early === undefined) return;
+    closeCb(this.early, () => {});
+    this.early = undefined;
   }
 
   /**
@@ -206,6 +296,7 @@ export class FifoWriter {
   async remove(): Promise<void> {
     if (this.removed) return;
     this.removed = true;
+    this.closeEarly();
     try {
       const fd = await openFd(this.path, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK);
       await closeFd(fd);

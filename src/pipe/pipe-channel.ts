@@ -18,6 +18,13 @@
  *  6. remove the FIFO and go on with the next epoch, until `epochs` are done
  *     (unlimited by default) or stop() is called.
  *
+ * Long waits: when the training script has not opened an epoch's FIFO, or holds it
+ * without reading, for `waitWarningMs` (--fifo-wait-warning, then at doubling
+ * intervals), a warning says which FIFO waits and what the script must do. A full
+ * pipe is checked against the next epoch's FIFO: a reader waiting there means the
+ * script opened <ch>_{N+1} while holding <ch>_N, and the warning says so. The daemon
+ * never blocks on either (fifo-writer.ts); it keeps waiting, as SageMaker does.
+ *
  * Failure: when an epoch cannot be completed (an object vanished, S3 keeps failing,
  * bad gzip), `done` rejects and the write end stays OPEN, so the reader blocks
  * rather than mistaking a cut-off epoch for a complete one. The caller must then
@@ -37,10 +44,9 @@ import { channelEpoch, channelObjects, pipeEmptySeconds, pipeFullSeconds, served
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
 import { epochBytes, type Compression, type RecordWrapper } from './epoch-bytes.js';
-import { FifoWriter } from './fifo-writer.js';
+import { DEFAULT_WAIT_WARNING_MS, FifoWriter, type LongWait } from './fifo-writer.js';
 import { fifoOps, nativeLoadError } from './native.js';
 import { Readahead, type PipeItem } from './readahead.js';
-import { RECORDIO_SPLIT_LENGTH } from './recordio.js';
 
 export type { PipeItem } from './readahead.js';
 
@@ -55,6 +61,12 @@ export const DEFAULT_PIPE_MAX_INFLIGHT = 128 * MiB;
 export const DEFAULT_PIPE_PART_SIZE = 8 * MiB;
 /** 64 GETs at once, the default --max-connections: more would only queue in the client's pool. */
 export const DEFAULT_PIPE_MAX_REQUESTS = 64;
+/**
+ * Decompressed bytes of one RecordIO record held in memory (Gzip + RecordIO), at most a
+ * quarter of maxInflight (the read-ahead gets the rest): most samples are far smaller; a
+ * larger record spills to disk (recordio.ts). So a channel holds at most maxInflight.
+ */
+export const RECORD_HOLD_MAX = 16 * MiB;
 /** SageMaker's channel names: letters, digits, '.', '-', '_' (and never a path). */
 const CHANNEL_NAME_RE = /^[A-Za-z0-9._-]+$/;
 
@@ -76,6 +88,12 @@ export interface PipeChannelOptions {
   partSize?: number;
   /** GETs in flight at most (default DEFAULT_PIPE_MAX_REQUESTS). */
   maxRequests?: number;
+  /** Folder for records too large to hold in memory (Gzip + RecordIO); default: the OS temp folder. */
+  spillDir?: string;
+  /** Warn when a FIFO has waited this long (ms) for the script (default DEFAULT_WAIT_WARNING_MS), then at doubling intervals. */
+  waitWarningMs?: number;
+  /** Logger (default: sluice's, with component and channel). */
+  logger?: Logger;
 }
 
 export interface PipeChannel {
@@ -105,7 +123,7 @@ function checkOptions(o: PipeChannelOptions): void {
   if (o.recordWrapper !== 'None' && o.recordWrapper !== 'RecordIO') bad(`RecordWrapperType ${JSON.stringify(o.recordWrapper)} is not None or RecordIO`, 'Use None or RecordIO');
   if (o.compression !== 'None' && o.compression !== 'Gzip') bad(`CompressionType ${JSON.stringify(o.compression)} is not None or Gzip`, 'Use None or Gzip');
   if (o.epochs !== undefined && !(Number.isSafeInteger(o.epochs) && o.epochs >= 1)) bad(`epochs must be a whole number >= 1, got ${o.epochs}`, 'Pass --epochs 1 or more, or leave it out for no limit');
-  for (const [name, v] of [['maxInflight', o.maxInflight], ['partSize', o.partSize], ['maxRequests', o.maxRequests]] as const) {
+  for (const [name, v] of [['maxInflight', o.maxInflight], ['partSize', o.partSize], ['maxRequests', o.maxRequests], ['waitWarningMs', o.waitWarningMs]] as const) {
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) bad(`${name} must be a whole number >= 1, got ${v}`, `Fix ${name}`);
   }
 }
@@ -113,7 +131,7 @@ function checkOptions(o: PipeChannelOptions): void {
 class PipeChannelImpl implements PipeChannel {
   currentEpoch = 0;
   done!: Promise<void>;
-  private readonly o: Required<Omit<PipeChannelOptions, 'epochs'>> & { epochs: number | undefined };
+  private readonly o: Required<Omit<PipeChannelOptions, 'epochs' | 'spillDir' | 'logger'>> & { epochs: number | undefined; spillDir?: string };
   private readonly abort = new AbortController();
   private readonly log: Logger;
   /** FIFOs made and not yet removed: the current epoch's, then maybe the next one's. */
@@ -127,8 +145,9 @@ class PipeChannelImpl implements PipeChannel {
       maxInflight: o.maxInflight ?? DEFAULT_PIPE_MAX_INFLIGHT,
       partSize: o.partSize ?? DEFAULT_PIPE_PART_SIZE,
       maxRequests: o.maxRequests ?? DEFAULT_PIPE_MAX_REQUESTS,
+      waitWarningMs: o.waitWarningMs ?? DEFAULT_WAIT_WARNING_MS,
     };
-    this.log = log.child({ component: 'pipe', channel: o.channel });
+    this.log = o.logger ?? log.child({ component: 'pipe', channel: o.channel });
   }
 
   fifoPath(epoch: number): string {
@@ -167,9 +186,30 @@ class PipeChannelImpl implements PipeChannel {
         markFirstByte(this.o.channel, 'Pipe');
       },
       onFullWait: (s) => pipeFullSeconds.inc(labels, s),
+      onLongWait: (what, ms) => { void this.warnLongWait(epoch, what, ms); },
+      waitWarningMs: this.o.waitWarningMs,
     });
     this.fifos.set(epoch, writer);
     return writer;
+  }
+
+  /** Say which FIFO has waited how long for the script, and what the script must do. */
+  private async warnLongWait(epoch: number, what: LongWait, waitedMs: number): Promise<void> {
+    const fifo = this.fifoPath(epoch);
+    const waitedSeconds = Math.round(waitedMs / 1000);
+    if (what === 'open') {
+      this.log.warn({ epoch, fifo, waitedSeconds },
+        `Pipe channel ${this.o.channel}: no reader has opened ${fifo} for ${waitedSeconds} s; the training script must open it to receive epoch ${epoch} (sluice keeps waiting)`);
+      return;
+    }
+    const next = this.fifos.get(epoch + 1);
+    if (next !== undefined && (await next.probeReader())) {
+      this.log.warn({ epoch, fifo, next: next.path, waitedSeconds },
+        `Pipe channel ${this.o.channel}: the training script opened ${next.path} while still holding ${fifo} open without reading it for ${waitedSeconds} s; epochs are served one at a time, so it must read ${fifo} to its end or close it before reading the next epoch (sluice keeps waiting)`);
+      return;
+    }
+    this.log.warn({ epoch, fifo, waitedSeconds },
+      `Pipe channel ${this.o.channel}: ${fifo} is open but nothing has been read from it for ${waitedSeconds} s (the pipe is full; sluice keeps waiting)`);
   }
 
   private isLast(epoch: number): boolean {
@@ -191,12 +231,17 @@ class PipeChannelImpl implements PipeChannel {
     }
   }
 
+  /** Bytes of a decompressed record held in memory: taken out of maxInflight, so the channel stays within it. */
+  private get recordHold(): number {
+    return this.o.recordWrapper === 'RecordIO' && this.o.compression === 'Gzip' ? Math.min(Math.floor(this.o.maxInflight / 4), RECORD_HOLD_MAX) : 0;
+  }
+
   private async serveEpoch(epoch: number, writer: FifoWriter): Promise<EpochOutcome> {
     const items = this.o.itemsForEpoch(epoch);
     const ra = new Readahead(items, {
       client: this.o.client,
       partSize: this.o.partSize,
-      maxInflightBytes: this.o.maxInflight,
+      maxInflightBytes: Math.max(1, this.o.maxInflight - this.recordHold),
       maxRequests: this.o.maxRequests,
       signal: this.abort.signal,
     });
@@ -209,7 +254,8 @@ class PipeChannelImpl implements PipeChannel {
       const bytes = epochBytes(items, ra, {
         recordWrapper: this.o.recordWrapper,
         compression: this.o.compression,
-        recordHoldLimit: Math.min(this.o.maxInflight, RECORDIO_SPLIT_LENGTH),
+        recordHoldLimit: this.recordHold,
+        ...(this.o.spillDir !== undefined ? { spillDir: this.o.spillDir } : {}),
         bucket: this.o.client.bucket,
         onItemDone: () => {
           channelObjects.inc({ channel: this.o.channel, mode: 'Pipe' });

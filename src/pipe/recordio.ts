@@ -18,10 +18,15 @@
  *
  * Encoding is streaming: `frameKnownLength` writes the header before the data
  * arrives (the object size is known from the listing); `frameUnknownLength`
- * (decompressed objects) holds data until the record ends or it must split.
+ * (decompressed objects) holds data, in memory and then in a spill file, until the
+ * record ends or reaches the format's limit.
  * The decoder (`RecordIODecoder`, `decodeRecordIO`) is incremental and rejects
  * bad magic, bad flags and truncated input with RecordIOError.
  */
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, unlink, type FileHandle } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { RecordIOError } from '../errors.js';
 
 /** The magic word of every frame, little-endian on the wire. */
@@ -129,44 +134,121 @@ export async function* frameKnownLength(chunks: AsyncIterable<Buffer>, length: n
   if (pad.length > 0) yield pad;
 }
 
+export interface UnknownLengthOptions {
+  /** Bytes of a record held in memory (default: all of it up to the split length); a longer record spills to disk. */
+  holdLimit?: number;
+  /** Folder of spill files (default: the OS temp folder). Each is unlinked as soon as it is made. */
+  spillDir?: string;
+  /** Data bytes per frame of a split record: RECORDIO_SPLIT_LENGTH; tests pass less. A multiple of 4. */
+  splitLength?: number;
+}
+
+/** Bytes read back from a spill file per yield: large enough for few syscalls, small against the pipe's buffers. */
+const SPILL_READ_BYTES = 256 * 1024;
+
 /**
  * Frame a record whose length is known only at its end (a decompressed object).
- * Data is held until the record ends, then written as one cflag-0 frame; if more
- * than `holdLimit` bytes arrive first (at most RECORDIO_SPLIT_LENGTH, rounded down
- * to a multiple of 4), the held bytes go out as a cflag-1 frame and the rest
- * follows in cflag-2 frames and a final cflag-3 frame. Memory: at most about
- * `holdLimit` plus one chunk.
+ * Data is collected until the record ends, then written as one cflag-0 frame, however
+ * long (up to RECORDIO_MAX_LENGTH, the format's own limit): an object is one record.
+ * Memory stays bounded: the first `holdLimit` bytes are held in memory; past that the
+ * record is written to a spill file (opened, then unlinked at once, so a killed process
+ * leaves nothing behind) and read back from it once its length is known. Only a record
+ * longer than `splitLength` (RECORDIO_SPLIT_LENGTH) is split: each full `splitLength`
+ * bytes go out as a cflag-1 (first) or cflag-2 (middle) frame as soon as a byte beyond
+ * them arrives, and the rest as the cflag-3 frame, so the spill file never holds more
+ * than one frame. Memory: at most about `holdLimit` plus one chunk, and one
+ * SPILL_READ_BYTES buffer being read back.
  */
-export async function* frameUnknownLength(chunks: AsyncIterable<Buffer>, holdLimit = RECORDIO_SPLIT_LENGTH): AsyncGenerator<Buffer> {
-  const limit = Math.max(4, Math.min(RECORDIO_SPLIT_LENGTH, holdLimit - (holdLimit % 4)));
-  let held: Buffer[] = [];
-  let heldBytes = 0;
-  let split = false;
-  const take = (n: number): Buffer => {
-    const all = held.length === 1 ? held[0]! : Buffer.concat(held, heldBytes);
-    const out = all.subarray(0, n);
-    const rest = all.subarray(n);
-    held = rest.length > 0 ? [rest] : [];
-    heldBytes = rest.length;
-    return out;
-  };
-  for await (const chunk of chunks) {
-    if (chunk.length === 0) continue;
-    held.push(chunk);
-    heldBytes += chunk.length;
-    // Strictly more than the limit: exactly `limit` bytes may still be the whole record.
-    while (heldBytes > limit) {
-      const data = take(limit);
-      yield encodeHeader(split ? CFLAG_MIDDLE : CFLAG_FIRST, data.length);
-      yield data;
-      split = true;
-    }
+export async function* frameUnknownLength(chunks: AsyncIterable<Buffer>, opts: UnknownLengthOptions = {}): AsyncGenerator<Buffer> {
+  const split = opts.splitLength ?? RECORDIO_SPLIT_LENGTH;
+  if (!(Number.isSafeInteger(split) && split >= 4 && split % 4 === 0 && split <= RECORDIO_SPLIT_LENGTH)) {
+    throw new RangeError(`RecordIO split length must be a multiple of 4 in 4..${RECORDIO_SPLIT_LENGTH}, got ${split}`);
   }
-  const data = take(heldBytes);
-  yield encodeHeader(split ? CFLAG_LAST : CFLAG_WHOLE, data.length);
-  if (data.length > 0) yield data;
-  const pad = paddingFor(data.length);
-  if (pad.length > 0) yield pad;
+  const seg = new FrameData(Math.max(0, opts.holdLimit ?? split), opts.spillDir ?? os.tmpdir());
+  let frames = 0;
+  try {
+    for await (let chunk of chunks) {
+      while (chunk.length > 0) {
+        // A full frame followed by more data: the record is longer than one frame.
+        if (seg.bytes === split) {
+          yield* seg.emit(frames === 0 ? CFLAG_FIRST : CFLAG_MIDDLE);
+          frames++;
+        }
+        const n = Math.min(chunk.length, split - seg.bytes);
+        await seg.append(n === chunk.length ? chunk : chunk.subarray(0, n));
+        chunk = chunk.subarray(n);
+      }
+    }
+    yield* seg.emit(frames === 0 ? CFLAG_WHOLE : CFLAG_LAST);
+  } finally {
+    await seg.discard();
+  }
+}
+
+/** The data of the frame being collected: in memory up to a limit, then in an unlinked spill file. */
+class FrameData {
+  bytes = 0;
+  private mem: Buffer[] = [];
+  private file: FileHandle | undefined;
+
+  constructor(private readonly holdLimit: number, private readonly spillDir: string) {}
+
+  async append(buf: Buffer): Promise<void> {
+    if (this.file === undefined && this.bytes + buf.length <= this.holdLimit) {
+      this.mem.push(buf);
+      this.bytes += buf.length;
+      return;
+    }
+    if (this.file === undefined) {
+      await mkdir(this.spillDir, { recursive: true });
+      const file = path.join(this.spillDir, `sluice-record-${process.pid}-${randomBytes(6).toString('hex')}.spill`);
+      this.file = await open(file, 'w+', 0o600);
+      await unlink(file); // the open handle keeps the data; nothing is left after a crash
+      let at = 0;
+      for (const b of this.mem) at += await writeAll(this.file, b, at);
+      this.mem = [];
+    }
+    await writeAll(this.file, buf, this.bytes);
+    this.bytes += buf.length;
+  }
+
+  /** The frame (header, data, padding), then empty again. */
+  async *emit(cflag: number): AsyncGenerator<Buffer> {
+    const length = this.bytes;
+    yield encodeHeader(cflag, length);
+    if (this.file === undefined) {
+      yield* this.mem;
+    } else {
+      for (let at = 0; at < length;) {
+        // A fresh buffer each time: the writer may still hold the previous one.
+        const buf = Buffer.allocUnsafe(Math.min(SPILL_READ_BYTES, length - at));
+        const { bytesRead } = await this.file.read(buf, 0, buf.length, at);
+        if (bytesRead === 0) throw new RecordIOError(`spill file ended after ${at} of ${length} bytes`);
+        yield bytesRead === buf.length ? buf : buf.subarray(0, bytesRead);
+        at += bytesRead;
+      }
+      await this.discard();
+    }
+    this.mem = [];
+    this.bytes = 0;
+    const pad = paddingFor(length);
+    if (pad.length > 0) yield pad;
+  }
+
+  async discard(): Promise<void> {
+    const f = this.file;
+    this.file = undefined;
+    this.mem = [];
+    await f?.close().catch(() => {});
+  }
+}
+
+async function writeAll(fh: FileHandle, buf: Buffer, position: number): Promise<number> {
+  for (let done = 0; done < buf.length;) {
+    const { bytesWritten } = await fh.write(buf, done, buf.length - done, position + done);
+    done += bytesWritten;
+  }
+  return buf.length;
 }
 
 /**

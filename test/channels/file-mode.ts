@@ -1,6 +1,6 @@
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { downloadChannel, safeTarget, sidecarPath } from '../../src/channels/file-mode.js';
@@ -38,7 +38,7 @@ t.test('File mode against the local server: bytes match, a second run skips, cha
   const download = async () => {
     const { objects } = await listChannel(channel('s3://bkt/ds/'), () => client);
     // 256 KiB parts: the large objects go in several ranged parts, in parallel.
-    return downloadChannel({ channel: 'train', dataDir, objects, partSize: 256 * KiB, maxInflight: 1024 * KiB, maxConnections: 6, progress: 'none' });
+    return downloadChannel({ channel: 'train', dataDir, stateDir: path.join(dataDir, '.state'), objects, partSize: 256 * KiB, maxInflight: 1024 * KiB, maxConnections: 6, progress: 'none' });
   };
 
   const first = await download();
@@ -52,11 +52,11 @@ t.test('File mode against the local server: bytes match, a second run skips, cha
   t.ok((await stat(path.join(dir, 'folder-marker'))).isDirectory(), 'a folder marker becomes a folder');
   const all = await readdir(dir, { recursive: true });
   t.notOk(all.some((f) => String(f).endsWith('.sluice-part')), 'no temp files left');
-  const sidecar = JSON.parse(await readFile(sidecarPath(dataDir, 'train'), 'utf8'));
+  const sidecar = JSON.parse(await readFile(sidecarPath(path.join(dataDir, '.state'), 'train'), 'utf8'));
   t.equal(Object.keys(sidecar.files).length, seeded.length + 1, 'the ETag record lists every file');
 
   const second = await download();
-  t.same(second, { downloaded: 0, downloadedBytes: 0, skipped: seeded.length + 1, skippedBytes: first.downloadedBytes }, 'second run skips everything');
+  t.same(second, { downloaded: 0, downloadedBytes: 0, skipped: seeded.length + 1, skippedBytes: first.downloadedBytes, removed: 0 }, 'second run skips everything');
 
   // Change one object (new ETag, same size), and damage one local file (other size).
   const changed = seeded.find((o) => o.key.includes('small/'))!;
@@ -104,7 +104,7 @@ t.test('unsafe keys are rejected before anything is written', async (t) => {
       { key: 'p/ok.bin', rel: 'ok.bin', size: 3, etag: '"x"', client: untouchable },
       { key: `p/${rel}`, rel, size: 3, etag: '"y"', client: untouchable },
     ];
-    await t.rejects(downloadChannel({ channel: 'c', dataDir, objects, partSize: 1024, maxInflight: 4096, maxConnections: 2, progress: 'none' }),
+    await t.rejects(downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects, partSize: 1024, maxInflight: 4096, maxConnections: 2, progress: 'none' }),
       { code: 'SLUICE_UNSAFE_KEY', message: re }, rel);
   }
   t.same(await readdir(dataDir), [], 'nothing was written');
@@ -121,7 +121,7 @@ t.test('two keys for one file are rejected', async (t) => {
     { key: 'p/a//b', rel: 'a//b', size: 1, etag: '"x"', client: untouchable },
     { key: 'p/a/b', rel: 'a/b', size: 1, etag: '"y"', client: untouchable },
   ];
-  await t.rejects(downloadChannel({ channel: 'c', dataDir, objects, partSize: 1024, maxInflight: 4096, maxConnections: 2, progress: 'none' }), /would write the same file/);
+  await t.rejects(downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects, partSize: 1024, maxInflight: 4096, maxConnections: 2, progress: 'none' }), /would write the same file/);
 });
 
 t.test('connections and bytes in flight stay within their bounds; large objects go in parts', async (t) => {
@@ -152,7 +152,7 @@ t.test('connections and bytes in flight stay within their bounds; large objects 
     try { yield* getStream(key, etag, opts); } finally { bytes -= n; }
   };
   // 'bar' draws with cli-progress on a terminal (and stays silent when stderr is not one).
-  const r = await downloadChannel({ channel: 'c', dataDir, objects, partSize: 1000, maxInflight: 3000, maxConnections: 3, progress: 'bar' });
+  const r = await downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects, partSize: 1000, maxInflight: 3000, maxConnections: 3, progress: 'bar' });
   t.equal(r.downloaded, 6);
   t.ok(maxBytes <= 3000, `at most 3000 bytes requested at once, saw ${maxBytes}`);
   t.ok(client.maxInflight <= 3, `at most 3 GETs at once, saw ${client.maxInflight}`);
@@ -168,13 +168,13 @@ t.test('an abort stops the download, removes partial files and keeps the record 
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-abort-'));
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
   const ac = new AbortController();
-  const p = downloadChannel({ channel: 'c', dataDir, objects: [{ ...fast, rel: 'fast', client }, { ...slow, rel: 'slow', client }], partSize: 1000, maxInflight: 10_000, maxConnections: 4, progress: 'none', signal: ac.signal });
+  const p = downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects: [{ ...fast, rel: 'fast', client }, { ...slow, rel: 'slow', client }], partSize: 1000, maxInflight: 10_000, maxConnections: 4, progress: 'none', signal: ac.signal });
   for (let i = 0; i < 200 && client.gets < 6; i++) await new Promise((r) => setTimeout(r, 10));
   ac.abort();
   await t.rejects(p, { code: 'SLUICE_ABORTED' });
   const left = await readdir(path.join(dataDir, 'c'));
   t.same(left, ['fast'], 'the finished file stays, no partial file');
-  const sidecar = JSON.parse(await readFile(sidecarPath(dataDir, 'c'), 'utf8'));
+  const sidecar = JSON.parse(await readFile(sidecarPath(path.join(dataDir, '.state'), 'c'), 'utf8'));
   t.same(Object.keys(sidecar.files), ['fast']);
 });
 
@@ -184,7 +184,7 @@ t.test('a failed GET fails the channel with its error and leaves no partial file
   client.fail = (key) => (key === 'p/a' ? new Error('boom') : undefined);
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-fail-'));
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-  await t.rejects(downloadChannel({ channel: 'c', dataDir, objects: [{ ...a, rel: 'a', client }], partSize: 1000, maxInflight: 10_000, maxConnections: 4, progress: 'none' }), /boom/);
+  await t.rejects(downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects: [{ ...a, rel: 'a', client }], partSize: 1000, maxInflight: 10_000, maxConnections: 4, progress: 'none' }), /boom/);
   t.same(await readdir(path.join(dataDir, 'c')), []);
 });
 
@@ -194,7 +194,7 @@ t.test('parts larger than a write batch are written in several batches at the ri
   const big = client.put('p/big', bytesFor('big', 2.5 * 1024 * KiB + 1));
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-batches-'));
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-  const r = await downloadChannel({ channel: 'c', dataDir, objects: [{ ...big, rel: 'big', client }], partSize: 1024 * KiB, maxInflight: 4096 * KiB, maxConnections: 3, progress: 'none' });
+  const r = await downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects: [{ ...big, rel: 'big', client }], partSize: 1024 * KiB, maxInflight: 4096 * KiB, maxConnections: 3, progress: 'none' });
   t.equal(r.downloadedBytes, big.size);
   t.ok((await readFile(path.join(dataDir, 'c', 'big'))).equals(bytesFor('big', big.size)), 'exact bytes');
   t.equal(client.requested.filter((q) => q.key === 'p/big').length, 3, 'three parts');
@@ -211,8 +211,57 @@ t.test('streamed parts against the local server: exact bytes, no temp file left'
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-streamed-'));
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
   // 1 MiB parts: a 1 MiB part and a 512 KiB + 7 tail, both larger than a write batch.
-  const r = await downloadChannel({ channel: 'c', dataDir, objects: [{ key: 'ds/streamed.bin', size: body.length, etag, rel: 'streamed.bin', client }], partSize: 1024 * KiB, maxInflight: 4096 * KiB, maxConnections: 4, progress: 'none' });
+  const r = await downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects: [{ key: 'ds/streamed.bin', size: body.length, etag, rel: 'streamed.bin', client }], partSize: 1024 * KiB, maxInflight: 4096 * KiB, maxConnections: 4, progress: 'none' });
   t.equal(r.downloadedBytes, body.length);
   t.equal(sha256(await readFile(path.join(dataDir, 'c', 'streamed.bin'))), sha256(body), 'exact bytes');
   t.same(await readdir(path.join(dataDir, 'c')), ['streamed.bin'], 'no temp file left');
+});
+
+t.test("the channel folder ends holding exactly this run's objects: strays, partial files and deleted objects go", async (t) => {
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  await s3.createBucket('bkt');
+  const bodies = new Map<string, Buffer>([['ds/a', Buffer.from('aaaa')], ['ds/sub/b', Buffer.from('bbbbbb')], ['ds/sub/deep/c', Buffer.alloc(300 * KiB, 3)], ['ds/gone', Buffer.from('soon deleted')]]);
+  for (const [k, b] of bodies) await s3.putObject('bkt', k, b);
+  await s3.putObject('bkt', 'ds/marker/', Buffer.alloc(0));
+  const client = createObjectClient({ bucket: 'bkt', endpoint: s3.endpoint, region: 'us-east-1', pathStyle: true, credentials: s3.credentials, maxAttempts: 3 });
+  t.teardown(() => client.close());
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-exact-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const dir = path.join(dataDir, 'train');
+  const stateDir = path.join(dataDir, '..', `${path.basename(dataDir)}-state`);
+  t.teardown(() => rm(stateDir, { recursive: true, force: true }));
+  const download = async () => {
+    const { objects } = await listChannel(channel('s3://bkt/ds/'), () => client);
+    return downloadChannel({ channel: 'train', dataDir, stateDir, objects, partSize: 128 * KiB, maxInflight: 512 * KiB, maxConnections: 4, progress: 'none' });
+  };
+  const listing = async () => (await readdir(dir, { recursive: true, withFileTypes: true }))
+    .map((d) => path.relative(dir, path.join(d.parentPath, d.name)) + (d.isDirectory() ? '/' : '')).sort();
+
+  // What earlier runs (another host's shard, a killed run, a hand edit, an old version's record) left.
+  await mkdir(path.join(dir, 'sub', 'deep'), { recursive: true });
+  await mkdir(path.join(dir, 'other-host', 'x'), { recursive: true });
+  await writeFile(path.join(dir, 'other-host', 'x', 'shard-3'), 'not mine');
+  await writeFile(path.join(dir, 'sub', 'deep', 'c.sluice-part'), 'half');
+  await writeFile(path.join(dir, 'a.sluice-part'), 'half');
+  await mkdir(path.join(dir, 'sub', 'b'), { recursive: true }); // a folder where a file goes
+  await writeFile(path.join(dir, 'sub', 'b', 'old'), 'old');
+  await symlink('/etc/passwd', path.join(dir, 'link'));
+  await writeFile(path.join(dataDir, '.train.sluice-etags.json'), '{}');
+
+  const first = await download();
+  t.ok(first.removed >= 5, `stray entries removed (${first.removed})`);
+  const expected = ['a', 'gone', 'marker/', 'sub/', 'sub/b', 'sub/deep/', 'sub/deep/c'];
+  t.same(await listing(), expected, 'exactly the objects, no partial file, no stray');
+  for (const [k, b] of bodies) t.ok((await readFile(path.join(dir, k.slice(3)))).equals(b), k);
+  t.same(await readdir(dataDir), ['train'], 'input/data holds only the channel: the ETag record lives elsewhere');
+  t.ok((await stat(sidecarPath(stateDir, 'train'))).isFile(), 'the ETag record is in the state folder');
+
+  // An object deleted from S3 disappears from the channel; the others are kept (skipped).
+  await s3.deleteObject('bkt', 'ds/gone');
+  const second = await download();
+  t.same(await listing(), expected.filter((e) => e !== 'gone'));
+  t.equal(second.removed, 1);
+  t.equal(second.downloaded, 0);
+  t.equal(second.skipped, 3);
 });

@@ -66,3 +66,32 @@ t.test('bad host index or count is rejected', async (t) => {
   t.throws(() => shardObjects([], { distribution: 'ShardedByS3Key', hostIndex: 4, hostCount: 4, epoch: 0 }), { code: 'SLUICE_INVALID_ARGUMENT' });
   t.throws(() => shardObjects([], { distribution: 'ShardedByS3Key', hostIndex: 0, hostCount: 0, epoch: 0 }), { code: 'SLUICE_INVALID_ARGUMENT' });
 });
+
+t.test('counts are balanced (within one) for 1..8 hosts over skewed sizes, every epoch', async (t) => {
+  // Skewed: a few huge objects among many tiny ones (and some empty), as real datasets are.
+  const next = createRng(11, 0);
+  const skewed = Array.from({ length: 103 }, (_, i) => ({
+    key: `s/${String(i).padStart(4, '0')}`,
+    size: i % 17 === 0 ? 50_000_000 + (next() % 1000) : i % 5 === 0 ? 0 : 1 + (next() % 300),
+  }));
+  for (let hosts = 1; hosts <= 8; hosts++) {
+    for (const seed of [undefined, 5]) {
+      for (const epoch of [0, 1]) {
+        const shards = Array.from({ length: hosts }, (_, hostIndex) => shardObjects(skewed, { distribution: 'ShardedByS3Key', hostIndex, hostCount: hosts, epoch, ...(seed !== undefined ? { seed } : {}) }));
+        const counts = shards.map((s) => s.length);
+        const keys = shards.flatMap((s) => s.map((o) => o.key));
+        t.equal(new Set(keys).size, skewed.length, `${hosts} hosts, seed ${seed}, epoch ${epoch}: disjoint and complete`);
+        t.ok(Math.max(...counts) - Math.min(...counts) <= 1, `${hosts} hosts, seed ${seed}, epoch ${epoch}: counts ${counts.join(', ')}`);
+        // Deterministic: the same call gives the same shard.
+        t.same(shardObjects(skewed, { distribution: 'ShardedByS3Key', hostIndex: hosts - 1, hostCount: hosts, epoch, ...(seed !== undefined ? { seed } : {}) }), shards[hosts - 1]);
+      }
+    }
+  }
+});
+
+t.test("the issue's case: one 1000-byte object and nine 100-byte ones on 2 hosts give 5 and 5", async (t) => {
+  const all = [{ key: 'big', size: 1000 }, ...Array.from({ length: 9 }, (_, i) => ({ key: `small${i}`, size: 100 }))];
+  const shards = [0, 1].map((h) => shardObjects(all, { distribution: 'ShardedByS3Key', hostIndex: h, hostCount: 2, epoch: 0 }));
+  t.same(shards.map((s) => s.length), [5, 5]);
+  t.same(shards.map((s) => s.reduce((a, o) => a + o.size, 0)).sort((a, b) => a - b), [500, 1400], 'bytes as balanced as equal counts allow');
+});

@@ -113,3 +113,15 @@ t.test('augmented manifest refs: listed per bucket when many, the listing capped
   await listChannel(aug, clientFor);
   t.equal(heads.bkt, 1, 'only the manifest itself was HEADed');
 });
+
+t.test('S3Prefix: folder markers are objects (File makes folders) but never units (Pipe, sharding)', async (t) => {
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  await s3.createBucket('bkt');
+  const client = createObjectClient({ bucket: 'bkt', endpoint: s3.endpoint, region: 'us-east-1', pathStyle: true, credentials: s3.credentials, maxAttempts: 2 });
+  t.teardown(() => client.close());
+  for (const k of ['p/', 'p/a', 'p/sub/', 'p/sub/b']) await s3.putObject('bkt', k, Buffer.from(k.endsWith('/') ? '' : `body-${k}`));
+  const l = await listChannel({ ...base, s3Uri: 's3://bkt/p/', s3DataType: 'S3Prefix' }, () => client);
+  t.same(l.objects.map((o) => o.key), ['p/', 'p/a', 'p/sub/', 'p/sub/b'], 'the listing has the markers');
+  t.same(l.units.map((u) => u.key), ['p/a', 'p/sub/b'], 'units skip them');
+});

@@ -5,11 +5,12 @@
 import t from 'tap';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { readFile, readdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { seedDataset, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
+import { runEnv, s3Flags, tmpRoot } from '../helpers/run.js';
 import { runCli, startCli, waitExit } from '../helpers/cli.js';
 import { cleanupMount } from '../helpers/fuse.js';
 import { startFaultProxy } from '../helpers/fault-proxy.js';
@@ -40,15 +41,8 @@ t.before(async () => {
 });
 t.teardown(() => s3?.stop());
 
-async function tmpRoot(t: { teardown(fn: () => unknown): void }): Promise<string> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-run-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-// NODE_NO_WARNINGS: the AWS SDK warns about Node 20 on stderr, which is not sluice's output.
-const env = () => ({ ...process.env, NODE_NO_WARNINGS: '1', AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1', SLUICE_LOG_LEVEL: 'warn' });
-const common = () => ['--endpoint', s3.endpoint, '--path-style', '--metrics-port=-1', '--max-attempts', '3'];
+const env = runEnv;
+const common = () => s3Flags(s3);
 
 /** A training command that records the SM_* variables, the config files and the Pipe bytes. */
 const REPORTER = `
@@ -332,3 +326,4 @@ t.test('SIGTERM during a File download stops it, leaves no partial file and neve
   const left = await readdir(path.join(root, 'input', 'data', 'train'), { recursive: true }).catch(() => []);
   t.notOk(left.some((f) => String(f).endsWith('.sluice-part')), 'no partial files');
 });
+

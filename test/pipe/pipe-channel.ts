@@ -12,7 +12,8 @@ import { gzipSync } from 'node:zlib';
 import { createHash } from 'node:crypto';
 import { BadRangeReplyError, DecompressionError, InvalidArgumentError, NoSuchKeyError } from '../../src/errors.js';
 import { channelEpoch, channelObjects, pipeEmptySeconds, pipeFullSeconds, servedBytes } from '../../src/metrics/metrics.js';
-import { setLogLevel } from '../../src/log.js';
+import { createLogger, setLogLevel } from '../../src/log.js';
+import { Writable } from 'node:stream';
 import { NO_NATIVE_ENV } from '../../src/pipe/native.js';
 import { startPipeChannel, type PipeChannel, type PipeChannelOptions, type PipeItem } from '../../src/pipe/pipe-channel.js';
 import { decodeRecordIO } from '../../src/pipe/recordio.js';
@@ -137,17 +138,19 @@ t.test('RecordIO + Gzip: each decompressed object is one record', async (t) => {
   await ch.done;
 });
 
-t.test('RecordIO + Gzip: a record larger than the hold limit (maxInflight) goes out split, and parses back whole', async (t) => {
+t.test('RecordIO + Gzip: a record larger than the hold limit (maxInflight) is still one cflag-0 record (spilled to disk)', async (t) => {
   const client = new MemoryClient();
   const plain = bytesFor('big', 200_001);
   const items: PipeItem[] = [{ kind: 'object', info: client.put('big.gz', gzipSync(plain)) }];
-  const ch = await start(t, { client, epochs: 1, compression: 'Gzip', recordWrapper: 'RecordIO', maxInflight: 64 * 1024, partSize: 16 * 1024, itemsForEpoch: () => items });
+  const spillDir = await tempDir(t);
+  const ch = await start(t, { client, epochs: 1, compression: 'Gzip', recordWrapper: 'RecordIO', maxInflight: 64 * 1024, partSize: 16 * 1024, spillDir, itemsForEpoch: () => items });
   const wire = await readEpoch(ch, 0);
-  t.equal(wire.readUInt32LE(4) >>> 29, 1, 'the first frame is cflag 1');
+  t.equal(wire.readUInt32LE(4), plain.length, 'one frame: cflag 0, the whole length');
   const records = decodeRecordIO(wire);
   t.equal(records.length, 1);
   t.ok(records[0]!.equals(plain));
   await ch.done;
+  t.same(await readdir(spillDir), [], 'no spill file left');
 });
 
 t.test('an object that is not gzip fails the channel with DecompressionError; stop() cleans up', async (t) => {
@@ -388,4 +391,82 @@ t.test('a data folder where no FIFO can be made is a one-line error', async (t) 
   await t.rejects(startPipeChannel({ ...base, dataDir: '/proc/self' }), { code: 'SLUICE_INVALID_ARGUMENT', message: /cannot create the FIFO \/proc\/self\/train_0/ });
   await writeFile(path.join(dir, 'train_0'), 'user data');
   await t.rejects(startPipeChannel({ ...base, dataDir: dir }), { message: /train_0 exists and is not a FIFO/ });
+});
+
+/** A logger whose lines land in an array (parsed JSON). */
+function captureLog(): { logger: ReturnType<typeof createLogger>; lines: { msg: string; [k: string]: unknown }[] } {
+  const lines: { msg: string }[] = [];
+  const stream = new Writable({ write(chunk, _enc, cb) { for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l)); cb(); } });
+  return { logger: createLogger(stream, 'warn'), lines };
+}
+
+t.test('a FIFO nobody opens is reported after the configured wait, then at doubling intervals; stop() still works', async (t) => {
+  const client = new MemoryClient();
+  const { items } = dataset(client, [1000]);
+  const { logger, lines } = captureLog();
+  const ch = await start(t, { client, itemsForEpoch: () => items, waitWarningMs: 100, logger });
+  await waitFor(() => lines.length >= 3, 30_000, 'three warnings');
+  t.match(lines[0]!.msg, `no reader has opened ${ch.fifoPath(0)} for 0 s; the training script must open it to receive epoch 0`);
+  const waited = lines.slice(0, 3).map((l) => l.waitedSeconds as number);
+  t.ok(lines.slice(0, 3).every((l) => l.fifo === ch.fifoPath(0) && l.epoch === 0), 'each names the FIFO and epoch');
+  t.ok(waited[0]! <= waited[1]! && waited[1]! <= waited[2]!, `growing waits ${waited.join(', ')}`);
+  await ch.stop();
+  t.notOk(existsSync(ch.fifoPath(0)));
+});
+
+t.test('a script that opens <ch>_1 while holding <ch>_0 unread is named in the log; the daemon stays responsive', async (t) => {
+  const client = new MemoryClient();
+  // More than the pipe buffer (1 MiB) and the socket's: the writer of epoch 0 must wait.
+  const { items } = dataset(client, [4 * 1024 * 1024]);
+  const { logger, lines } = captureLog();
+  const ch = await start(t, { client, epochs: 2, itemsForEpoch: () => items, partSize: 256 * 1024, waitWarningMs: 200, logger });
+  // Holds epoch 0 open without reading it, then opens epoch 1 (which blocks until a writer is there).
+  const script = `
+    const fs = require('fs');
+    const a = fs.openSync(process.argv[1], 'r');
+    // The next FIFO is made once epoch 0's reader is connected: wait for it to exist.
+    while (!fs.existsSync(process.argv[2])) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+    const b = fs.openSync(process.argv[2], 'r');
+    process.stdout.write('opened both\\n');
+    setInterval(() => {}, 1000);`;
+  await waitFor(() => existsSync(ch.fifoPath(0)), 10_000, 'FIFO 0');
+  const holder = spawn(process.execPath, ['-e', script, ch.fifoPath(0), ch.fifoPath(1)], { stdio: ['ignore', 'pipe', 'ignore'] });
+  t.teardown(() => { if (holder.exitCode === null) holder.kill('SIGKILL'); });
+  let out = '';
+  holder.stdout!.on('data', (b: Buffer) => { out += b; });
+  await waitFor(() => lines.some((l) => l.msg.includes('while still holding')), 30_000, 'the warning about holding epoch 0')
+    .catch((err: Error) => { throw new Error(`${err.message}: ${JSON.stringify(lines)}`); });
+  const w = lines.find((l) => l.msg.includes('while still holding'))!;
+  t.match(w.msg, `the training script opened ${ch.fifoPath(1)} while still holding ${ch.fifoPath(0)} open without reading it`);
+  t.match(w.msg, 'it must read');
+  t.equal(w.next, ch.fifoPath(1));
+  await waitFor(() => out.includes('opened both'), 10_000, "the script's open of epoch 1 to return");
+  t.equal(ch.currentEpoch, 0, 'still serving epoch 0');
+  // Not deadlocked: stop() closes both write ends and removes both FIFOs.
+  await ch.stop();
+  t.notOk(existsSync(ch.fifoPath(0)));
+  t.notOk(existsSync(ch.fifoPath(1)));
+  holder.kill('SIGKILL');
+});
+
+t.test('a slow reader is not reported while it keeps within the wait; a stalled one is (without the next-epoch hint)', async (t) => {
+  const client = new MemoryClient();
+  const { items, bodies } = dataset(client, [3 * 1024 * 1024]);
+  const { logger, lines } = captureLog();
+  const ch = await start(t, { client, epochs: 1, itemsForEpoch: () => items, partSize: 256 * 1024, waitWarningMs: 300, logger });
+  // Reads 64 KiB, sleeps 1 s once, then reads the rest at once.
+  const script = `
+    const fs = require('fs');
+    const fd = fs.openSync(process.argv[1], 'r');
+    const buf = Buffer.alloc(65536);
+    fs.readSync(fd, buf);
+    setTimeout(() => { let n; const out = []; out.push(buf); while ((n = fs.readSync(fd, Buffer.alloc(1 << 20))) > 0) out.push(n); process.stdout.write('done'); }, 1000);`;
+  await waitFor(() => existsSync(ch.fifoPath(0)), 10_000, 'FIFO 0');
+  const reader = spawn(process.execPath, ['-e', script, ch.fifoPath(0)], { stdio: ['ignore', 'pipe', 'ignore'] });
+  t.teardown(() => { if (reader.exitCode === null) reader.kill('SIGKILL'); });
+  await ch.done;
+  const stalled = lines.filter((l) => l.msg.includes('nothing has been read from it'));
+  t.ok(stalled.length >= 1, 'the 1 s stall was reported');
+  t.notOk(lines.some((l) => l.msg.includes('while still holding')), 'no next-epoch hint: there is no next epoch');
+  t.ok(bodies.size === 1);
 });

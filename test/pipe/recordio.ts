@@ -1,5 +1,8 @@
 import t from 'tap';
 import fc from 'fast-check';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { RecordIOError } from '../../src/errors.js';
 import {
   decodeRecordIO, encodeHeader, encodeRecord, frameKnownLength, frameUnknownLength, framedLength,
@@ -93,15 +96,24 @@ t.test('frameKnownLength splits a record longer than 2^29-1 into cflag 1 and 3 f
   t.equal(data, length + (total - 16 - length), 'data plus the final padding');
 });
 
-t.test('frameUnknownLength: one cflag-0 frame when it fits, cflag 1/2/3 beyond the hold limit', async (t) => {
+t.test('frameUnknownLength: one cflag-0 frame whatever the hold limit (spilling to disk); cflag 1/2/3 only past the split length', async (t) => {
+  const spillDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-spill-'));
+  t.teardown(() => rm(spillDir, { recursive: true, force: true }));
   const small = Buffer.from('abcdefghij');
-  const one = await collect(frameUnknownLength(chunksOf(small, 3), 64));
+  const one = await collect(frameUnknownLength(chunksOf(small, 3), { holdLimit: 64, spillDir }));
   t.same(one, Buffer.concat(encodeRecord(small)), 'fits: same as encodeRecord');
   const exact = Buffer.alloc(64, 1);
-  t.same(await collect(frameUnknownLength(chunksOf(exact, 5), 64)), Buffer.concat(encodeRecord(exact)), 'exactly the limit: still one frame');
+  t.same(await collect(frameUnknownLength(chunksOf(exact, 5), { holdLimit: 64, spillDir })), Buffer.concat(encodeRecord(exact)), 'exactly the limit: one frame');
 
-  const big = Buffer.from(Array.from({ length: 150 }, (_, i) => i));
-  const framed = await collect(frameUnknownLength(chunksOf(big, 7), 64));
+  // Far past the hold limit: still one record (held on disk, not split), every byte in place.
+  const big = Buffer.from(Array.from({ length: 150_003 }, (_, i) => (i * 7) & 0xff));
+  const spilled = await collect(frameUnknownLength(chunksOf(big, 4099), { holdLimit: 64, spillDir }));
+  t.same(spilled, Buffer.concat(encodeRecord(big)), 'one cflag-0 frame, same as encodeRecord');
+  t.same(await readdir(spillDir), [], 'the spill file is unlinked at once: nothing left');
+  t.same(await collect(frameUnknownLength(chunksOf(big, 4099), { holdLimit: 0, spillDir })), spilled, 'hold limit 0: everything spills, same bytes');
+
+  // The format's own limit, scaled down: a record longer than the split length is split.
+  const framed = await collect(frameUnknownLength(chunksOf(big.subarray(0, 150), 7), { holdLimit: 16, spillDir, splitLength: 64 }));
   const flags: number[] = [];
   for (let at = 0; at < framed.length;) {
     const l = framed.readUInt32LE(at + 4);
@@ -110,8 +122,10 @@ t.test('frameUnknownLength: one cflag-0 frame when it fits, cflag 1/2/3 beyond t
     at += 8 + len + ((4 - (len % 4)) % 4);
   }
   t.same(flags, [1, 2, 3], 'split into first, middle, last');
-  t.same(decodeRecordIO(framed), [big], 'the parts concatenate back to the record');
-  t.same(decodeRecordIO(await collect(frameUnknownLength(chunksOf(Buffer.alloc(0), 1), 64))), [Buffer.alloc(0)], 'empty record');
+  t.same(decodeRecordIO(framed), [big.subarray(0, 150)], 'the parts concatenate back to the record');
+  t.same((await collect(frameUnknownLength(chunksOf(big.subarray(0, 128), 7), { splitLength: 64 }))).length, 8 + 64 + 8 + 64, 'exactly two frames: first and last, no empty frame');
+  t.same(decodeRecordIO(await collect(frameUnknownLength(chunksOf(Buffer.alloc(0), 1), { holdLimit: 64 }))), [Buffer.alloc(0)], 'empty record');
+  await t.rejects(frameUnknownLength(chunksOf(small, 1), { splitLength: 6 }).next(), RangeError);
 });
 
 t.test('the decoder rejects bad magic, bad flags and truncated input with RecordIOError', async (t) => {

@@ -1,0 +1,81 @@
+/**
+ * `sluice run` channel behaviour end to end (issue 12): empty prefixes fail alike in every
+ * mode, and Pipe skips folder markers.
+ * The built CLI (node dist/cli.js) against the local S3 server.
+ */
+import t from 'tap';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
+import { runEnv, s3Flags, tmpRoot } from '../helpers/run.js';
+import { runCli } from '../helpers/cli.js';
+import { cleanupMount } from '../helpers/fuse.js';
+
+let s3: LocalS3;
+
+t.before(async () => {
+  s3 = await startLocalS3();
+  await s3.createBucket('bkt');
+});
+t.teardown(() => s3?.stop());
+
+const env = runEnv;
+const common = () => s3Flags(s3);
+
+t.test('an empty or mistyped prefix fails with the same one line in File, FastFile and Pipe; --allow-empty-channel starts it empty', async (t) => {
+  await s3.putObject('bkt', 'only-markers/', Buffer.alloc(0));
+  await s3.putObject('bkt', 'only-markers/sub/', Buffer.alloc(0));
+  for (const prefix of ['trian/', 'only-markers/']) {
+    const lines: string[] = [];
+    for (const mode of ['File', 'FastFile', 'Pipe']) {
+      const root = await tmpRoot(t);
+      t.teardown(() => cleanupMount(path.join(root, 'input', 'data', 'train')));
+      const marker = path.join(root, 'started');
+      const r = await runCli(['run', '--channel', `train=s3://bkt/${prefix},mode=${mode}`, '--root', root, ...common(),
+        '--', process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, 'x')`], { ...env(), SLUICE_LOG_LEVEL: 'silent' });
+      t.equal(r.code, 2, `${prefix} ${mode}: exit 2`);
+      t.equal(r.stderr.trim().split('\n').length, 1, `${prefix} ${mode}: one line: ${r.stderr}`);
+      t.notOk(existsSync(marker), `${prefix} ${mode}: the script never started`);
+      lines.push(r.stderr.trim());
+    }
+    t.match(lines[0], new RegExp(`^sluice: channel "train": no objects under s3://bkt/${prefix}\\. .*--allow-empty-channel`));
+    t.same(lines, [lines[0], lines[0], lines[0]], `${prefix}: the same line in every mode`);
+  }
+  for (const mode of ['File', 'FastFile']) {
+    const root = await tmpRoot(t);
+    const dir = path.join(root, 'input', 'data', 'train');
+    t.teardown(() => cleanupMount(dir));
+    const r = await runCli(['run', '--channel', `train=s3://bkt/trian/,mode=${mode}`, '--allow-empty-channel', '--root', root, ...common(),
+      '--', process.execPath, '-e', 'process.stdout.write(JSON.stringify(require("fs").readdirSync(process.env.SM_CHANNEL_TRAIN)))'], env());
+    t.equal(r.code, 0, `${mode} with --allow-empty-channel: ${r.stderr}`);
+    t.equal(r.stdout, '[]', `${mode}: the script sees an empty channel`);
+  }
+});
+
+t.test('Pipe skips folder markers: RecordIO holds only data objects, and sharding counts only them', async (t) => {
+  for (const k of ['pm/', 'pm/a', 'pm/sub/', 'pm/sub/b', 'pm/sub/c', 'pm/z/']) await s3.putObject('bkt', k, Buffer.from(k.endsWith('/') ? '' : `data of ${k}`));
+  // Counts RecordIO records (MXNet framing: magic, cflag<<29|length, data, padding to 4) and returns their text.
+  const script = `
+    const fs = require('fs');
+    const b = fs.readFileSync(process.env.SM_CHANNEL_TRAIN + '_0');
+    const out = [];
+    for (let at = 0; at < b.length;) {
+      if (b.readUInt32LE(at) !== 0xced7230a) throw new Error('bad magic');
+      const len = b.readUInt32LE(at + 4) & ((1 << 29) - 1);
+      out.push(b.subarray(at + 8, at + 8 + len).toString());
+      at += 8 + len + ((4 - (len % 4)) % 4);
+    }
+    process.stdout.write(JSON.stringify(out));`;
+  const one = await runCli(['run', '--channel', 'train=s3://bkt/pm/,mode=Pipe,wrapper=RecordIO', '--epochs', '1', '--root', await tmpRoot(t), ...common(),
+    '--', process.execPath, '-e', script], env());
+  t.equal(one.code, 0, one.stderr);
+  t.same(JSON.parse(one.stdout), ['data of pm/a', 'data of pm/sub/b', 'data of pm/sub/c'], 'no empty record for a marker');
+  const counts: number[] = [];
+  for (const h of [1, 2]) {
+    const r = await runCli(['run', '--channel', 'train=s3://bkt/pm/,mode=Pipe,wrapper=RecordIO,distribution=ShardedByS3Key', '--epochs', '1',
+      '--current-host', `algo-${h}`, '--host-count', '2', '--root', await tmpRoot(t), ...common(), '--', process.execPath, '-e', script], env());
+    t.equal(r.code, 0, r.stderr);
+    counts.push((JSON.parse(r.stdout) as string[]).length);
+  }
+  t.same(counts.sort(), [1, 2], '3 data objects over 2 hosts: 2 and 1 (markers not counted)');
+});
