@@ -24,6 +24,7 @@ import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOption
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import type { Reachability } from './outage.js';
+import { WirePool } from './wire.js';
 import { backoffMs, sleep } from './retry.js';
 import { createGetSigner, type GetSignerOptions } from './signing.js';
 import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
@@ -53,6 +54,8 @@ export interface S3ClientOptions {
   credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
   /** Ranges listed in parallel (./lister.ts); 1 lists flat. Default LIST_CONCURRENCY. */
   listConcurrency?: number;
+  /** Extra trusted CA certificates (PEM text, e.g. from --ca-bundle / AWS_CA_BUNDLE) for an https endpoint. */
+  ca?: string;
 }
 
 /**
@@ -95,7 +98,8 @@ export class S3ObjectClient implements ObjectClient {
   private readonly maxAttempts: number;
   private readonly requestTimeoutMs: number;
   private readonly listConcurrency: number;
-  private dataPath: Promise<{ addressing: Addressing; pool: Pool; reader: RangeReader }> | undefined;
+  private readonly ca: string | undefined;
+  private dataPath: Promise<{ addressing: Addressing; pool: Pool; wire: WirePool; reader: RangeReader }> | undefined;
   /** AIMD bound on concurrent GET attempts, at most --max-connections (./concurrency-limiter.ts). */
   readonly limiter: ConcurrencyLimiter;
   /** Set once the endpoint answered any request, SDK or data path (./outage.ts). */
@@ -113,6 +117,7 @@ export class S3ObjectClient implements ObjectClient {
     this.endpoint = opts.endpoint ?? endpointFromEnv();
     if (this.endpoint !== undefined) parseEndpoint(this.endpoint);
     this.pathStyle = opts.pathStyle ?? false;
+    this.ca = opts.ca;
     const fixedRegion = opts.region ?? regionFromEnv();
     this.region = fixedRegion !== undefined ? Promise.resolve(fixedRegion) : profileRegion();
     this.region.catch(() => {});
@@ -141,16 +146,18 @@ export class S3ObjectClient implements ObjectClient {
         headersTimeout: 0, // the reader's own watchdog handles stalls (and pauses for slow consumers)
         bodyTimeout: 0,
       });
+      // Ranged GETs read through our own sockets into their buffers (./wire.ts); streams keep the pool.
+      const wire = new WirePool(addressing.origin, { connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, ...(this.ca !== undefined ? { ca: this.ca } : {}) });
       const sign = createGetSigner({
         origin: addressing.origin, region,
         credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],
         sha256: this.sdk.config.sha256,
       });
       const reader = new RangeReader({
-        bucket: this.bucket, addressing, pool, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
+        bucket: this.bucket, addressing, pool, wire, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
         limiter: this.limiter, reachability: this.reachability,
       });
-      return { addressing, pool, reader };
+      return { addressing, pool, wire, reader };
     })();
     return this.dataPath;
   }
@@ -266,7 +273,10 @@ export class S3ObjectClient implements ObjectClient {
     this.closed = true;
     const dp = this.dataPath;
     this.sdk.destroy();
-    if (dp) await (await dp).pool.close();
+    if (dp) {
+      const { pool, wire } = await dp;
+      await Promise.all([pool.close(), wire.close()]);
+    }
   }
 }
 
