@@ -199,6 +199,7 @@ class PipeChannelImpl implements PipeChannel {
       maxInflightBytes: this.o.maxInflight,
       maxRequests: this.o.maxRequests,
       signal: this.abort.signal,
+      recycleParts: this.o.compression === 'None',
     });
     try {
       ra.start(); // fetch while the reader has not opened the FIFO yet
@@ -215,6 +216,7 @@ class PipeChannelImpl implements PipeChannel {
           channelObjects.inc({ channel: this.o.channel, mode: 'Pipe' });
           markFirstFile(this.o.channel, 'Pipe');
         },
+        afterWritten: () => writer.flushed(),
       });
       try {
         for (;;) {

@@ -265,6 +265,11 @@ export class S3ObjectClient implements ObjectClient {
     checkRange(start, end);
     if (end === start) return;
     const { reader } = await this.getDataPath();
+    if (opts.into !== undefined) {
+      // The range lands in the caller's buffer through the wire client: one yield, no chunk stream.
+      yield await reader.getRange(key, start, end, etag, opts.signal, opts.into);
+      return;
+    }
     yield* reader.read(key, start, end, etag, opts.signal);
   }
 
