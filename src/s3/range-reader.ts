@@ -36,7 +36,7 @@ import { LimiterTimeout, type ConcurrencyLimiter, type Slot } from './concurrenc
 import { OUTAGE_POLL_MS, requestDeadlineMs, type Reachability } from './outage.js';
 import { BACKOFF_BASE_MS, backoffMs, sleep } from './retry.js';
 import type { SignGet } from './signing.js';
-import type { Exchange, WireHeaders, WirePool } from './wire.js';
+import { WireStallError, type Exchange, type WireHeaders, type WirePool } from './wire.js';
 import { exhausted, judgeError, judgeReply, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
 
 
@@ -324,20 +324,16 @@ export class RangeReader {
     let status = 'error';
     let received = 0;
     let headersCame = false;
-    let watchdog: Watchdog | undefined;
     let abort: (() => void) | undefined;
     const onAbort = () => abort?.();
     signal?.addEventListener('abort', onAbort, { once: true });
     const t0 = performance.now();
     s3InflightRequests.inc({ operation: 'get' });
     try {
-      watchdog = new Watchdog(this.o.requestTimeoutMs, () => abort?.());
       const path = this.o.addressing.pathFor(key);
       const headers = await this.o.sign(path, { range: `bytes=${p.pos}-${end - 1}`, 'if-match': etag });
       if (signal?.aborted) throw new AbortedError();
-      if (watchdog.fired) throw new Error('stalled');
       await new Promise<void>((resolve, reject) => {
-        const wd = watchdog!;
         const from = p.pos;
         let plan: ReplyPlan | undefined;
         let got = 0;
@@ -367,7 +363,6 @@ export class RangeReader {
             status = String(code);
             if (this.o.reachability) this.o.reachability.answered = true;
             s3FirstByteSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
-            wd.progress();
             if (code >= 300) { errorCode = code; return; }
             try {
               plan = checkReply(code, (n) => h[n], from, end, etag, this.o.bucket, key);
@@ -378,12 +373,10 @@ export class RangeReader {
           landing: () => (plan !== undefined && plan.skip === 0 && got < plan.expected ? out.subarray(p.pos - base, end - base) : undefined),
           onLanded: (n: number) => {
             received += n;
-            wd.progress();
             take(n);
           },
           onBody: (chunk: Buffer) => {
             received += chunk.length;
-            wd.progress();
             if (errorCode !== 0) {
               errorText += chunk.toString('utf8');
               if (errorText.length >= ERROR_BODY_LIMIT) {
@@ -420,7 +413,7 @@ export class RangeReader {
         });
       });
     } catch (err) {
-      if (watchdog?.fired) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
+      if (err instanceof WireStallError) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
       if (headersCame && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
         // The headers came and then the body broke: a reset, or a truncated body.
         const reason: RetryReason = hasCode(err, 'ECONNRESET') ? 'reset' : 'short_body';
@@ -428,7 +421,6 @@ export class RangeReader {
       }
       throw err;
     } finally {
-      watchdog?.stop();
       signal?.removeEventListener('abort', onAbort);
       s3BytesReceived.inc(received);
       s3InflightRequests.dec({ operation: 'get' });
@@ -493,7 +485,7 @@ export class RangeReader {
       if (got < expected) throw new TransientError('short_body', `body of ${where} ended after ${got} of ${expected} bytes`);
       ok = true;
     } catch (err) {
-      if (watchdog?.fired) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
+      if (err instanceof WireStallError) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
       if (body !== undefined && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
         // The headers came and then the body broke: a reset, or a truncated body.
         const reason: RetryReason = hasCode(err, 'ECONNRESET') ? 'reset' : 'short_body';
@@ -501,7 +493,6 @@ export class RangeReader {
       }
       throw err;
     } finally {
-      watchdog?.stop();
       signal?.removeEventListener('abort', onAbort);
       if (body && !body.destroyed && !body.readableEnded) discard(body);
       s3InflightRequests.dec({ operation: 'get' });

@@ -54,7 +54,7 @@ export interface S3ClientOptions {
   credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
   /** Ranges listed in parallel (./lister.ts); 1 lists flat. Default LIST_CONCURRENCY. */
   listConcurrency?: number;
-  /** Extra trusted CA certificates (PEM text, e.g. from --ca-bundle / AWS_CA_BUNDLE) for an https endpoint. */
+  /** CA certificates (PEM text, e.g. from --ca-bundle / AWS_CA_BUNDLE) to trust for an https endpoint, instead of Node's default roots (tls `ca`). */
   ca?: string;
 }
 
@@ -147,7 +147,7 @@ export class S3ObjectClient implements ObjectClient {
         bodyTimeout: 0,
       });
       // Ranged GETs read through our own sockets into their buffers (./wire.ts); streams keep the pool.
-      const wire = new WirePool(addressing.origin, { connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, ...(this.ca !== undefined ? { ca: this.ca } : {}) });
+      const wire = new WirePool(addressing.origin, { connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, stallMs: this.requestTimeoutMs, ...(this.ca !== undefined ? { ca: this.ca } : {}) });
       const sign = createGetSigner({
         origin: addressing.origin, region,
         credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],

@@ -21,8 +21,12 @@
  *
  * How it works:
  *  - WirePool keeps up to `connections` keep-alive connections to one origin, hands an idle
- *    one (most recently used first) to each request or queues it, and closes connections
- *    idle for `keepAliveMs` with ONE timer per connection (armed when it goes idle).
+ *    one (most recently used first) to each request or queues it.
+ *  - Timers are per connection, not per request: each connection has one timer, always
+ *    armed. Reads only stamp the time of the last byte; when the timer fires it fails the
+ *    exchange if nothing came for `stallMs` (WireStallError), closes the connection if it
+ *    sat idle for `keepAliveMs`, and otherwise sleeps for exactly the time left. So a busy
+ *    connection wakes about once per `stallMs`, whatever the number of requests it serves.
  *  - A Conn parses replies itself: status line and headers (at most MAX_HEAD bytes), then a
  *    body framed by Content-Length, chunked transfer coding or the connection's end. No
  *    pipelining: one exchange at a time per connection, so nothing but our reply arrives.
@@ -40,6 +44,7 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
+import { performance } from 'node:perf_hooks';
 
 /** Header names lower-cased; the first value of a repeated header. */
 export type WireHeaders = Record<string, string>;
@@ -71,12 +76,21 @@ export interface WirePoolOptions {
   connections: number;
   /** An idle connection is closed after this long. */
   keepAliveMs: number;
-  /** Extra trusted certificates (PEM) for https origins; default Node's trust store. */
+  /** An exchange with no reply byte for this long fails with WireStallError; 0: never. */
+  stallMs?: number;
+  /** CA certificates (PEM) to trust for an https origin instead of Node's default roots (tls `ca`). */
   ca?: string;
 }
 
 export class WireProtocolError extends Error {
   readonly code = 'EPROTO';
+}
+
+/** No byte of a reply came for `stallMs`. */
+export class WireStallError extends Error {
+  constructor(readonly stallMs: number) {
+    super(`no reply byte for ${stallMs} ms`);
+  }
 }
 
 /**
@@ -117,9 +131,12 @@ class Conn {
   /** Exchanges served; > 0 means the server may have closed it while idle. */
   uses = 0;
   dead = false;
-  idleTimer: NodeJS.Timeout | undefined;
+  /** The connection's one timer (stall and keep-alive checks); armed while it lives. */
+  private timer: NodeJS.Timeout | undefined;
+  /** performance.now() of the last reply byte (or of sending) while an exchange is on; of going idle otherwise. */
+  private last = performance.now();
 
-  constructor(private readonly pool: WirePool, url: URL, ca: string | undefined) {
+  constructor(private readonly pool: WirePool, url: URL, ca: string | undefined, private readonly stallMs: number, private readonly keepAliveMs: number) {
     const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const onread = { buffer: this.nextBuffer, callback: this.onRead };
@@ -135,6 +152,30 @@ class Conn {
     this.sock.on('error', (err) => this.fail(err));
     this.sock.on('end', () => this.onEof());
     this.sock.on('close', () => this.fail(closedError('connection closed')));
+    this.arm(stallMs > 0 ? stallMs : keepAliveMs);
+  }
+
+  private arm(ms: number): void {
+    this.timer = setTimeout(this.check, ms);
+    this.timer.unref();
+  }
+
+  private readonly check = (): void => {
+    this.timer = undefined;
+    if (this.dead) return;
+    const quiet = performance.now() - this.last;
+    if (this.ex !== undefined) {
+      if (this.stallMs > 0 && quiet >= this.stallMs) { this.fail(new WireStallError(this.stallMs)); return; }
+      this.arm(this.stallMs > 0 ? this.stallMs - quiet : this.keepAliveMs);
+    } else {
+      if (quiet >= this.keepAliveMs) { this.destroy(); return; }
+      this.arm(this.keepAliveMs - quiet);
+    }
+  };
+
+  /** The connection goes back to the pool: its keep-alive clock starts. */
+  idle(): void {
+    this.last = performance.now();
   }
 
   private readonly nextBuffer = (): Buffer => {
@@ -150,6 +191,7 @@ class Conn {
   };
 
   private readonly onRead = (n: number, buf: Buffer): boolean => {
+    this.last = performance.now();
     if (buf === this.landed && buf !== undefined) {
       this.landed = undefined;
       const ex = this.ex;
@@ -171,8 +213,7 @@ class Conn {
     this.head = [];
     this.headLen = 0;
     this.keepAlive = true;
-    clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
+    this.last = performance.now();
     let req = `GET ${ex.path} HTTP/1.1\r\nhost: ${hostHeader}\r\n`;
     for (const [k, v] of Object.entries(ex.headers)) if (k.toLowerCase() !== 'host') req += `${k}: ${v}\r\n`;
     this.sock.write(req + '\r\n');
@@ -323,7 +364,7 @@ class Conn {
     this.destroy();
     if (ex === undefined || ex.done) return;
     ex.conn = undefined;
-    if (!ex.started && this.uses > 0 && !ex.resent) {
+    if (!ex.started && this.uses > 0 && !ex.resent && !(err instanceof WireStallError)) {
       // A keep-alive connection the server had closed while idle: send it again, fresh.
       ex.resent = true;
       this.pool.dispatch(ex, true);
@@ -338,7 +379,8 @@ class Conn {
     this.dead = true;
     this.state = State.Idle;
     this.landed = undefined;
-    clearTimeout(this.idleTimer);
+    clearTimeout(this.timer);
+    this.timer = undefined;
     this.sock.destroy();
     this.pool.forget(this);
   }
@@ -389,7 +431,7 @@ export class WirePool {
     if (conn) { conn.send(ex, this.url.host); return; }
     if (this.count < this.o.connections || fresh) {
       this.count++;
-      new Conn(this, this.url, this.o.ca).send(ex, this.url.host);
+      new Conn(this, this.url, this.o.ca, this.o.stallMs ?? 0, this.o.keepAliveMs).send(ex, this.url.host);
       return;
     }
     this.queue.push(ex);
@@ -400,9 +442,8 @@ export class WirePool {
     const next = this.queue.shift();
     if (next) { c.send(next, this.url.host); return; }
     if (this.closed) { c.destroy(); return; }
+    c.idle();
     this.idle.push(c);
-    c.idleTimer = setTimeout(() => c.destroy(), this.o.keepAliveMs);
-    c.idleTimer.unref();
   }
 
   /** @internal A connection is gone. */

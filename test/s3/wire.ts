@@ -147,6 +147,32 @@ t.test('a reset mid-body: the remainder is asked for and lands after the bytes i
   t.not(seen[1], 'bytes=1000-250999');
 });
 
+t.test('a stalled body is caught by the connection\'s timer; the rest is asked for', async (t) => {
+  const addressing = addressingFor('bkt', `http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'us-east-1', true);
+  const quickWire = new WirePool(addressing.origin, { connections: 2, keepAliveMs: 5_000, stallMs: 400 });
+  t.teardown(() => quickWire.close());
+  const quick = new RangeReader({ bucket: 'bkt', addressing, pool, wire: quickWire, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 400 });
+  const timeouts = async () => (await s3Retries.get()).values.filter((v) => v.labels.reason === 'timeout').reduce((x, v) => x + v.value, 0);
+  const before = await timeouts();
+  let first = true;
+  handler = (req, res, [a, b]) => {
+    if (!first) return good(req, res, [a, b]);
+    first = false;
+    res.writeHead(206, { etag: ETAG, 'content-range': `bytes ${a}-${b}/${BODY.length}`, 'content-length': b - a + 1 });
+    res.write(BODY.subarray(a, a + 1000)); // then nothing
+  };
+  const t0 = Date.now();
+  t.ok((await quick.getRange('k', 0, 5000, ETAG)).equals(BODY.subarray(0, 5000)), 'exact bytes after the stall');
+  t.same(seen, ['bytes=0-4999', 'bytes=1000-4999'], 'only the rest asked for');
+  t.equal(await timeouts(), before + 1, 'counted as a timeout');
+  t.ok(Date.now() - t0 >= 350, 'not before the timeout');
+  seen.length = 0;
+  handler = (req, res, r) => setTimeout(() => good(req, res, r), 200); // slow, but within the timeout each time
+  for (let i = 0; i < 4; i++) t.ok((await quick.getRange('k', 0, 100, ETAG)).equals(BODY.subarray(0, 100)));
+  t.equal(seen.length, 4, 'requests slower than nothing but faster than the timeout are not stalls');
+  t.equal(await timeouts(), before + 1);
+});
+
 t.test('error replies and a changed object', async (t) => {
   handler = (_q, res) => { res.writeHead(412, { 'content-type': 'application/xml' }); res.end('<Error><Code>PreconditionFailed</Code></Error>'); };
   await t.rejects(reader.getRange('k', 0, 10, ETAG), ObjectChangedError, '412');
