@@ -12,7 +12,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -39,13 +39,17 @@ const env = { ...process.env, AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS
 if (tls) {
   // A TLS terminator in front of s3rver with a CA made for this run (openssl CLI).
   spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${work}/key.pem`, '-out', `${work}/cert.pem`, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
-  const tlsMod = await import('node:tls'); const net = await import('node:net');
+  // In a child process: the reads below block this one (spawnSync), and the proxy must go on forwarding.
   const port = Number(new URL(s3.endpoint).port);
-  tlsProxy = tlsMod.createServer({ key: readFileSync(`${work}/key.pem`), cert: readFileSync(`${work}/cert.pem`) }, (c) => {
-    const u = net.connect(port, '127.0.0.1'); c.pipe(u).pipe(c); c.on('error', () => u.destroy()); u.on('error', () => c.destroy());
-  });
-  await new Promise((r) => tlsProxy.listen(0, '127.0.0.1', r));
-  endpoint = `https://127.0.0.1:${tlsProxy.address().port}`;
+  const script = `const tls = require('node:tls'), net = require('node:net'), fs = require('node:fs');
+    const srv = tls.createServer({ key: fs.readFileSync(process.argv[1] + '/key.pem'), cert: fs.readFileSync(process.argv[1] + '/cert.pem') }, (c) => {
+      const u = net.connect(${port}, '127.0.0.1'); c.pipe(u).pipe(c); c.on('error', () => u.destroy()); u.on('error', () => c.destroy());
+    });
+    srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));
+    process.stdin.on('end', () => process.exit(0)); process.stdin.resume();`;
+  tlsProxy = spawn(process.execPath, ['-e', script, work], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const proxyPort = await new Promise((resolve) => tlsProxy.stdout.once('data', (d) => resolve(Number(String(d).trim()))));
+  endpoint = `https://127.0.0.1:${proxyPort}`;
   env.NODE_EXTRA_CA_CERTS = `${work}/cert.pem`;
   env.AWS_CA_BUNDLE = `${work}/cert.pem`;
 }
@@ -81,6 +85,7 @@ async function mountRound(v) {
       child.on('exit', (c) => reject(new Error(`mount exited ${c}`)));
       setTimeout(() => reject(new Error('mount not ready in 60 s')), 60_000);
     });
+    readdirSync(mnt); // waits for the listing: lookups are then answered from it, not by HEAD
     for (const [key, what] of [['a', 'fresh'], ['b', 'warm']]) {
       const c0 = cpu(child.pid);
       const secs = readThrough(path.join(mnt, key), key);
@@ -112,7 +117,7 @@ try {
     process.stderr.write(`round ${r + 1}/${rounds} done\n`);
   }
 } finally {
-  tlsProxy?.close();
+  tlsProxy?.kill();
   await s3.stop();
   rmSync(work, { recursive: true, force: true });
 }

@@ -2,20 +2,22 @@
  * The data path's own HTTP/1.1 client: ranged GET bodies read from the socket straight into
  * the buffer they belong in.
  *
- * Why not undici for this one job (measured on the shared 2-core machine, 512 MiB read with
- * `dd bs=1M` through a fresh mount from s3rver without latency; CPU = utime+stime of the
- * daemon per GB; BENCHMARKS.md "Bulk receive path (issue 11)" has the commands):
+ * Why not undici for this one job (the issue's figures, from a quiet run of the shared
+ * 2-core machine; CPU = utime+stime per GB; BENCHMARKS.md "Bulk receive path (issue 11)"):
  *  - undici's Pool with 8 MiB ranged GETs and the body thrown away costs 1.06 (fresh) /
- *    0.68 (warm) s/GB by itself: every socket read becomes a fresh ArrayBuffer (external
- *    memory pressure -> scavenges and mark-compacts), the llhttp parser copies each chunk
- *    again, and the body is a stream. Its `dispatch` handler API removes the stream and the
- *    promises but not the per-read allocation nor the copy, so undici's floor alone is at
- *    s3fs's whole cost (~0.87 s/GB).
- *  - `net.Socket` with `onread` into a reused buffer costs 0.29 / 0.18 s/GB: no allocation
- *    per read, no stream. With `onread.buffer` as a function (called after every read for the
- *    next one) the kernel copies a body straight into its slab: zero copies in user space.
- *  - TLS: `tls.connect` honours `onread` as well (checked on Node 20: records decrypt into
- *    the buffer we hand out), so HTTPS bodies also land in their slab, decrypted in place.
+ *    0.68 (warm) s/GB by itself, above s3fs's whole cost (~0.87): every socket read becomes
+ *    a fresh ArrayBuffer (external memory pressure -> scavenges and mark-compacts), the
+ *    parser copies each chunk again, and the body is a stream. `net.Socket` with `onread`
+ *    into a reused buffer costs 0.29 / 0.18 s/GB.
+ *  - Measured here side by side (scripts/receive-floor.mjs, 8 MiB GETs x 8 into reused
+ *    slabs, load 32): undici request 3.72 / 1.19 s/GB, undici `dispatch` with a handler
+ *    4.24 / 1.63 (no better: the per-read allocation and the copy stay), this client
+ *    1.19 / 0.50. Through a mount (fresh daemon, 512 MiB) 10.2 -> 3.5 s/GB, Pipe 7.5 -> 2.5.
+ *  - With `onread.buffer` as a function (Node calls it after every read, for the next one)
+ *    the kernel copies a body straight into its slab: no copy in user space.
+ *  - TLS: `tls.connect` honours `onread` as well (checked on Node 20: records are decrypted
+ *    into the buffer we hand out, 16 KiB per read), so HTTPS bodies land in place too; a
+ *    Node that ignored it would deliver 'data' events, which go through the same parser.
  * So this module owns the socket for ranged GETs only; listing, HEAD and streams keep undici
  * and the SDK.
  *
