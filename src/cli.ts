@@ -20,8 +20,20 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   run: { summary: 'Give a training command the SageMaker input environment: File, FastFile and Pipe channels, then run it.', load: () => import('./commands/run.js') },
   bench: { summary: 'Benchmark the input modes and their peers against emulated S3 latency.', load: () => import('./commands/bench.js') },
   status: { summary: "Summarise a running sluice's /metrics for a person at a terminal.", load: () => import('./commands/status.js') },
+  snapshot: { summary: 'Save the listing of an S3 prefix as a snapshot file, to mount or stream exactly that data later (or --diff two).', load: () => import('./commands/snapshot.js') },
   demo: { summary: 'Start a local S3 server with sample data, mount it, read it like a training loop, print the figures.', load: () => import('./commands/demo.js') },
 };
+
+// Issue 15: Node's on-disk compile cache (Node >= 22.1) saves most of the parse/compile time
+// of the modules the first request needs (the AWS SDK above all) on every start after the
+// first. It must be on before those modules load: every command is imported lazily below.
+// Node 20 has no such API; there this is a no-op. NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+try {
+  const mod = await import('node:module');
+  (mod as unknown as { enableCompileCache?: () => unknown }).enableCompileCache?.();
+} catch {
+  // a cache that cannot be enabled (read-only temp folder, ...) only costs start-up time
+}
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };

@@ -43,7 +43,11 @@ export type ErrorCode =
   | 'SLUICE_BAD_HANDLE'
   | 'SLUICE_CHILD_FAILED'
   | 'SLUICE_METRICS_UNAVAILABLE'
-  | 'SLUICE_INTERNAL';
+  | 'SLUICE_INTERNAL'
+  // issue 15: snapshots, archived objects, partition filters
+  | 'SLUICE_SNAPSHOT'
+  | 'SLUICE_OBJECT_ARCHIVED'
+  | 'SLUICE_ARCHIVED_OBJECTS';
 
 export interface SluiceErrorOptions {
   hint?: string;
@@ -269,6 +273,44 @@ export class ChildFailedError extends SluiceError {
   }
 }
 
+// ---- snapshots and archived objects (issue 15) --------------------------------------
+
+/** A snapshot file that cannot be read, does not verify, or does not fit the command. */
+export class SnapshotError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_SNAPSHOT', message, opts, true);
+  }
+}
+
+/** How to restore an archived object, for error hints and log lines. */
+export function restoreHint(bucket: string, key: string): string {
+  return `Restore with: aws s3api restore-object --bucket ${bucket} --key ${JSON.stringify(key)} --restore-request Days=7 (Intelligent-Tiering archive tiers: --restore-request '{}'), or pass --skip-archived to leave archived objects out`;
+}
+
+/** One object cannot be read until it is restored (GLACIER, DEEP_ARCHIVE, Intelligent-Tiering archive tiers). */
+export class ObjectArchivedError extends SluiceError {
+  constructor(readonly bucket: string, readonly key: string, readonly storageClass: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_OBJECT_ARCHIVED', `s3://${bucket}/${key} is archived (${storageClass}) and cannot be read without a restore`, {
+      hint: restoreHint(bucket, key),
+      ...opts,
+    }, true);
+  }
+}
+
+/** A Pipe or File channel holds archived objects: found before the training command starts. */
+export class ArchivedObjectsError extends SluiceError {
+  constructor(readonly what: string, readonly bucket: string, readonly keys: readonly string[], readonly classes: readonly string[], opts: SluiceErrorOptions = {}) {
+    const shown = keys.slice(0, ARCHIVED_NAMED).map((k) => JSON.stringify(k)).join(', ');
+    const more = keys.length > ARCHIVED_NAMED ? ` and ${keys.length - ARCHIVED_NAMED} more` : '';
+    super('SLUICE_ARCHIVED_OBJECTS', `${what}: ${keys.length} object${keys.length === 1 ? ' is' : 's are'} archived (${[...new Set(classes)].join(', ')}) and cannot be read without a restore: ${shown}${more}`, {
+      hint: restoreHint(bucket, keys[0] ?? 'KEY'),
+      ...opts,
+    }, true);
+  }
+}
+/** Archived keys named in ArchivedObjectsError: enough to find them, short enough for one line. */
+const ARCHIVED_NAMED = 3;
+
 // ---- the two mapping points -------------------------------------------------------
 
 /** Linux errno values used by the FUSE adapter (fuse-native wants them negated). */
@@ -296,6 +338,9 @@ export function errnoFor(err: unknown): number {
     case 'SLUICE_MISSING_CREDENTIALS': return Errno.EACCES;
     case 'SLUICE_TIMEOUT': return Errno.ETIMEDOUT;
     case 'SLUICE_INVALID_ARGUMENT': return Errno.EINVAL;
+    // An archived object has no data to read until it is restored: "No data available",
+    // not EIO (a failing disk) nor EACCES (which sends people to their IAM policy).
+    case 'SLUICE_OBJECT_ARCHIVED': return Errno.ENODATA;
     default: return Errno.EIO;
   }
 }

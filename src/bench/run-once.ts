@@ -18,7 +18,7 @@ import { sourceBytes, type SeededObject } from '../local/dataset.js';
 import type { ProcStats } from './proc-stats.js';
 import { epochMs, randomOffsets, type ReadPlan, type ReadResult } from './read-plan.js';
 import type { ScenarioDef, TargetName } from './scenarios.js';
-import { DIST_DIR, TARGET_STYLE, runDownload, startMount, startPipe, type TargetEnv } from './targets.js';
+import { DIST_DIR, TARGET_STYLE, ensureSnapshot, runDownload, startMount, startPipe, type TargetEnv } from './targets.js';
 
 const READER_PATH = path.join(DIST_DIR, 'bench', 'reader.js');
 /** Files per data-loader batch: reader i of N takes batches i, i+N, ... as PyTorch DataLoader workers do. */
@@ -112,6 +112,8 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
   await mkdir(env.runDir, { recursive: true });
 
   if (sc.kind === 'ttfb' || sc.kind === 'list') {
+    // Issue 15: a snapshot scenario mounts sluice from a snapshot written once beforehand (untimed).
+    if (sc.snapshot && target === 'FastFile') env = { ...env, snapshotFile: await ensureSnapshot(env, path.dirname(env.runDir)) };
     const m = await startMount(target as 'FastFile' | 's3fs' | 'rclone', env);
     const stopM = () => m.stop();
     stops.add(stopM);

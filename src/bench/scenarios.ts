@@ -38,6 +38,8 @@ export interface ScenarioDef {
   /** Bound on one run's reading time; the figure covers what was read by then. */
   maxSeconds: number;
   random: { threads: number; blockSize: number; ops: number };
+  /** Issue 15: FastFile mounts from a snapshot of the dataset (written once, not timed) instead of listing. */
+  snapshot: boolean;
 }
 
 export interface BenchConfig {
@@ -201,6 +203,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
         blockSize: size(file, r.blockSize, `scenarios.${name}.random.blockSize`, 64 * 1024),
         ops: num(file, r.ops, `scenarios.${name}.random.ops`, 1, 1_000_000, 1000),
       },
+      snapshot: s.snapshot === true,
     };
     if (sc.kind === 'random' && !spec.largeFiles) fail(file, `scenarios.${name}: a random scenario needs a dataset with largeFiles`, 'Point it at a dataset of large files');
     return sc;

@@ -6,7 +6,8 @@
  *    CreateTrainingJob request (its InputDataConfig, with AlgorithmSpecification's
  *    TrainingInputMode as the default mode);
  *  - `--channel NAME=s3://bucket/prefix/[,key=value...]` with keys mode, distribution,
- *    seed, type, wrapper, compression, content-type, attributes (names joined by '|').
+ *    seed, type, wrapper, compression, content-type, attributes (names joined by '|'),
+ *    and sluice's own snapshot, snapshot-out, filter (expressions joined by '&'; issue 15).
  *    Values are matched case-insensitively. A URI holding ',' needs the JSON form.
  *
  * SageMaker's defaults: S3DataType S3Prefix (as the SageMaker Python SDK), distribution
@@ -48,6 +49,13 @@ export interface ChannelConfig {
   contentType?: string;
   /** ShuffleConfig.Seed. */
   seed?: number;
+  // ---- issue 15 (short form only: snapshot=FILE, snapshot-out=FILE, filter=A&B) ----
+  /** Read exactly this snapshot's objects, with no listing. */
+  snapshot?: string;
+  /** Write the listing to this snapshot file. */
+  snapshotOut?: string;
+  /** --filter expressions (src/s3/filters.ts). */
+  filters?: string[];
 }
 
 export const INPUT_MODES: readonly InputMode[] = ['File', 'FastFile', 'Pipe'];
@@ -195,7 +203,7 @@ const SHORT_VALUES = {
   wrapper: { none: 'None', recordio: 'RecordIO' },
   compression: { none: 'None', gzip: 'Gzip' },
 } as const;
-const SHORT_KEYS = [...Object.keys(SHORT_VALUES), 'seed', 'content-type', 'attributes'];
+const SHORT_KEYS = [...Object.keys(SHORT_VALUES), 'seed', 'content-type', 'attributes', 'snapshot', 'snapshot-out', 'filter'];
 
 /** Parse `--channel train=s3://b/p/,mode=Pipe,distribution=ShardedByS3Key,seed=7`. */
 export function parseChannelFlag(text: string, defaultInputMode: InputMode = 'File'): ParsedChannels {
@@ -231,6 +239,14 @@ export function parseChannelFlag(text: string, defaultInputMode: InputMode = 'Fi
       channel.seed = parseSeed(value, at, 'seed');
     } else if (key === 'content-type') {
       channel.contentType = value;
+    } else if (key === 'snapshot') {
+      channel.snapshot = value;
+    } else if (key === 'snapshot-out') {
+      channel.snapshotOut = value;
+    } else if (key === 'filter') {
+      // Several filters joined by '&' (',' separates settings): filter=dt>=2026-06-01&region=kr
+      channel.filters = value.split('&').map((f) => f.trim());
+      if (channel.filters.some((f) => f === '')) throw new ConfigError(`${at}: filter has an empty expression`, { hint: 'Join filters with &, e.g. filter=dt>=2026-06-01&region=kr' });
     } else {
       channel.attributeNames = value.split('|').map((a) => a.trim());
       if (channel.attributeNames.some((a) => a === '')) throw new ConfigError(`${at}: attributes has an empty name`, { hint: 'Join names with |, e.g. attributes=source-ref|class' });
@@ -267,6 +283,9 @@ export function checkChannel(c: ChannelConfig, warnings: string[]): void {
     if (c.s3DataType !== 'AugmentedManifestFile') throw new ConfigError(`${at}: AttributeNames applies only to S3DataType AugmentedManifestFile`, { hint: 'Remove AttributeNames, or set "S3DataType": "AugmentedManifestFile"' });
     if (c.attributeNames.length > MAX_ATTRIBUTE_NAMES) throw new ConfigError(`${at}: AttributeNames has ${c.attributeNames.length} names, SageMaker allows at most ${MAX_ATTRIBUTE_NAMES}`, { hint: 'List fewer attributes' });
     if (new Set(c.attributeNames).size !== c.attributeNames.length) throw new ConfigError(`${at}: AttributeNames lists a name twice`, { hint: 'List each attribute once' });
+  }
+  if (c.s3DataType !== 'S3Prefix' && (c.snapshot !== undefined || c.snapshotOut !== undefined || c.filters !== undefined)) {
+    throw new ConfigError(`${at}: snapshot, snapshot-out and filter apply to S3Prefix channels; ${c.s3DataType} lists its objects itself`, { hint: 'Remove them, or use type=S3Prefix' });
   }
   if (c.inputMode === 'FastFile') {
     if (c.s3DataType !== 'S3Prefix') throw new ConfigError(`${at}: FastFile mounts an S3Prefix; ${c.s3DataType} is not supported`, { hint: 'Use InputMode File or Pipe for manifests' });

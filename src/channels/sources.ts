@@ -18,6 +18,7 @@ import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import type { ChannelConfig } from './input-config.js';
 import { parseAugmentedManifest, parseManifestFile, type ManifestEntry } from './manifest.js';
+import { openDataset, refuseArchived, settle, snapshotObjectsFor } from '../snapshot/dataset.js';
 
 /** One thing a unit streams: an object, or inline bytes (a non-"-ref" attribute). */
 export type ChannelItem = PipeItem;
@@ -66,12 +67,23 @@ export function relativePath(key: string, prefix: string): string {
   return key.slice(prefix.lastIndexOf('/') + 1);
 }
 
-export async function listChannel(channel: ChannelConfig, clientFor: ClientFor, signal?: AbortSignal): Promise<ChannelListing> {
+export async function listChannel(channel: ChannelConfig, clientFor: ClientFor, signal?: AbortSignal, skipArchived = false): Promise<ChannelListing> {
   const { bucket, prefix } = parseS3Uri(channel.s3Uri);
   const client = clientFor(bucket);
   if (channel.s3DataType === 'S3Prefix') {
-    const objects: ChannelObject[] = [];
-    for await (const o of client.list(prefix, signal ? { signal } : {})) objects.push({ ...o, rel: relativePath(o.key, prefix), client });
+    // Issue 15: a snapshot instead of a listing, filters, archived objects (src/snapshot/dataset.ts).
+    const ds = await openDataset(channel.s3Uri, { snapshot: channel.snapshot, snapshotOut: channel.snapshotOut, filter: channel.filters, skipArchived }, channel.name);
+    let listed: ObjectInfo[];
+    if (ds.snapshot) listed = snapshotObjectsFor(ds, client);
+    else {
+      listed = [];
+      for await (const o of client.list(prefix, { ...(signal ? { signal } : {}), ...(ds.filter ? { filter: ds.filter } : {}) })) {
+        if (!ds.filter || ds.filter.matches(o.key)) listed.push(o);
+      }
+    }
+    const settled = await settle(ds, listed, client, signal);
+    refuseArchived(ds, settled); // Pipe and File cannot serve them: say so before the script starts
+    const objects: ChannelObject[] = settled.objects.map((o) => ({ ...o, rel: relativePath(o.key, prefix), client }));
     objects.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     return { objects, units: objects.map((o) => ({ key: o.key, size: o.size, items: [{ kind: 'object', info: infoOf(o), client }] })) };
   }

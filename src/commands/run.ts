@@ -51,7 +51,7 @@ export const summary = 'Give a training command the SageMaker input environment:
 
 const RUN_OPTION_NAMES = [
   'inputDataConfig', 'channel', 'root', 'inputMode', 'hostConfig', 'currentHost', 'hosts', 'hostCount', 'epochs', 'progress',
-  ...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'logLevel',
+  ...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'logLevel', 'skipArchived',
 ] as const;
 type RunOptions = Options<(typeof RUN_OPTION_NAMES)[number]>;
 
@@ -71,6 +71,10 @@ export function help(): string {
     'Channels: --input-data-config takes SageMaker\'s InputDataConfig list (or a whole CreateTrainingJob',
     'request); --channel is the short form, e.g.',
     '  --channel train=s3://bucket/train/,mode=Pipe,distribution=ShardedByS3Key,seed=7',
+    'sluice\'s own short-form settings: snapshot=FILE (read exactly that snapshot, no listing),',
+    'snapshot-out=FILE (save the listing to repeat the run), filter=dt>=2026-06-01&region=kr',
+    '(partition and glob filters, see sluice mount --help). Archived objects (GLACIER, DEEP_ARCHIVE)',
+    'stop a Pipe or File channel before the command starts, unless --skip-archived.',
     '',
     'Host identity (for ShardedByS3Key), first present: ROOT/input/config/resourceconfig.json or',
     '--host-config; RANK and WORLD_SIZE; JOB_COMPLETION_INDEX with --host-count; --current-host with',
@@ -275,7 +279,10 @@ async function prepareChannel(
   if (c.inputMode === 'FastFile') {
     const mountpoint = path.join(paths.dataDir, c.name);
     await mkdir(mountpoint, { recursive: true }).catch(() => undefined); // prepareMountpoint reports what is wrong
-    const mount = await mountFastFile({ uri: c.s3Uri, mountpoint, channel: c.name, options: o });
+    const mount = await mountFastFile({
+      uri: c.s3Uri, mountpoint, channel: c.name, options: o,
+      dataset: { snapshot: c.snapshot, snapshotOut: c.snapshotOut, filter: c.filters, skipArchived: o.skipArchived },
+    });
     cleanup.add(`unmount ${mountpoint}`, () => mount.unmount());
     // The script starts with every FastFile channel completely listed, so a listing error
     // stops the run before the script starts (as SageMaker reports a bad channel).
@@ -283,7 +290,7 @@ async function prepareChannel(
     clog.info({ mountpoint, files: mount.core.entryCount }, 'FastFile channel mounted');
     return undefined;
   }
-  const listing = await listChannel(c, clientFor, signal);
+  const listing = await listChannel(c, clientFor, signal, o.skipArchived);
   if (listing.units.length === 0) {
     throw new ConfigError(`channel ${JSON.stringify(c.name)}: no objects under ${c.s3Uri}`, { hint: 'Check the S3Uri (a prefix matches keys that start with it)' });
   }

@@ -74,6 +74,11 @@ export const OPTIONS = {
   hostCount: { flag: 'host-count', env: 'SLUICE_HOST_COUNT', type: 'int', doc: 'Number of hosts (hosts are algo-1..algo-N): with JOB_COMPLETION_INDEX (set it to the Indexed Job\'s completions) or with --current-host.', validate: (v: number) => (v >= 1 ? undefined : 'host-count must be at least 1') },
   epochs: { flag: 'epochs', env: 'SLUICE_EPOCHS', type: 'int', doc: 'Pipe mode: epochs to serve (FIFOs CHANNEL_0 .. CHANNEL_{N-1}). Default: no limit, as on SageMaker.', validate: (v: number) => (v >= 1 ? undefined : 'epochs must be at least 1') },
   progress: { flag: 'progress', env: 'SLUICE_PROGRESS', type: 'string', default: 'auto', doc: 'File mode progress: auto (a bar on a terminal, else a log line every 10 s), bar, log or none.', validate: (v: string) => (['auto', 'bar', 'log', 'none'].includes(v) ? undefined : 'progress must be auto, bar, log or none') },
+  // ---- datasets: snapshots, filters, archived objects (issue 15) ----
+  snapshot: { flag: 'snapshot', env: 'SLUICE_SNAPSHOT', type: 'string', doc: 'Read exactly the objects of this snapshot file (written by sluice snapshot or --snapshot-out), with no LIST at start; reads are pinned to the snapshot\'s versions (ETag, or version id when recorded). See docs/SNAPSHOTS.md.' },
+  snapshotOut: { flag: 'snapshot-out', env: 'SLUICE_SNAPSHOT_OUT', type: 'string', doc: 'After listing, write what was listed to this snapshot file (gzip-compressed if it ends in .gz), so the run can be repeated on the same data with --snapshot.' },
+  filter: { flag: 'filter', type: 'string[]', doc: "Keep only matching keys, applied while listing (folders that cannot match are never listed). Repeatable. Partition filters NAME OP VALUE for Hive-style layouts (dt>=2026-06-01, region=kr|jp; OP = != >= <= > <) must all hold; globs on the key below the prefix ('**/*.jpg', 'train/shard-0*') are alternatives." },
+  skipArchived: { flag: 'skip-archived', env: 'SLUICE_SKIP_ARCHIVED', type: 'boolean', default: false, doc: 'Leave out objects archived in GLACIER, DEEP_ARCHIVE or an Intelligent-Tiering archive tier (not restored), counted in sluice_archived_skipped_objects_total. Default: Pipe and File channels refuse to start; FastFile shows them and fails their open with ENODATA.' },
 } as const satisfies Record<string, OptionSpec<any>>;
 
 export type OptionName = keyof typeof OPTIONS;

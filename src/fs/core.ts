@@ -47,7 +47,9 @@
 import { performance } from 'node:perf_hooks';
 import { BlockCache } from '../cache/block-cache.js';
 import { OPTIONS } from '../config/options.js';
-import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NoSuchKeyError, NotDirectoryError, NotFoundError, ReadOnlyError } from '../errors.js';
+import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NoSuchKeyError, NotDirectoryError, NotFoundError, ObjectArchivedError, ReadOnlyError } from '../errors.js';
+import { archivedAs } from '../s3/archive.js';
+import type { PruneFilter } from '../s3/lister.js';
 import { channelObjects, earlyLookups, listingSeconds, openHandles, readWait, servedBytes } from '../metrics/metrics.js';
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import { WaitClock } from '../metrics/wait-clock.js';
@@ -82,6 +84,13 @@ export interface SluiceFsOptions {
   randomFillMaxSize?: number;
   /** The S3 client's connections (--max-connections), to keep the random fill to half of them; default 64. */
   maxConnections?: number;
+  // ---- issue 15: snapshots, filters, archived objects ----
+  /** The objects to show, from a snapshot: no LIST at all, the view exists before any request. */
+  listing?: readonly ObjectInfo[];
+  /** Keep only keys it matches; folders it rules out are never listed (src/s3/filters.ts). */
+  filter?: PruneFilter;
+  /** Called with the listed objects before the view is built; returns the objects to show (archived probe, --skip-archived, --snapshot-out). */
+  onListing?: (objects: ObjectInfo[]) => Promise<ObjectInfo[]>;
 }
 
 export interface ReadOptions {
@@ -276,12 +285,17 @@ export class SluiceFs implements FsCore {
     const t0 = performance.now();
     const objects: ObjectInfo[] = [];
     const beforeRequest = () => this.afterLookups();
-    for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered })) {
-      objects.push(o);
+    const filter = this.opts.filter;
+    if (this.opts.listing) objects.push(...this.opts.listing);
+    else {
+      for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered, ...(filter ? { filter } : {}) })) {
+        if (!filter || filter.matches(o.key)) objects.push(o);
+      }
     }
     answered(); // also for a client that does not report pages (onPage is optional)
+    const shown = this.opts.onListing ? await this.opts.onListing(objects) : objects;
     // The caller logs skippedKeys (src/fuse/fastfile.ts): the core stays free of I/O policy.
-    this.tree = buildTree(objects, this.prefix);
+    this.tree = buildTree(shown, this.prefix);
     this.early.clear();
     listingSeconds.set({ channel: this.channel }, (performance.now() - t0) / 1000);
   }
@@ -350,6 +364,9 @@ export class SluiceFs implements FsCore {
     if ((flags & O_ACCMODE) !== 0 || (flags & O_TRUNC) !== 0) throw new ReadOnlyError('open for writing');
     const node = this.tree ? this.node(path) : await this.earlyNode(path);
     if (node.kind === 'dir') throw new IsDirectoryError(path);
+    // Shown, but not readable until restored: a clear error now, not EIO mid-epoch (issue 15).
+    const archived = archivedAs(node.info);
+    if (archived !== undefined) throw new ObjectArchivedError(this.opts.client.bucket, node.info.key, archived);
     this.checkOpen();
     const fh = this.nextFh++;
     // An early file (index -1) has no known siblings, so no cross-file prefetch follows it.
@@ -497,6 +514,9 @@ export class SluiceFs implements FsCore {
     }
     if (this.tree) return this.node(path);
     const key = this.prefix + rel;
+    // A filtered mount shows no key the filter drops, before the listing as after it.
+    const filter = this.opts.filter;
+    if (filter && !filter.couldMatchUnder(`${key}/`) && !filter.matches(key)) throw new NotFoundError(path);
     const signal = this.stop.signal;
     const count = (result: string) => earlyLookups.inc({ channel: this.channel, result });
     let under: string | undefined;
@@ -528,7 +548,7 @@ export class SluiceFs implements FsCore {
       const dir = newDir(name, undefined);
       dir.provisional = true;
       node = dir;
-    } else if (info) {
+    } else if (info && (!filter || filter.matches(key))) {
       node = { kind: 'file', name, info, parent: this.earlyRoot, index: -1 };
     } else {
       count('missing');

@@ -13,6 +13,8 @@
  *      mount answers lookups while the rest of the listing runs (src/fs/core.ts asks S3
  *      for each path until then), so a known file can be read before a large prefix is
  *      listed.
+ * With --snapshot (src/snapshot/dataset.ts) step 4 sends no request: the view is built from
+ * the snapshot before the mount, so the mount is complete when it first answers.
  * It resolves once the mount answers; whatever was set up is torn down again when a
  * later step fails. `listed` reports the rest of the
  * listing: its owner stops the mount and reports the error if it fails. `unmount()`
@@ -23,7 +25,9 @@ import type { Options } from '../config/options.js';
 import { SluiceFs } from '../fs/core.js';
 import { log } from '../log.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
-import { parseS3Uri } from '../s3/uri.js';
+import type { ObjectInfo } from '../s3/object-client.js';
+import { restoreHint } from '../errors.js';
+import { openDataset, settle, snapshotObjectsFor, type DatasetOptions } from '../snapshot/dataset.js';
 import { fuseTimeoutMs } from './deadline.js';
 import { mountCore } from './kernel-mount.js';
 import { checkFuseAvailable, prepareMountpoint } from './mountpoint.js';
@@ -35,6 +39,9 @@ export const FASTFILE_OPTION_NAMES = [
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
 ] as const;
+
+/** Issue 15: what to read (snapshot, filters, archived objects); `sluice run` sets them per channel. */
+export const DATASET_OPTION_NAMES = ['snapshot', 'snapshotOut', 'filter', 'skipArchived'] as const;
 
 export type FastFileOptions = Options<(typeof FASTFILE_OPTION_NAMES)[number]>;
 
@@ -49,16 +56,20 @@ export interface FastFileMount {
 }
 
 export interface MountFastFileOptions {
-  uri: string;
+  /** The prefix to mount; may be left out with a snapshot (the snapshot's is used). */
+  uri: string | undefined;
   mountpoint: string;
   /** Channel name for metric labels (sluice run passes the channel's name). */
   channel?: string;
   options: FastFileOptions;
+  /** Issue 15: --snapshot, --snapshot-out, --filter, --skip-archived (src/snapshot/dataset.ts). */
+  dataset?: DatasetOptions;
 }
 
 export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFileMount> {
   const o = opts.options;
-  const { bucket, prefix } = parseS3Uri(opts.uri);
+  const ds = await openDataset(opts.uri, opts.dataset ?? { skipArchived: false }, opts.channel ?? 'fastfile');
+  const { bucket, prefix } = ds;
   const mountpoint = path.resolve(opts.mountpoint);
   checkFuseAvailable();
   await prepareMountpoint(mountpoint);
@@ -68,8 +79,19 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
   let core: SluiceFs | undefined;
   try {
     const t0 = Date.now();
+    // Archived objects stay visible (an open fails with ENODATA), counted once here.
+    const onListing = async (objects: ObjectInfo[]) => {
+      const settled = await settle(ds, objects, client);
+      if (settled.archived.length > 0) {
+        mlog.warn({ archived: settled.archived.length, first: settled.archived.slice(0, 3).map((a) => a.key), classes: [...new Set(settled.classes)] },
+          `${settled.archived.length} archived object${settled.archived.length === 1 ? ' is' : 's are'} shown but cannot be read until restored (open fails with ENODATA). ${restoreHint(bucket, settled.archived[0]!.key)}`);
+      }
+      return settled.objects;
+    };
     const fs = SluiceFs.start({
-      client, prefix,
+      client, prefix, onListing,
+      ...(ds.snapshot ? { listing: snapshotObjectsFor(ds, client) } : {}),
+      ...(ds.filter ? { filter: ds.filter } : {}),
       ...(opts.channel !== undefined ? { channel: opts.channel } : {}),
       cacheSize: o.cacheSize, partSize: o.partSize, maxPrefetch: o.maxPrefetch, maxInflight: o.maxInflight,
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
@@ -77,7 +99,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
     });
     core = fs;
     const listed = fs.listed.then(() => {
-      mlog.info({ uri: opts.uri, files: fs.fileCount, entries: fs.entryCount, bytes: fs.totalBytes, ms: Date.now() - t0 }, 'listed the prefix');
+      mlog.info({ uri: ds.uri, ...(ds.snapshot ? { snapshot: ds.snapshot.file } : {}), files: fs.fileCount, entries: fs.entryCount, bytes: fs.totalBytes, ms: Date.now() - t0 }, 'listed the prefix');
       for (const s of fs.skippedKeys.slice(0, 20)) mlog.warn({ skipped: s }, 'object not shown in the mount');
       if (fs.skippedKeys.length > 20) mlog.warn({ more: fs.skippedKeys.length - 20 }, 'more objects not shown in the mount');
     });

@@ -221,3 +221,30 @@ export const pipeEmptySeconds = new client.Counter({
   labelNames: ['channel'] as const,
   registers: [registry],
 });
+
+// ---- snapshots, archived objects, partition filters (issue 15) ---------------------
+
+export const snapshotInfo = new client.Gauge({
+  name: 'sluice_snapshot_info',
+  help: 'Set to 1 for the snapshot a channel (or mount) reads from: its file name (without the folder) and the first 12 hex digits of its checksum. Absent when the channel listed S3.',
+  labelNames: ['channel', 'name', 'checksum'] as const,
+  registers: [registry],
+});
+export const snapshotObjects = new client.Gauge({
+  name: 'sluice_snapshot_objects',
+  help: 'Objects in the snapshot a channel reads from (after --skip-archived).',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
+export const archivedObjects = new client.Gauge({
+  name: 'sluice_archived_objects',
+  help: 'Objects of a channel found archived (GLACIER, DEEP_ARCHIVE, Intelligent-Tiering archive tiers) at listing or snapshot time, restored ones excluded.',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
+export const archivedSkipped = new client.Counter({
+  name: 'sluice_archived_skipped_objects_total',
+  help: 'Archived objects left out of a channel by --skip-archived.',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});

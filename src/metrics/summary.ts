@@ -11,7 +11,7 @@
 import { log } from '../log.js';
 import { parseExposition } from './exposition.js';
 import { type ChannelRates, type ChannelTotals, channelRates, channelTotals, formatChannelLine } from './figures.js';
-import { registry } from './metrics.js';
+import { registry, snapshotInfo } from './metrics.js';
 
 /** Prometheus scrapes every 15-60 s; a line a minute is a readable log, not a metric stream. */
 export const SUMMARY_INTERVAL_MS = 60_000;
@@ -58,8 +58,19 @@ export function startSummary(opts: SummaryOptions = {}): Summary {
   // Ticks run one at a time, so windows never overlap.
   let chain: Promise<unknown> = Promise.resolve();
 
+  // Issue 15: a channel read from a snapshot says which (sluice_snapshot_info), so two runs'
+  // lines can be compared knowing they read the same data.
+  let snapshots = new Map<string, string>();
+  const refreshSnapshots = async () => {
+    const m = await snapshotInfo.get();
+    snapshots = new Map(m.values.filter((v) => v.value === 1).map((v) => [String(v.labels.channel), `snapshot ${String(v.labels.name)} ${String(v.labels.checksum)}`]));
+  };
   const emit = (rates: ChannelRates[], window: string): string[] => {
-    const lines = rates.map((r) => formatChannelLine(r, window));
+    const lines = rates.map((r) => {
+      const line = formatChannelLine(r, window);
+      const snap = snapshots.get(r.channel);
+      return snap === undefined ? line : `${line} (${snap})`;
+    });
     lines.forEach((line, i) => sink(line, rates[i]!));
     return lines;
   };
@@ -72,6 +83,7 @@ export function startSummary(opts: SummaryOptions = {}): Summary {
       const seconds = (at - prev.at) / 1000;
       const rates = channelRates(await prev.totals, totals, seconds);
       prev = { at, totals: Promise.resolve(totals) };
+      await refreshSnapshots();
       return emit(rates, `over the last ${Math.round(seconds)} s`);
     });
     chain = run.catch(() => undefined);
@@ -93,6 +105,7 @@ export function startSummary(opts: SummaryOptions = {}): Summary {
         stopped = true;
         const totals = await totalsNow();
         const seconds = (performance.now() - startedAt) / 1000;
+        await refreshSnapshots();
         return emit(channelRates(await baseline, totals, seconds), `over the whole run (${Math.round(seconds)} s)`);
       }).catch((err: unknown) => {
         log.warn({ err }, 'throughput summary failed');

@@ -194,3 +194,62 @@ export async function* listAll(prefix: string, page: ListPageFn, opts: ListerOpt
     await work;
   }
 }
+
+// ---- issue 15: partition pruning ----------------------------------------------------
+
+/** What listPruned needs of a filter (src/s3/filters.ts, KeyFilter). */
+export interface PruneFilter {
+  matches(key: string): boolean;
+  couldMatchUnder(folder: string): boolean;
+  needsDeeper(folder: string): boolean;
+}
+
+/**
+ * Folder levels walked with a delimiter before the rest is listed flat: Hive tables have
+ * a few partition columns; a filter naming a column the layout lacks must not walk forever.
+ */
+const PRUNE_MAX_DEPTH = 8;
+
+/**
+ * Every object under `prefix` that `filter` keeps, without listing folders that cannot
+ * hold one. Walk: list a folder with Delimiter '/' (all its pages); keep its direct objects
+ * that match; drop each subfolder that cannot match (couldMatchUnder); walk on into the
+ * others while that can still prune (needsDeeper, at most PRUNE_MAX_DEPTH levels); list
+ * the rest flat and in parallel (listAll) and keep what matches. Each key is yielded
+ * once: the walked folders' direct objects and the flat-listed subtrees are disjoint.
+ * Cost: one delimiter listing per walked folder, plus the listings of the kept subtrees.
+ * A prefix that is not a folder ("data/tr") is listed whole and filtered (no pruning).
+ */
+export async function* listPruned(prefix: string, page: ListPageFn, opts: ListerOptions, filter: PruneFilter): AsyncGenerator<ObjectInfo> {
+  const concurrency = Math.max(1, Math.floor(opts.concurrency));
+  const out: ObjectInfo[] = [];
+  const leaves: string[] = [];
+  const walk = async (folder: string, depth: number): Promise<void> => {
+    const subfolders: string[] = [];
+    let token: string | undefined;
+    do {
+      if (opts.signal?.aborted) throw new AbortedError();
+      const q: ListQuery = { prefix: folder, delimiter: '/' };
+      if (token !== undefined) q.continuationToken = token;
+      const pg = await page(q, opts.signal);
+      for (const o of pg.objects) if (filter.matches(o.key)) out.push(o);
+      for (const p of pg.prefixes) if (p.startsWith(folder) && p.length > folder.length && filter.couldMatchUnder(p)) subfolders.push(p);
+      token = pg.nextToken;
+    } while (token !== undefined);
+    const deeper = subfolders.filter((p) => depth + 1 < PRUNE_MAX_DEPTH && filter.needsDeeper(p));
+    for (const p of subfolders) if (!deeper.includes(p)) leaves.push(p);
+    await mapLimit(deeper, concurrency, (p) => walk(p, depth + 1));
+  };
+  if (prefix !== '' && !prefix.endsWith('/')) {
+    for await (const o of listAll(prefix, page, opts)) if (filter.matches(o.key)) out.push(o);
+  } else {
+    await walk(prefix, 0);
+    // One kept subtree: listed in parallel ranges. Several: each listed flat, `concurrency`
+    // subtrees at a time (a partition is usually small; discovery would cost a request each).
+    const flat = leaves.length > 1 ? { ...opts, concurrency: 1 } : opts;
+    await mapLimit(leaves, leaves.length > 1 ? concurrency : 1, async (leaf) => {
+      for await (const o of listAll(leaf, page, flat)) if (filter.matches(o.key)) out.push(o);
+    });
+  }
+  yield* out;
+}

@@ -14,6 +14,7 @@
  *  - `getStream()` yields the bytes of [start, end) in order, of that version only.
  *  - Errors are SluiceError subclasses from ../errors.ts.
  */
+import type { PruneFilter } from './lister.js';
 
 export interface ObjectInfo {
   /** Full key, including the prefix. */
@@ -22,6 +23,15 @@ export interface ObjectInfo {
   /** ETag exactly as the server sends it, quotes included (e.g. "\"9b2c...\""). */
   etag: string;
   lastModified: Date;
+  // ---- issue 15: snapshots and archived objects (src/snapshot/) ----
+  /** S3 storage class as listed (STANDARD when the server says nothing); see src/s3/archive.ts. */
+  storageClass?: string;
+  /** Intelligent-Tiering archive tier from HEAD (ARCHIVE_ACCESS, DEEP_ARCHIVE_ACCESS), when asked. */
+  archiveStatus?: string;
+  /** True when an archived object has a completed restore (readable until it expires). */
+  restored?: boolean;
+  /** The object version, when the bucket is versioned and the listing or snapshot knows it. */
+  versionId?: string;
 }
 
 export interface RequestOptions {
@@ -36,6 +46,8 @@ export interface ListOptions extends RequestOptions {
   beforeRequest?: () => Promise<void>;
   /** Called when a listing page has arrived (the bucket and credentials work). */
   onPage?: () => void;
+  /** Issue 15: keep only the keys it matches, and do not list folders that cannot match (src/s3/filters.ts). */
+  filter?: PruneFilter;
 }
 
 export interface RangeOptions extends RequestOptions {
@@ -71,5 +83,10 @@ export interface ObjectClient {
   firstKeyUnder(prefix: string, opts?: RequestOptions): Promise<string | undefined>;
   getRange(key: string, start: number, endExclusive: number, etag: string, opts?: RangeOptions): Promise<Buffer>;
   getStream(key: string, etag: string, opts?: StreamOptions): AsyncIterable<Buffer>;
+  /**
+   * Optional (issue 15): pin GETs and HEADs of these keys to these version ids (a
+   * snapshot's), so a versioned bucket serves the snapshot's bytes even after an overwrite.
+   */
+  pinVersions?(versions: ReadonlyMap<string, string>): void;
   close(): Promise<void>;
 }

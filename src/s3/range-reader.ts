@@ -330,8 +330,7 @@ export class RangeReader {
     const t0 = performance.now();
     s3InflightRequests.inc({ operation: 'get' });
     try {
-      const path = this.o.addressing.pathFor(key);
-      const headers = await this.o.sign(path, { range: `bytes=${p.pos}-${end - 1}`, 'if-match': etag });
+      const { path, headers } = await this.signedGet(key, p.pos, end, etag);
       if (signal?.aborted) throw new AbortedError();
       await new Promise<void>((resolve, reject) => {
         const from = p.pos;
@@ -432,6 +431,27 @@ export class RangeReader {
     }
   }
 
+  /** Versions to GET by key (issue 15: a snapshot of a versioned bucket); see S3ObjectClient.pinVersions. */
+  private versions: ReadonlyMap<string, string> | undefined;
+
+  pinVersions(versions: ReadonlyMap<string, string> | undefined): void {
+    this.versions = versions;
+  }
+
+  /**
+   * The request path and signed headers of one ranged GET: `?versionId=` when the key is
+   * pinned to a version (that version's bytes, even after an overwrite), and If-Match on the
+   * ETag always.
+   */
+  async signedGet(key: string, pos: number, end: number, etag: string): Promise<{ path: string; headers: Record<string, string> }> {
+    const base = this.o.addressing.pathFor(key);
+    const versionId = this.versions?.get(key);
+    const range = { range: `bytes=${pos}-${end - 1}`, 'if-match': etag };
+    if (versionId === undefined) return { path: base, headers: await this.o.sign(base, range) };
+    const headers = await this.o.sign(base, range, undefined, { versionId });
+    return { path: `${base}?versionId=${encodeURIComponent(versionId).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`, headers };
+  }
+
   /** One attempt: yields validated bytes from `pos` on; throws when the reply is bad or breaks. */
   private async *attempt(key: string, pos: number, end: number, etag: string, signal?: AbortSignal): AsyncGenerator<Buffer> {
     const ctx: FailureContext = { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag };
@@ -448,8 +468,7 @@ export class RangeReader {
     s3InflightRequests.inc({ operation: 'get' });
     try {
       watchdog = new Watchdog(this.o.requestTimeoutMs, () => ctrl.abort());
-      const path = this.o.addressing.pathFor(key);
-      const headers = await this.o.sign(path, { range: `bytes=${pos}-${end - 1}`, 'if-match': etag });
+      const { path, headers } = await this.signedGet(key, pos, end, etag);
       const res = await this.o.pool.request({ path, method: 'GET', headers, signal: ctrl.signal });
       body = res.body;
       status = String(res.statusCode);

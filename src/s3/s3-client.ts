@@ -14,12 +14,12 @@
  */
 import { performance } from 'node:perf_hooks';
 import { HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { Pool } from 'undici';
+import type { Pool } from 'undici';
 import { OPTIONS, type Options } from '../config/options.js';
 import { AbortedError, InvalidArgumentError, ObjectChangedError, S3Error } from '../errors.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, regionFromEnv, type Addressing } from './addressing.js';
-import { listAll, type ListPage, type ListQuery } from './lister.js';
+import { listAll, listPruned, type ListPage, type ListQuery } from './lister.js';
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
@@ -105,6 +105,8 @@ export class S3ObjectClient implements ObjectClient {
   /** Set once the endpoint answered any request, SDK or data path (./outage.ts). */
   private readonly reachability: Reachability = { answered: false };
   private closed = false;
+  /** Versions GETs and HEADs are pinned to, by key (from a snapshot: pinVersions). */
+  private versions: ReadonlyMap<string, string> | undefined;
 
   constructor(opts: S3ClientOptions) {
     if (typeof opts.bucket !== 'string' || opts.bucket.length === 0) throw new InvalidArgumentError('bucket must be a non-empty string');
@@ -138,9 +140,11 @@ export class S3ObjectClient implements ObjectClient {
 
   private getDataPath() {
     this.dataPath ??= (async () => {
-      const region = await this.region;
+      // undici (~0.2 CPU s to load) is imported with the first GET, not at start-up: the
+      // first request of a listing run is a LIST, which goes through the SDK (issue 15).
+      const [region, { Pool: UndiciPool }] = await Promise.all([this.region, import('undici')]);
       const addressing = addressingFor(this.bucket, this.endpoint, region, this.pathStyle);
-      const pool = new Pool(addressing.origin, {
+      const pool: Pool = new UndiciPool(addressing.origin, {
         connections: this.maxConnections,
         keepAliveTimeout: KEEP_ALIVE_MS,
         headersTimeout: 0, // the reader's own watchdog handles stalls (and pauses for slow consumers)
@@ -157,6 +161,7 @@ export class S3ObjectClient implements ObjectClient {
         bucket: this.bucket, addressing, pool, wire, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
         limiter: this.limiter, reachability: this.reachability,
       });
+      reader.pinVersions(this.versions);
       return { addressing, pool, wire, reader };
     })();
     return this.dataPath;
@@ -221,6 +226,7 @@ export class S3ObjectClient implements ObjectClient {
     return {
       objects: (out.Contents ?? []).map((c) => ({
         key: c.Key ?? '', size: c.Size ?? 0, etag: c.ETag ?? '', lastModified: c.LastModified ?? new Date(0),
+        storageClass: c.StorageClass ?? 'STANDARD',
       })),
       prefixes: (out.CommonPrefixes ?? []).map((p) => p.Prefix ?? '').filter((p) => p !== ''),
       nextToken: out.IsTruncated ? out.NextContinuationToken : undefined,
@@ -228,19 +234,36 @@ export class S3ObjectClient implements ObjectClient {
   }
 
   list(prefix: string, opts: ListOptions = {}): AsyncIterable<ObjectInfo> {
-    const { beforeRequest, onPage } = opts;
+    const { beforeRequest, onPage, filter } = opts;
     const page = async (q: ListQuery, s?: AbortSignal) => {
       if (beforeRequest) await beforeRequest();
       const pg = await this.listPage(q, s);
       onPage?.();
       return pg;
     };
+    if (filter) return listPruned(prefix, page, { concurrency: this.listConcurrency, signal: opts.signal }, filter);
     return listAll(prefix, page, { concurrency: this.listConcurrency, signal: opts.signal });
   }
 
   async head(key: string, opts: RequestOptions = {}): Promise<ObjectInfo> {
-    const out = await this.withRetries('head', key, (s) => this.sdk.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal: s }), opts.signal);
-    return { key, size: out.ContentLength ?? 0, etag: out.ETag ?? '', lastModified: out.LastModified ?? new Date(0) };
+    const versionId = this.versions?.get(key);
+    const out = await this.withRetries('head', key, (s) => this.sdk.send(new HeadObjectCommand({
+      Bucket: this.bucket, Key: key, ...(versionId !== undefined ? { VersionId: versionId } : {}),
+    }), { abortSignal: s }), opts.signal);
+    const info: ObjectInfo = {
+      key, size: out.ContentLength ?? 0, etag: out.ETag ?? '', lastModified: out.LastModified ?? new Date(0),
+      storageClass: out.StorageClass ?? 'STANDARD',
+    };
+    if (out.ArchiveStatus !== undefined) info.archiveStatus = out.ArchiveStatus;
+    if (out.Restore !== undefined && /ongoing-request="false"/.test(out.Restore)) info.restored = true;
+    if (out.VersionId !== undefined && out.VersionId !== 'null') info.versionId = out.VersionId;
+    return info;
+  }
+
+  /** Pins GETs and HEADs of these keys to these versions (GET ?versionId=): a snapshot's. */
+  pinVersions(versions: ReadonlyMap<string, string>): void {
+    this.versions = versions.size > 0 ? versions : undefined;
+    void this.dataPath?.then((dp) => dp.reader.pinVersions(this.versions));
   }
 
   async firstKeyUnder(prefix: string, opts: RequestOptions = {}): Promise<string | undefined> {

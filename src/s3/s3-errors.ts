@@ -9,7 +9,7 @@
  */
 import {
   AccessDeniedError, AbortedError, BadRangeReplyError, EndpointUnreachableError, InvalidCredentialsError,
-  MissingCredentialsError, NoSuchBucketError, NoSuchKeyError, ObjectChangedError, RetriesExhaustedError,
+  MissingCredentialsError, NoSuchBucketError, NoSuchKeyError, ObjectArchivedError, ObjectChangedError, RetriesExhaustedError,
   S3Error, SluiceError, TimeoutError,
 } from '../errors.js';
 
@@ -55,6 +55,8 @@ export function judgeReply(status: number, code: string | undefined, message: st
   if (code === 'RequestTimeout') return { retry: 'timeout', cause };
   if (code === 'NoSuchBucket') return { fail: new NoSuchBucketError(ctx.bucket, { cause }) };
   if (code === 'NoSuchKey') return { fail: new NoSuchKeyError(ctx.bucket, ctx.key ?? '', { cause }) };
+  // GET of a GLACIER / DEEP_ARCHIVE / archive-tier object that is not restored (issue 15).
+  if (code === 'InvalidObjectState') return { fail: new ObjectArchivedError(ctx.bucket, ctx.key ?? '', 'archived', { cause }) };
   if (code && CREDENTIAL_CODES.has(code)) {
     return { fail: new InvalidCredentialsError(`S3 rejected the credentials for ${where(ctx)} (${code}${message ? `: ${message}` : ''})`, { cause }) };
   }

@@ -20,7 +20,7 @@ export interface GetSignerOptions {
 }
 
 /** Signs a GET of `path` (already encoded) with `headers`; resolves with every header to send. */
-export type SignGet = (path: string, headers: Record<string, string>, signingDate?: Date) => Promise<Record<string, string>>;
+export type SignGet = (path: string, headers: Record<string, string>, signingDate?: Date, query?: Record<string, string>) => Promise<Record<string, string>>;
 
 export function createGetSigner(o: GetSignerOptions): SignGet {
   const url = new URL(o.origin);
@@ -29,11 +29,11 @@ export function createGetSigner(o: GetSignerOptions): SignGet {
     uriEscapePath: false,
     applyChecksum: false,
   });
-  return async (path, headers, signingDate) => {
+  return async (path, headers, signingDate, query = {}) => {
     const signed = await signer.sign({
       method: 'GET', protocol: url.protocol, hostname: url.hostname,
       ...(url.port ? { port: Number(url.port) } : {}),
-      path, query: {},
+      path, query,
       headers: { host: url.host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD', ...headers },
     } as Parameters<SignatureV4['sign']>[0] & { method: string }, signingDate ? { signingDate } : undefined);
     return (signed as unknown as { headers: Record<string, string> }).headers;

@@ -33,6 +33,17 @@ export interface Faults {
   down: boolean;
   /** Hold flat listings (no delimiter, not max-keys=1) until cleared. */
   holdListings: boolean;
+  // ---- issue 15 ----
+  /** Answer every ListObjectsV2 with 403 AccessDenied (a run that must not list). */
+  denyListings: boolean;
+  /**
+   * Storage class by key, as S3 would report it (s3rver has none): rewritten into listings
+   * (<StorageClass>) and HEAD replies (x-amz-storage-class); a GET of a GLACIER/DEEP_ARCHIVE
+   * key, or of a key in `archiveStatus`, gets 403 InvalidObjectState.
+   */
+  storageClass: Record<string, string>;
+  /** Intelligent-Tiering archive tier by key, reported by HEAD (x-amz-archive-status). */
+  archiveStatus: Record<string, string>;
 }
 
 export interface FaultProxy {
@@ -48,8 +59,8 @@ const SLOWDOWN_XML = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowD
 const DROP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length']);
 
 export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
-  const faults: Faults = { latencyMs: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0, down: false, holdListings: false };
-  const counts: Record<string, number> = { requests: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0, heldListings: 0 };
+  const faults: Faults = { latencyMs: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0, down: false, holdListings: false, denyListings: false, storageClass: {}, archiveStatus: {} };
+  const counts: Record<string, number> = { requests: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0, heldListings: 0, listRequests: 0, deniedListings: 0 };
   let held: Array<() => void> = [];
   const agent = new http.Agent({ keepAlive: true });
   const sockets = new Set<Socket>();
@@ -69,6 +80,18 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
       counts.heldListings!++;
       await new Promise<void>((r) => held.push(r));
     }
+    const isList = req.method === 'GET' && url.searchParams.get('list-type') === '2';
+    if (isList) counts.listRequests!++;
+    if (isList && faults.denyListings) {
+      counts.deniedListings!++;
+      return s3Error(res, 403, 'AccessDenied', 'Access Denied (fault proxy: listings disabled)');
+    }
+    const key = objectKey(url.pathname);
+    const sc = key !== undefined ? faults.storageClass[key] : undefined;
+    const tier = key !== undefined ? faults.archiveStatus[key] : undefined;
+    if (req.method === 'GET' && !isList && ((sc !== undefined && ['GLACIER', 'DEEP_ARCHIVE'].includes(sc)) || tier !== undefined)) {
+      return s3Error(res, 403, 'InvalidObjectState', 'The operation is not valid for the object\'s storage class');
+    }
     if (faults.stall > 0) { faults.stall--; counts.stall!++; return; } // never answer
     if (faults.fail503 > 0) {
       faults.fail503--; counts.fail503!++;
@@ -79,6 +102,9 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     const up = await forward(req, reqBody);
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(up.headers)) if (v !== undefined && !DROP_HEADERS.has(k)) headers[k] = v;
+    if (isList && Object.keys(faults.storageClass).length > 0) up.body = rewriteStorageClasses(up.body, faults.storageClass);
+    if (req.method === 'HEAD' && sc !== undefined) headers['x-amz-storage-class'] = sc;
+    if (req.method === 'HEAD' && tier !== undefined) headers['x-amz-archive-status'] = tier;
     const ranged = req.headers.range !== undefined && up.status < 300 && up.body.length >= 2;
     const midBody = ranged && faults.resetMidBody > 0 ? 'reset' : ranged && faults.truncateBody > 0 ? 'truncate' : undefined;
     if (!midBody) {
@@ -140,6 +166,33 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     },
   };
   return proxy;
+}
+
+function s3Error(res: http.ServerResponse, status: number, code: string, message: string): void {
+  const xml = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message><RequestId>fault-proxy</RequestId></Error>`;
+  res.writeHead(status, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(xml) });
+  res.end(xml);
+}
+
+/** The key of a path-style request (/bucket/key), or undefined for a bucket-level request. */
+function objectKey(pathname: string): string | undefined {
+  const slash = pathname.indexOf('/', 1);
+  if (slash < 0 || slash === pathname.length - 1) return undefined;
+  return decodeURIComponent(pathname.slice(slash + 1));
+}
+
+const xmlUnescape = (s: string) => s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, '&');
+
+/** Sets <StorageClass> of each listed <Contents> whose key has a class in `classes`. */
+function rewriteStorageClasses(body: Buffer, classes: Record<string, string>): Buffer {
+  const xml = body.toString('utf8').replace(/<Contents>([\s\S]*?)<\/Contents>/g, (all, inner: string) => {
+    const key = /<Key>([\s\S]*?)<\/Key>/.exec(inner)?.[1];
+    const sc = key !== undefined ? classes[xmlUnescape(key)] : undefined;
+    if (sc === undefined) return all;
+    const replaced = /<StorageClass>/.test(inner) ? inner.replace(/<StorageClass>[^<]*<\/StorageClass>/, `<StorageClass>${sc}</StorageClass>`) : `${inner}<StorageClass>${sc}</StorageClass>`;
+    return `<Contents>${replaced}</Contents>`;
+  });
+  return Buffer.from(xml, 'utf8');
 }
 
 function listen(server: http.Server, port: number): Promise<number> {

@@ -1,0 +1,108 @@
+/**
+ * What a mount or a channel reads (issue 15): a fresh listing, optionally filtered, or a
+ * snapshot; archived objects found and handled; the result optionally saved as a snapshot.
+ *
+ * Steps, for the owner (src/fuse/fastfile.ts, src/commands/run.ts):
+ *  1. `openDataset()`: read and verify --snapshot (before any request), check it is of the
+ *     command's URI, and build the --filter (src/s3/filters.ts).
+ *  2. list, or take the snapshot's objects (and pin the client to their version ids);
+ *  3. `settle()`: find archived objects (HEAD where the listing cannot tell; a snapshot
+ *     already says), drop them with --skip-archived (counted), write --snapshot-out, set the
+ *     metrics that name the snapshot. The caller decides what archived objects mean for its
+ *     mode: Pipe and File refuse to start (ArchivedObjectsError), FastFile shows them.
+ */
+import { ArchivedObjectsError } from '../errors.js';
+import { log } from '../log.js';
+import { archivedObjects, archivedSkipped, snapshotInfo, snapshotObjects } from '../metrics/metrics.js';
+import { partitionArchived, probeArchived } from '../s3/archive.js';
+import { KeyFilter } from '../s3/filters.js';
+import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
+import { parseS3Uri } from '../s3/uri.js';
+import { checkSnapshotUri, readSnapshot, snapshotId, writeSnapshot, type Snapshot } from './snapshot.js';
+
+export interface DatasetOptions {
+  snapshot?: string | undefined;
+  snapshotOut?: string | undefined;
+  filter?: string[] | undefined;
+  skipArchived: boolean;
+}
+
+export interface Dataset {
+  uri: string;
+  bucket: string;
+  prefix: string;
+  /** Set when reading from a snapshot: its objects (filtered when --filter is given too). */
+  snapshot: Snapshot | undefined;
+  filter: KeyFilter | undefined;
+  opts: DatasetOptions;
+  channel: string;
+}
+
+/** Step 1. `uri` may be undefined when a snapshot is given (its URI is used). */
+export async function openDataset(uri: string | undefined, opts: DatasetOptions, channel: string): Promise<Dataset> {
+  let snapshot: Snapshot | undefined;
+  if (opts.snapshot !== undefined) {
+    snapshot = await readSnapshot(opts.snapshot);
+    uri = checkSnapshotUri(snapshot, uri);
+  }
+  const { bucket, prefix } = parseS3Uri(uri!);
+  const filter = opts.filter && opts.filter.length > 0 ? new KeyFilter(opts.filter, prefix) : undefined;
+  if (snapshot) {
+    const id = snapshotId(snapshot);
+    snapshotInfo.set({ channel, ...id }, 1);
+    log.info({ channel, snapshot: snapshot.file, checksum: id.checksum, objects: snapshot.objects.length, createdAt: snapshot.header.createdAt }, `reading from snapshot ${id.name} (${id.checksum}) of ${snapshot.header.uri}: no listing`);
+  }
+  return { uri: uri!, bucket, prefix, snapshot, filter, opts, channel };
+}
+
+/** Step 2 for a snapshot: its objects, with the client pinned to their version ids. */
+export function snapshotObjectsFor(ds: Dataset, client: ObjectClient): ObjectInfo[] {
+  const all = ds.snapshot!.objects;
+  const versions = new Map<string, string>();
+  for (const o of all) if (o.versionId !== undefined) versions.set(o.key, o.versionId);
+  if (versions.size > 0) client.pinVersions?.(versions);
+  return ds.filter ? all.filter((o) => ds.filter!.matches(o.key)) : all.slice();
+}
+
+export interface Settled {
+  objects: ObjectInfo[];
+  /** Archived objects still in `objects` (none with --skip-archived). */
+  archived: ObjectInfo[];
+  classes: string[];
+}
+
+/** Step 3. */
+export async function settle(ds: Dataset, objects: ObjectInfo[], client: ObjectClient, signal?: AbortSignal): Promise<Settled> {
+  if (!ds.snapshot) {
+    const heads = await probeArchived(objects, client, signal);
+    if (heads > 0) log.debug({ channel: ds.channel, heads }, 'asked S3 for the archive state of objects in archive classes');
+  }
+  const { archived, classes } = partitionArchived(objects);
+  let kept = objects;
+  let stillArchived = archived;
+  if (archived.length > 0 && ds.opts.skipArchived) {
+    const drop = new Set(archived);
+    kept = objects.filter((o) => !drop.has(o));
+    archivedSkipped.inc({ channel: ds.channel }, archived.length);
+    log.warn({ channel: ds.channel, archived: archived.length, first: archived[0]!.key }, `--skip-archived: left out ${archived.length} archived object${archived.length === 1 ? '' : 's'}`);
+    stillArchived = [];
+  }
+  archivedObjects.set({ channel: ds.channel }, stillArchived.length);
+  if (ds.snapshot) snapshotObjects.set({ channel: ds.channel }, kept.length);
+  if (ds.opts.snapshotOut !== undefined) {
+    const t0 = performance.now();
+    const trailer = await writeSnapshot(ds.opts.snapshotOut, {
+      uri: ds.uri, bucket: ds.bucket, prefix: ds.prefix,
+      listing: { filters: ds.filter ? [...ds.filter.texts] : [], skipArchived: ds.opts.skipArchived },
+      generator: 'sluice',
+    }, kept);
+    log.info({ channel: ds.channel, file: ds.opts.snapshotOut, objects: trailer.objects, checksum: trailer.sha256.slice(0, 12), ms: Math.round(performance.now() - t0) }, `wrote snapshot ${ds.opts.snapshotOut}`);
+  }
+  return { objects: kept, archived: stillArchived, classes: stillArchived.length > 0 ? classes : [] };
+}
+
+/** Pipe and File: archived objects stop the channel before the training command starts. */
+export function refuseArchived(ds: Dataset, s: Settled): void {
+  if (s.archived.length === 0) return;
+  throw new ArchivedObjectsError(`channel ${JSON.stringify(ds.channel)} (${ds.uri})`, ds.bucket, s.archived.map((o) => o.key), s.classes);
+}
