@@ -504,7 +504,7 @@ export class RangeReader {
       if (got < expected) throw new TransientError('short_body', `body of ${where} ended after ${got} of ${expected} bytes`);
       ok = true;
     } catch (err) {
-      if (err instanceof WireStallError) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
+      if (watchdog?.fired) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
       if (body !== undefined && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
         // The headers came and then the body broke: a reset, or a truncated body.
         const reason: RetryReason = hasCode(err, 'ECONNRESET') ? 'reset' : 'short_body';
@@ -512,6 +512,7 @@ export class RangeReader {
       }
       throw err;
     } finally {
+      watchdog?.stop();
       signal?.removeEventListener('abort', onAbort);
       if (body && !body.destroyed && !body.readableEnded) discard(body);
       s3InflightRequests.dec({ operation: 'get' });
