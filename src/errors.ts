@@ -44,6 +44,7 @@ export type ErrorCode =
   | 'SLUICE_CHILD_FAILED'
   | 'SLUICE_METRICS_UNAVAILABLE'
   | 'SLUICE_INTERNAL'
+  | 'SLUICE_TLS_CERTIFICATE'
   // issue 15: snapshots, archived objects, partition filters
   | 'SLUICE_SNAPSHOT'
   | 'SLUICE_OBJECT_ARCHIVED'
@@ -270,6 +271,22 @@ export class MetricsUnavailableError extends SluiceError {
 export class ChildFailedError extends SluiceError {
   constructor(message: string, readonly exitCode: number, opts: SluiceErrorOptions = {}) {
     super('SLUICE_CHILD_FAILED', message, opts, true);
+  }
+}
+
+/**
+ * The endpoint's TLS certificate was refused: self-signed or signed by a CA this process
+ * does not trust, issued for another host name, or expired. Not retried: it will not
+ * change by itself. `tlsCode` is OpenSSL's/Node's code (e.g. SELF_SIGNED_CERT_IN_CHAIN).
+ */
+export class TlsCertificateError extends SluiceError {
+  constructor(readonly endpoint: string, readonly tlsCode: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_TLS_CERTIFICATE', `the TLS certificate of S3 endpoint ${endpoint} was refused (${tlsCode})`, {
+      hint: tlsCode === 'ERR_TLS_CERT_ALTNAME_INVALID' ? 'Use the host name the certificate was issued for in --endpoint'
+        : tlsCode === 'CERT_HAS_EXPIRED' || tlsCode === 'CERT_NOT_YET_VALID' ? "Renew the endpoint's certificate, or set this machine's clock right"
+          : 'Pass the CA certificate that signed it with --ca-bundle FILE (or AWS_CA_BUNDLE=FILE)',
+      ...opts,
+    }, true);
   }
 }
 

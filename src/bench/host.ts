@@ -23,6 +23,8 @@ export interface HostArgs {
   prefix: string;
   endpoint: string;
   credentials: { accessKeyId: string; secretAccessKey: string };
+  /** For an https endpoint: the PEM file of the CA to trust (S3ClientOptions.ca). */
+  caFile?: string;
   dataDir: string;
   partSize: number;
   /** File: bytes requested at once; Pipe: split evenly among the channels. */
@@ -78,6 +80,7 @@ async function main(): Promise<void> {
   const client = createObjectClient({
     bucket: a.bucket, endpoint: a.endpoint, region: 'us-east-1', pathStyle: true,
     maxConnections: a.maxConnections, credentials: a.credentials,
+    ...(a.caFile ? { ca: await readFile(a.caFile, 'utf8') } : {}),
   });
   const objects = await listAll(client, a.prefix);
   if (a.mode === 'File') {

@@ -23,6 +23,12 @@
  *    request bytes that got no answer, as S3 (which keeps connections much longer)
  *    would never have closed it. A reset from the server is passed on as a reset.
  *
+ * TLS. Given a key and certificate (`tls`), the proxy terminates TLS: clients speak
+ * https to it, and it speaks plain HTTP to the server, as an S3 front end would. The
+ * model above applies to the decrypted streams; the proxy's own TLS work is on its
+ * process, the client's on the client's, which is what a CPU-per-GB comparison over
+ * HTTPS needs (./tls-ca.ts makes the run's certificates).
+ *
  * Limits (documented in BENCHMARKS.md): the delay is added per request, not per
  * TCP round trip, so slow start and loss are not modelled; a pipelining client
  * would see response i held until request i+1's deadline; request bodies (PUT)
@@ -32,6 +38,7 @@
  * why it runs in its own process in `sluice bench`.
  */
 import net from 'node:net';
+import tls from 'node:tls';
 
 /**
  * 1 MiB: at 80 MB/s that is ~13 ms of tokens. Timers fire late on a loaded machine;
@@ -53,12 +60,16 @@ export interface LatencyProfile {
   ttfbMs: number;
   /** Bandwidth cap per connection, bytes per second. 0 means no cap. */
   bytesPerSec: number;
+  /** The proxy terminates TLS (clients speak https, with a CA made for the run). */
+  https?: boolean;
 }
 
 export interface LatencyProxyOptions extends LatencyProfile {
   targetHost?: string;
   targetPort: number;
   listenHost?: string;
+  /** Terminate TLS with this key and certificate (PEM): the endpoint is then https://. */
+  tls?: { key: string; cert: string };
 }
 
 export interface LatencyProxyStats {
@@ -78,7 +89,7 @@ export interface LatencyProxy {
 /** One line describing the profile, for stdout and reports. */
 export function describeProfile(p: LatencyProfile): string {
   const bw = p.bytesPerSec > 0 ? `${(p.bytesPerSec / 1e6).toFixed(0)} MB/s per connection (token bucket, ${BURST_BYTES / 1024} KiB burst)` : 'no bandwidth cap';
-  return `${p.name}: +${p.ttfbMs} ms to first byte per request, ${bw}`;
+  return `${p.name}: +${p.ttfbMs} ms to first byte per request, ${bw}${p.https ? ', over HTTPS (TLS terminated by the proxy)' : ''}`;
 }
 
 export function validateProfile(p: LatencyProfile): string | undefined {
@@ -330,12 +341,15 @@ export async function startLatencyProxy(opts: LatencyProxyOptions): Promise<Late
   if (problem) throw new Error(problem);
   const stats: LatencyProxyStats = { connections: 0, requests: 0, bytesToClient: 0 };
   const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
+  const onClient = (client: net.Socket) => {
     stats.connections++;
     sockets.add(client);
     client.on('close', () => sockets.delete(client));
     pipeConnection(client, opts, stats, sockets);
-  });
+  };
+  const server = opts.tls ? tls.createServer({ key: opts.tls.key, cert: opts.tls.cert }, onClient) : net.createServer(onClient);
+  // A client that refuses the certificate drops the handshake: not the proxy's failure.
+  server.on('tlsClientError', () => undefined);
   const host = opts.listenHost ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -343,7 +357,7 @@ export async function startLatencyProxy(opts: LatencyProxyOptions): Promise<Late
   });
   const port = (server.address() as net.AddressInfo).port;
   return {
-    endpoint: `http://${host}:${port}`,
+    endpoint: `${opts.tls ? 'https' : 'http'}://${host}:${port}`,
     port,
     profile: { name: opts.name, ttfbMs: opts.ttfbMs, bytesPerSec: opts.bytesPerSec },
     stats,

@@ -13,6 +13,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -40,10 +41,12 @@ export interface LimitOptions {
   objects: { key: string; size: number; sha256: string }[];
   connections: number;
   partSize: number;
+  /** PEM file of the CA to trust for an https endpoint (a CA made for the run). */
+  caFile?: string;
 }
 
 export async function measureLimit(opts: LimitOptions): Promise<LimitResult> {
-  const pool = new Pool(opts.endpoint, { connections: opts.connections, pipelining: 1 });
+  const pool = new Pool(opts.endpoint, { connections: opts.connections, pipelining: 1, ...(opts.caFile ? { connect: { ca: readFileSync(opts.caFile, 'utf8') } } : {}) });
   const parts: { obj: number; index: number; start: number; end: number }[] = [];
   const buffers: Buffer[][] = opts.objects.map((o) => new Array(Math.ceil(o.size / opts.partSize)));
   opts.objects.forEach((o, obj) => {
@@ -116,6 +119,7 @@ export async function measureLimitCurl(opts: LimitOptions): Promise<LimitResult>
       const url = `${opts.endpoint}/${opts.bucket}/${o.key.split('/').map(encodeURIComponent).join('/')}`;
       const a = argv[i % workers]!;
       if (a.length > 0) a.push('--next');
+      if (opts.caFile) a.push('--cacert', opts.caFile);
       a.push('-s', '-S', '-f', '--retry', String(MAX_ATTEMPTS - 1), '-r', `${p.start}-${p.end - 1}`, '-o', p.file, url);
     });
     const t0 = epochMs();

@@ -41,6 +41,8 @@ export interface ReadResult {
   /** Epoch ms when the first byte arrived. */
   firstByteMs: number | undefined;
   bytes: number;
+  /** The reader process's CPU seconds (user + system) from its start to its result. */
+  cpuSeconds?: number;
   /** Files read whole / random ops done / stream segments read. */
   items: number;
   /** sha256 (hex) per file or per stream segment, in plan order; for random: one hash of all blocks in op order. */

@@ -119,4 +119,6 @@ try {
   result.error = err instanceof Error ? err.message : String(err);
 }
 result.endMs = epochMs();
+const cpu = process.cpuUsage();
+result.cpuSeconds = (cpu.user + cpu.system) / 1e6;
 process.stdout.write(JSON.stringify(result) + '\n');

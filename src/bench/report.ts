@@ -49,6 +49,11 @@ export function sluiceFor(groupFigs: Figure[], peer: Figure): Figure | undefined
   return groupFigs.find((g) => g.target === want && g.value !== null);
 }
 
+/** CPU s/GB with two decimals: the daemons compared are within 0.1-3 s/GB of each other. */
+function cpuCell(v: number | null | undefined): string {
+  return v === null || v === undefined ? '–' : v.toFixed(2);
+}
+
 export function markdownTable(res: BenchResults): string {
   const lines: string[] = [];
   lines.push('**Link limit** (raw parallel ranged GETs through the proxy, no filesystem; median of runs):', '');
@@ -59,8 +64,8 @@ export function markdownTable(res: BenchResults): string {
     lines.push(`| ${l.profile} | ${p.description.replace(/^[^:]*: /, '')} | ${l.mbps.toFixed(1)} MB/s | ${l.client ?? 'undici'}: ${l.connections} × ${l.partSize / MiB} MiB | ${l.runs.every((r) => r.verified) ? 'verified' : 'WRONG'} |`);
   }
   lines.push('');
-  lines.push('| Scenario | Profile | Readers | Target | Figure (median) | × limit | sluice ÷ peer | Peak RSS | CPU s/GB | Bytes |');
-  lines.push('|---|---|---:|---|---:|---:|---|---:|---:|---|');
+  lines.push('| Scenario | Profile | Readers | Target | Figure (median) | × limit | sluice ÷ peer | Peak RSS | CPU s/GB | reader CPU s/GB | s3rver CPU s/GB | Bytes |');
+  lines.push('|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|---|');
   for (const f of res.figures) {
     const g = group(res.figures, f);
     let vs = '';
@@ -73,9 +78,9 @@ export function markdownTable(res: BenchResults): string {
     }
     const fig = f.unavailable ? `not available: ${f.unavailable}` : f.value === null ? `failed: ${f.runs.find((r) => r.error)?.error ?? 'no result'}` : fmtValue(f.value, f.unit);
     const ok = f.unavailable || f.value === null ? '–' : hasWrongBytes(f) ? '**WRONG**' : f.verified ? `verified${f.runs.some((r) => r.truncated) ? ' (partial: time limit)' : ''}` : 'not verified: no object completed within the time limit';
-    lines.push(`| ${f.scenario}: ${f.title} | ${f.profile} | ${f.readers} | ${f.target} | ${fig.replace(/\|/g, '/')} | ${f.fractionOfLimit === null ? '–' : `${(f.fractionOfLimit * 100).toFixed(0)}%`} | ${vs} | ${f.peakRssBytes === null ? '–' : `${(f.peakRssBytes / MiB).toFixed(0)} MiB`} | ${f.cpuSecondsPerGB === null ? '–' : f.cpuSecondsPerGB.toFixed(1)} | ${ok} |`);
+    lines.push(`| ${f.scenario}: ${f.title} | ${f.profile} | ${f.readers} | ${f.target} | ${fig.replace(/\|/g, '/')} | ${f.fractionOfLimit === null ? '–' : `${(f.fractionOfLimit * 100).toFixed(0)}%`} | ${vs} | ${f.peakRssBytes === null ? '–' : `${(f.peakRssBytes / MiB).toFixed(0)} MiB`} | ${cpuCell(f.cpuSecondsPerGB)} | ${cpuCell(f.readerCpuSecondsPerGB)} | ${cpuCell(f.serverCpuSecondsPerGB)} | ${ok} |`);
   }
-  lines.push('', 'Times (s) are better lower, so there a sluice ÷ peer below 1 favours sluice; for rates, above 1 does. "× limit" is the figure\'s MB/s over the link limit of its profile.');
+  lines.push('', 'Times (s) are better lower, so there a sluice ÷ peer below 1 favours sluice; for rates, above 1 does. "× limit" is the figure\'s MB/s over the link limit of its profile. CPU s/GB is utime + stime per GB read (decimal) of the target\'s process (sluice\'s daemon, or the peer), of the reader processes, and of the local S3 server, in the same runs.');
   return lines.join('\n');
 }
 

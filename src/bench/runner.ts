@@ -14,7 +14,7 @@
  *  4. Everything started is stopped in `finally`, also on failure or Ctrl-C.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { AbortedError } from '../errors.js';
@@ -22,6 +22,7 @@ import { startLocalS3, type LocalS3 } from '../local/s3-server.js';
 import type { SeededObject } from '../local/dataset.js';
 import { seedBenchDataset } from './datasets.js';
 import { describeProfile, type LatencyProfile } from './latency-proxy.js';
+import { createRunCa, type RunCa } from './tls-ca.js';
 import { measureLimit, measureLimitCurl, type LimitResult } from './limit.js';
 import { childPids, cmdlineOf, readProcStats } from './proc-stats.js';
 import { epochMs } from './read-plan.js';
@@ -51,7 +52,12 @@ export interface Figure {
   mbps: number | null;
   fractionOfLimit: number | null;
   peakRssBytes: number | null;
+  /** The target's (sluice daemon or peer) CPU seconds per GB read: utime + stime over the run. */
   cpuSecondsPerGB: number | null;
+  /** The reader processes' CPU seconds per GB (the training job's share of the I/O cost). */
+  readerCpuSecondsPerGB: number | null;
+  /** s3rver's CPU seconds per GB: the same bytes cost the server about the same, whoever reads them. */
+  serverCpuSecondsPerGB: number | null;
   verified: boolean;
   unavailable?: string;
   runs: RunResult[];
@@ -89,8 +95,9 @@ export interface RunnerOptions {
 
 interface ProxyHandle { endpoint: string; pid: number; stop(): Promise<void> }
 
-function startProxyProcess(profile: LatencyProfile, targetPort: number): Promise<ProxyHandle> {
-  const child = spawn(process.execPath, [PROXY_PATH, JSON.stringify({ ...profile, targetPort })], { stdio: ['pipe', 'pipe', 'pipe'] });
+function startProxyProcess(profile: LatencyProfile, targetPort: number, ca: RunCa | undefined): Promise<ProxyHandle> {
+  const tls = profile.https && ca ? { tls: { key: ca.key, cert: ca.cert } } : {};
+  const child = spawn(process.execPath, [PROXY_PATH, JSON.stringify({ ...profile, targetPort, ...tls })], { stdio: ['pipe', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let buf = '';
     let err = '';
@@ -103,7 +110,7 @@ function startProxyProcess(profile: LatencyProfile, targetPort: number): Promise
       const { port } = JSON.parse(buf.slice(0, nl)) as { port: number };
       buf = buf.slice(nl + 1);
       resolve({
-        endpoint: `http://127.0.0.1:${port}`,
+        endpoint: `${profile.https ? 'https' : 'http'}://127.0.0.1:${port}`,
         pid: child.pid!,
         stop: () => new Promise<void>((res) => {
           if (child.exitCode !== null) return res();
@@ -175,6 +182,14 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
 
     // 2. Proxies and limits.
     const usedProfiles = config.profiles.filter((p) => config.scenarios.some((s) => s.profiles.includes(p.name)));
+    // HTTPS profiles: one CA for the run, trusted by each client through its own option (targets.ts).
+    let ca: RunCa | undefined;
+    if (usedProfiles.some((p) => p.https)) {
+      await mkdir(path.join(root, 'tls'));
+      ca = await createRunCa(path.join(root, 'tls'));
+      o.log(`HTTPS profiles: a CA made for this run, ${ca.caFile}`);
+    }
+    const caFor = (profile: string) => (config.profiles.find((p) => p.name === profile)?.https ? ca?.caFile : undefined);
     const proxies = new Map<string, ProxyHandle>();
     const limits: LimitFigure[] = [];
     const large = data[config.limit.dataset]!.filter((x) => x.key.includes('/large/'));
@@ -182,12 +197,13 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     if (client !== config.limit.client) o.log('curl is not installed: measuring the link limit with undici instead');
     const measure = client === 'curl' ? measureLimitCurl : measureLimit;
     const limitOnce = async (profile: string, label: string): Promise<LimitResult> => {
-      const r = await measure({ endpoint: proxies.get(profile)!.endpoint, bucket: config.bucket, objects: large, connections: config.limit.connections, partSize: config.limit.partSize });
+      const caFile = caFor(profile);
+      const r = await measure({ endpoint: proxies.get(profile)!.endpoint, bucket: config.bucket, objects: large, connections: config.limit.connections, partSize: config.limit.partSize, ...(caFile ? { caFile } : {}) });
       o.log(`[limit ${profile} ${label}] ${r.mbps.toFixed(1)} MB/s over ${config.limit.connections} ${client} connections${r.retries ? `, ${r.retries} retried parts` : ''}${r.verified ? ', bytes verified' : `, WRONG BYTES in ${r.mismatches.join(', ')}`}`);
       return r;
     };
     for (const p of usedProfiles) {
-      const proxy = await startProxyProcess(p, server.port);
+      const proxy = await startProxyProcess(p, server.port, ca);
       stops.add(() => proxy.stop());
       proxies.set(p.name, proxy);
       o.log(`latency proxy ${proxy.endpoint} -> ${server.endpoint}: ${describeProfile(p)}`);
@@ -217,7 +233,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
           for (const readers of readerCounts) {
             const fig: Figure = {
               scenario: sc.name, title: sc.title, kind: sc.kind, profile: profName, target, role: TARGET_ROLE[target], readers, unit, higherIsBetter,
-              value: null, mbps: null, fractionOfLimit: null, peakRssBytes: null, cpuSecondsPerGB: null, verified: false, runs: [],
+              value: null, mbps: null, fractionOfLimit: null, peakRssBytes: null, cpuSecondsPerGB: null, readerCpuSecondsPerGB: null, serverCpuSecondsPerGB: null, verified: false, runs: [],
             };
             figures.push(fig);
             const why = whyUnavailable(target);
@@ -225,7 +241,8 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
             for (let rep = 0; rep < config.repetitions; rep++) {
               checkAbort();
               const runDir = path.join(root, `run-${figures.length}-${rep}`);
-              const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials: server.credentials, runDir, config };
+              const caFile = caFor(profName);
+              const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials: server.credentials, runDir, config, ...(caFile ? { caFile } : {}) };
               commands[target] ??= describeCommand(target, env);
               const serverCpu0 = cpuOf(serverPid);
               const proxyCpu0 = cpuOf(proxy.pid);
@@ -285,8 +302,13 @@ function summarise(fig: Figure): void {
   fig.mbps = fig.kind === 'sequential' || fig.kind === 'random' ? median(mbps) : null;
   const rss = ok.map((r) => r.peakRssBytes).filter((x): x is number => x !== undefined);
   fig.peakRssBytes = rss.length ? Math.max(...rss) : null;
-  const cpg = ok.filter((r) => r.cpuSeconds !== undefined && r.bytes > 0).map((r) => r.cpuSeconds! / (r.bytes / 1e9));
-  fig.cpuSecondsPerGB = fig.kind === 'sequential' || fig.kind === 'random' ? median(cpg) : null;
+  const perGB = (pick: (r: RunResult) => number | undefined) => {
+    if (fig.kind !== 'sequential' && fig.kind !== 'random') return null;
+    return median(ok.filter((r) => pick(r) !== undefined && r.bytes > 0).map((r) => pick(r)! / (r.bytes / 1e9)));
+  };
+  fig.cpuSecondsPerGB = perGB((r) => r.cpuSeconds);
+  fig.readerCpuSecondsPerGB = perGB((r) => r.readerCpuSeconds);
+  fig.serverCpuSecondsPerGB = perGB((r) => r.serverCpuSeconds);
   fig.verified = ok.length > 0 && ok.every((r) => r.verified);
 }
 

@@ -37,6 +37,12 @@ export interface ScenarioDef {
   metric: 'MB/s' | 'files/s';
   /** Bound on one run's reading time; the figure covers what was read by then. */
   maxSeconds: number;
+  /**
+   * sequential, mount targets: a warm daemon. The dataset's first object is read once,
+   * untimed, through the fresh mount; the figure (time, bytes and CPU) covers the other
+   * objects only. Other targets start a process per run and ignore it.
+   */
+  warm?: boolean;
   random: { threads: number; blockSize: number; ops: number };
   /** Issue 15: FastFile mounts from a snapshot of the dataset (written once, not timed) instead of listing. */
   snapshot: boolean;
@@ -132,7 +138,8 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
   if (!Array.isArray(d.profiles) || d.profiles.length === 0) fail(file, 'profiles must be a non-empty list', 'Add e.g. - {name: s3-like, ttfbMs: 25, bandwidth: 80MB/s}');
   const profiles: LatencyProfile[] = d.profiles.map((p: unknown, i: number) => {
     if (!isObj(p)) fail(file, `profiles[${i}] must be a mapping`, 'Give name, ttfbMs and bandwidth');
-    const prof = { name: String(p.name ?? ''), ttfbMs: num(file, p.ttfbMs, `profiles[${i}].ttfbMs`, 0, 10_000, 0), bytesPerSec: p.bandwidth === 0 || p.bandwidth === 'none' || p.bandwidth === undefined ? 0 : size(file, p.bandwidth, `profiles[${i}].bandwidth`) };
+    if (p.https !== undefined && typeof p.https !== 'boolean') fail(file, `profiles[${i}].https must be true or false`, 'Set https: true for a profile served over TLS');
+    const prof: LatencyProfile = { name: String(p.name ?? ''), ttfbMs: num(file, p.ttfbMs, `profiles[${i}].ttfbMs`, 0, 10_000, 0), bytesPerSec: p.bandwidth === 0 || p.bandwidth === 'none' || p.bandwidth === undefined ? 0 : size(file, p.bandwidth, `profiles[${i}].bandwidth`), ...(p.https === true ? { https: true } : {}) };
     const problem = validateProfile(prof);
     if (problem) fail(file, problem, 'Fix the profile');
     return prof;
@@ -205,6 +212,12 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
       },
       snapshot: s.snapshot === true,
     };
+    if (s.warm !== undefined && typeof s.warm !== 'boolean') fail(file, `scenarios.${name}.warm must be true or false`, 'Set warm: true to measure a daemon that has already read the first object');
+    if (s.warm === true) {
+      if (sc.kind !== 'sequential') fail(file, `scenarios.${name}: warm applies to sequential scenarios only`, 'Remove warm, or make the scenario sequential');
+      if ((spec.largeFiles?.count ?? 0) + (spec.smallFiles?.count ?? 0) < 2) fail(file, `scenarios.${name}: warm needs a dataset of at least 2 objects (one warms the daemon)`, 'Add an object to the dataset');
+      sc.warm = true;
+    }
     if (sc.kind === 'random' && !spec.largeFiles) fail(file, `scenarios.${name}: a random scenario needs a dataset with largeFiles`, 'Point it at a dataset of large files');
     return sc;
   });
@@ -215,6 +228,20 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
     bucket: typeof d.bucket === 'string' && /^[a-z0-9.-]{3,63}$/.test(d.bucket) ? d.bucket : 'sluice-bench',
     profiles, datasets, limit, sluice, peerArgs, scenarios,
   };
+}
+
+/**
+ * `sluice bench --https`: every plain-HTTP profile gets an HTTPS twin, NAME-https (same
+ * latency and bandwidth, TLS terminated by the proxy), and every scenario that runs under
+ * NAME runs under its twin too, right after it: each throughput figure and the link limit
+ * are then measured both ways in one run.
+ */
+export function withHttpsTwins(c: BenchConfig): BenchConfig {
+  const twin = (name: string) => `${name}-https`;
+  const plain = c.profiles.filter((p) => !p.https && !c.profiles.some((q) => q.name === twin(p.name)));
+  const profiles = c.profiles.flatMap((p) => (plain.includes(p) ? [p, { ...p, name: twin(p.name), https: true }] : [p]));
+  const scenarios = c.scenarios.map((s) => ({ ...s, profiles: s.profiles.flatMap((n) => (plain.some((p) => p.name === n) ? [n, twin(n)] : [n])) }));
+  return { ...c, profiles, scenarios };
 }
 
 export function loadBenchConfig(file: string, opts: { quick?: boolean } = {}): BenchConfig {

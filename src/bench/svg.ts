@@ -5,15 +5,16 @@
  * sluice's modes in blue, peers in grey, the link limit (for MB/s scenarios) as a
  * green bar on top of each group, so "fraction of the limit" is visible at a glance.
  * Bars share one scale per chart; each is labelled with its value and, for peers,
- * sluice ÷ peer. Unavailable or failed targets get a text row instead of a bar.
+ * sluice ÷ peer, and with CPU s/GB (target · reader · s3rver) next to the rate, so a
+ * figure's cost is read with it. Unavailable or failed targets get a text row instead of a bar.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { BenchResults, Figure } from './runner.js';
 import { fmtValue, sluiceFor } from './report.js';
 
-/** Geometry, in px: a label column wide enough for "FastFile", bars of up to BAR_W, ~370 px left for the value labels. */
-const WIDTH = 1000;
+/** Geometry, in px: a label column wide enough for "FastFile", bars of up to BAR_W, ~570 px left for the value labels (rate, share of the limit, CPU s/GB). */
+const WIDTH = 1200;
 const LABEL_W = 150;
 const BAR_W = 480;
 const ROW_H = 22;
@@ -24,6 +25,11 @@ const COLOURS = { sluice: '#1f6fb4', peer: '#8c8c8c', limit: '#2ca02c' } as cons
 
 function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+}
+
+/** "target / reader / s3rver" CPU s/GB, "–" where not measured. */
+function cpuLabel(f: Figure): string {
+  return [f.cpuSecondsPerGB, f.readerCpuSecondsPerGB, f.serverCpuSecondsPerGB].map((v) => (v === null || v === undefined ? '–' : v.toFixed(2))).join(' / ');
 }
 
 export function scenarioSvg(res: BenchResults, scenario: string): string {
@@ -61,6 +67,7 @@ export function scenarioSvg(res: BenchResults, scenario: string): string {
         const w = scale(f.value);
         let label = fmtValue(f.value, f.unit);
         if (f.fractionOfLimit !== null) label += ` (${(f.fractionOfLimit * 100).toFixed(0)}% of limit)`;
+        if (f.cpuSecondsPerGB !== null) label += ` · CPU ${cpuLabel(f)} s/GB`;
         if (f.role === 'peer') {
           const s = sluiceFor(gf, f);
           if (s?.value) label += ` · ${s.target} ÷ ${f.target} = ${(s.value / f.value).toFixed(2)}×`;
@@ -80,7 +87,7 @@ export function scenarioSvg(res: BenchResults, scenario: string): string {
     '<style>.t{font-size:16px;font-weight:bold}.s{font-size:12px;fill:#555}.g{font-size:13px;font-weight:bold}.l{font-size:12px;text-anchor:end}.v{font-size:11px}.n{font-size:11px;fill:#a00}</style>',
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="10" y="22" class="t">${esc(`${scenario}: ${f0.title}`)}</text>`,
-    `<text x="10" y="40" class="s">${esc(`${f0.unit}, ${dir}; median of ${res.repetitions} run${res.repetitions === 1 ? '' : 's'}; blue = sluice, grey = peers${showLimit ? ', green = link limit' : ''}`)}</text>`,
+    `<text x="10" y="40" class="s">${esc(`${f0.unit}, ${dir}; median of ${res.repetitions} run${res.repetitions === 1 ? '' : 's'}; blue = sluice, grey = peers${showLimit ? ', green = link limit' : ''}; CPU s/GB: target / reader / s3rver`)}</text>`,
     ...body,
     `<text x="10" y="${height - 10}" class="s">${esc(`sluice bench, ${res.startedAt}, ${res.machine.nproc} CPUs, node ${res.machine.node}`)}</text>`,
     '</svg>',

@@ -44,6 +44,8 @@ export interface TargetEnv {
   /** A fresh folder for this run (mountpoint, caches, downloads). */
   runDir: string;
   config: BenchConfig;
+  /** For an https endpoint: the PEM file of the run's CA, given to each client through its own option. */
+  caFile?: string;
   /** Issue 15: sluice mounts with --snapshot FILE (written by ensureSnapshot). */
   snapshotFile?: string;
 }
@@ -144,19 +146,20 @@ function mountCommand(t: 'FastFile' | 's3fs' | 'rclone', e: TargetEnv, dir: stri
         args: [CLI_PATH, 'mount', `s3://${e.bucket}/${e.prefix}`, dir, '--endpoint', e.endpoint, '--path-style', '--region', 'us-east-1',
           '--metrics-port=-1', '--log-level', 'warn', '--cache-size', String(e.config.sluice.cacheSize), ...e.config.sluice.args,
           ...(e.snapshotFile !== undefined ? ['--snapshot', e.snapshotFile] : [])],
-        env: { ...process.env, ...cred },
+        env: { ...process.env, ...cred, ...(e.caFile ? { AWS_CA_BUNDLE: e.caFile } : {}) },
       };
     case 's3fs':
       return {
         cmd: 's3fs',
         args: [`${e.bucket}:/${e.prefix.replace(/\/$/, '')}`, dir, '-f', '-o', 'ro', '-o', `url=${e.endpoint}`, '-o', 'use_path_request_style',
           '-o', `passwd_file=${path.join(e.runDir, 's3fs.passwd')}`, '-o', 'endpoint=us-east-1', ...extra.s3fs.flatMap((o) => (o.startsWith('-') ? [o] : ['-o', o]))],
-        env: { ...process.env },
+        // s3fs's libcurl takes its CA file from CURL_CA_BUNDLE.
+        env: { ...process.env, ...(e.caFile ? { CURL_CA_BUNDLE: e.caFile } : {}) },
       };
     case 'rclone':
       return {
         cmd: 'rclone',
-        args: ['mount', `bench:${e.bucket}/${e.prefix}`, dir, '--read-only', '--cache-dir', path.join(e.runDir, 'rclone-cache'), ...extra.rclone],
+        args: ['mount', `bench:${e.bucket}/${e.prefix}`, dir, '--read-only', '--cache-dir', path.join(e.runDir, 'rclone-cache'), ...(e.caFile ? ['--ca-cert', e.caFile] : []), ...extra.rclone],
         env: {
           // rclone's S3 backend fails on AWS_CA_BUNDLE ("unsupported transport"); the endpoint is plain http on loopback.
           ...withoutKeys(process.env, ['AWS_CA_BUNDLE']),
@@ -230,6 +233,7 @@ function awsCommand(e: TargetEnv, dir: string): { cmd: string; args: string[]; e
     env: {
       ...process.env, AWS_ACCESS_KEY_ID: e.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: e.credentials.secretAccessKey,
       AWS_CONFIG_FILE: path.join(e.runDir, 'aws.config'), AWS_SHARED_CREDENTIALS_FILE: '/dev/null', AWS_DEFAULT_REGION: 'us-east-1',
+      ...(e.caFile ? { AWS_CA_BUNDLE: e.caFile } : {}),
     },
     config,
   };
@@ -256,7 +260,7 @@ export async function runDownload(t: 'File' | 'aws', e: TargetEnv, timeoutMs: nu
     cmd = c.cmd; args = c.args.slice(1); env = c.env;
   } else {
     const hostArgs: HostArgs = {
-      mode: 'File', bucket: e.bucket, prefix: e.prefix, endpoint: e.endpoint, credentials: e.credentials, dataDir: dir,
+      mode: 'File', bucket: e.bucket, prefix: e.prefix, endpoint: e.endpoint, credentials: e.credentials, dataDir: dir, ...(e.caFile ? { caFile: e.caFile } : {}),
       partSize: 8 * MiB, maxInflight: 512 * MiB, maxConnections: DEFAULT_CONNECTIONS,
     };
     const argsFile = path.join(e.runDir, 'host-file.json');
@@ -321,7 +325,7 @@ export async function startPipe(e: TargetEnv, shards: string[][]): Promise<Runni
   const dataDir = path.join(e.runDir, 'pipe');
   await mkdir(dataDir, { recursive: true });
   const hostArgs: HostArgs = {
-    mode: 'Pipe', bucket: e.bucket, prefix: e.prefix, endpoint: e.endpoint, credentials: e.credentials, dataDir,
+    mode: 'Pipe', bucket: e.bucket, prefix: e.prefix, endpoint: e.endpoint, credentials: e.credentials, dataDir, ...(e.caFile ? { caFile: e.caFile } : {}),
     // 128 MiB in flight in all: Pipe's own default for one channel, shared by the readers' channels.
     partSize: 8 * MiB, maxInflight: 128 * MiB, maxConnections: DEFAULT_CONNECTIONS, shards,
   };

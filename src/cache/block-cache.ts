@@ -34,12 +34,31 @@
  * or until it leaves the cache unread (counted "wasted"). So, once the cache is
  * cleared, used + wasted equals the bytes prefetched.
  *
+ * Fetch only what can be kept (issue 11): bytes fetched ahead and not yet read (in
+ * flight or resident) are bounded by AHEAD_SHARE of the capacity: the prefetchers ask
+ * `roomAhead()` before each GET and wait for `onAheadFreed()` when refused. And a
+ * reader's first use of a prefetched block does not move it to the most recently used
+ * end: it keeps its place from its fill, so LRU evicts blocks already read (filled
+ * earlier, in reading order) before blocks fetched ahead and still unread. Without
+ * both, a cache smaller than the read-ahead (16 MiB against 32 files of 4 MiB fetched
+ * ahead) evicted its own unread blocks and a one-pass read fetched about twice its
+ * bytes. Unread bytes evicted all the same are counted (evictedUnread, and
+ * sluice_prefetch_evicted_unread_bytes_total).
+ *
  * Metrics: cacheHits / cacheMisses count reader (demand) lookups only, so the hit
  * ratio is the reader's; lookups made by the prefetcher are not counted.
  */
 import { LRUCache } from 'lru-cache';
 import { BufferPool, type Slab } from './buffer-pool.js';
-import { cacheBytes, cacheCapacityBytes, cacheEvictions, cacheHits, cacheMisses, prefetchBytes } from '../metrics/metrics.js';
+import { cacheBytes, cacheCapacityBytes, cacheEvictions, cacheHits, cacheMisses, prefetchBytes, prefetchEvictedUnreadBytes } from '../metrics/metrics.js';
+
+/**
+ * Share of the capacity that bytes fetched ahead and not yet read may take: half. The
+ * other half holds what readers are reading and have just read (blocks they read twice,
+ * the groups they are inside), so LRU, which evicts those first, never has to reach
+ * the unread half of a one-pass read.
+ */
+export const AHEAD_SHARE = 0.5;
 
 /**
  * Who fetched a block ahead of a reader: a sequential reader's window (../prefetch/read-cursor.ts),
@@ -63,6 +82,8 @@ export interface BlockCacheStats {
   retired: number;
   prefetchUsed: Record<PrefetchKind, number>;
   prefetchWasted: Record<PrefetchKind, number>;
+  /** Prefetched bytes evicted by LRU pressure before any reader read them (part of prefetchWasted). */
+  evictedUnread: number;
 }
 
 interface Resident {
@@ -90,6 +111,8 @@ interface Inflight {
   kind: PrefetchKind | undefined;
   /** A reader asked for the block while it was in flight. */
   used: boolean;
+  /** The block's length. */
+  bytes: number;
 }
 
 export interface BlockCacheOptions {
@@ -131,7 +154,17 @@ export class BlockCache implements BlockStore {
     hits: 0, misses: 0, evictions: 0, retired: 0,
     prefetchUsed: { sequential: 0, cross_file: 0, random_fill: 0 },
     prefetchWasted: { sequential: 0, cross_file: 0, random_fill: 0 },
+    evictedUnread: 0,
   };
+  /** Bytes fetched ahead and not yet read, in flight or resident (see the module comment). */
+  private ahead = 0;
+  /** Bound on `ahead`: AHEAD_SHARE of the capacity. */
+  readonly aheadLimit: number;
+  /** A prefetcher was refused room since the last notification: tell the listeners when room frees up. */
+  private aheadStarved = false;
+  private readonly aheadListeners = new Set<() => void>();
+  /** Set while dropGroup removes the siblings of an evicted block: they count as evicted too. */
+  private evictingGroup = false;
 
   // INVARIANT: a cache key is in at most one of `resident` and `inflight`.
   private readonly resident: LRUCache<string, Resident>;
@@ -145,6 +178,7 @@ export class BlockCache implements BlockStore {
     if (!(Number.isSafeInteger(opts.capacityBytes) && opts.capacityBytes > 0)) throw new RangeError('capacityBytes must be a positive integer');
     this.blockSize = opts.blockSize;
     this.capacityBytes = opts.capacityBytes;
+    this.aheadLimit = Math.floor(opts.capacityBytes * AHEAD_SHARE);
     this.pool = opts.poolBytes !== undefined ? new BufferPool({ maxBytes: opts.poolBytes, unit: opts.blockSize }) : undefined;
     this.resident = new LRUCache<string, Resident>({
       maxSize: opts.capacityBytes,
@@ -172,6 +206,7 @@ export class BlockCache implements BlockStore {
     if (this.closed) return;
     const k = cacheKey(id.key, id.etag, id.index);
     if (this.inflight.has(k)) return; // the fetch in flight will store the same bytes
+    if (kind) this.ahead += data.length;
     this.resident.set(k, { data, kind, group: undefined });
     this.updateGauge();
   }
@@ -184,7 +219,8 @@ export class BlockCache implements BlockStore {
    */
   lookup(id: BlockId, pins?: Slab[]): Buffer | Promise<Buffer> | undefined {
     const k = cacheKey(id.key, id.etag, id.index);
-    const r = this.resident.get(k);
+    // A prefetched block's first use keeps its LRU place (see the module comment); later uses move it.
+    const r = this.resident.peek(k);
     if (r) {
       pin(r.group?.slab, pins);
       this.stats.hits++;
@@ -192,6 +228,9 @@ export class BlockCache implements BlockStore {
       if (r.kind) {
         this.countUsed(r.kind, r.data.length);
         r.kind = undefined;
+        this.unahead(r.data.length);
+      } else {
+        this.resident.get(k);
       }
       return r.data;
     }
@@ -199,6 +238,7 @@ export class BlockCache implements BlockStore {
     if (f) {
       this.stats.hits++;
       cacheHits.inc();
+      if (f.kind && !f.used) this.unahead(f.bytes);
       f.used = true;
       pin(f.slab, pins);
       return f.promise;
@@ -246,7 +286,8 @@ export class BlockCache implements BlockStore {
           // A group larger than what LRU keeps may evict its own first members: store no more of it.
           const data = blocks[i]!;
           if (this.closed || group?.dropped) {
-            if (rec.kind) (rec.used ? this.countUsed(rec.kind, data.length) : this.countWasted(rec.kind, data.length));
+            if (rec.kind && rec.used) this.countUsed(rec.kind, data.length);
+            else if (rec.kind) { this.countWasted(rec.kind, data.length); this.unahead(rec.bytes); }
             continue;
           }
           if (rec.used && rec.kind) this.countUsed(rec.kind, data.length);
@@ -258,7 +299,10 @@ export class BlockCache implements BlockStore {
         return blocks;
       },
       (err: unknown) => {
-        for (let i = 0; i < count; i++) if (this.inflight.get(keys[i]!) === records[i]) this.inflight.delete(keys[i]!);
+        for (let i = 0; i < count; i++) {
+          if (this.inflight.get(keys[i]!) === records[i]) this.inflight.delete(keys[i]!);
+          if (kind && !records[i]!.used) this.unahead(records[i]!.bytes);
+        }
         // The run has settled, so nothing writes into the buffer any more.
         slab?.unref();
         slab = undefined;
@@ -266,11 +310,13 @@ export class BlockCache implements BlockStore {
       },
     );
     const out: Promise<Buffer>[] = [];
+    const total = opts.bytes ?? count * this.blockSize;
+    if (kind) this.ahead += total;
     for (let i = 0; i < count; i++) {
       const promise = stored.then((blocks) => blocks[i]!);
       // Nobody may be waiting on a prefetched block: its failure must not be an unhandled rejection.
       promise.catch(() => undefined);
-      const rec: Inflight = { promise, slab, kind, used: false };
+      const rec: Inflight = { promise, slab, kind, used: false, bytes: i < count - 1 ? this.blockSize : total - (count - 1) * this.blockSize };
       keys.push(cacheKey(key, etag, first + i));
       records.push(rec);
       this.inflight.set(keys[i]!, rec);
@@ -301,6 +347,27 @@ export class BlockCache implements BlockStore {
     return true;
   }
 
+  /**
+   * May `n` more bytes be fetched ahead of readers? Within aheadLimit (a single GET larger
+   * than the limit is let through when nothing else is ahead). A refusal arms onAheadFreed.
+   */
+  roomAhead(n: number): boolean {
+    if (this.ahead === 0 || this.ahead + n <= this.aheadLimit) return true;
+    this.aheadStarved = true;
+    return false;
+  }
+
+  /** Bytes fetched ahead and not yet read (in flight or resident). */
+  get aheadBytes(): number {
+    return this.ahead;
+  }
+
+  /** Calls `fn` when room ahead frees up after a refusal; returns the unsubscribe function. */
+  onAheadFreed(fn: () => void): () => void {
+    this.aheadListeners.add(fn);
+    return () => this.aheadListeners.delete(fn);
+  }
+
   /** Bytes held by resident blocks. */
   get size(): number {
     return this.resident.calculatedSize;
@@ -314,7 +381,9 @@ export class BlockCache implements BlockStore {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.aheadListeners.clear();
     this.resident.clear();
+    this.ahead = 0;
     this.inflight.clear();
     this.pool?.clear();
     this.updateGauge();
@@ -331,7 +400,23 @@ export class BlockCache implements BlockStore {
       this.stats.evictions++;
       cacheEvictions.inc();
     }
-    if (v.kind) this.countWasted(v.kind, v.data.length);
+    if (v.kind) {
+      this.countWasted(v.kind, v.data.length);
+      if (!this.closed) this.unahead(v.data.length);
+      if (reason === 'evict' || this.evictingGroup) {
+        this.stats.evictedUnread += v.data.length;
+        prefetchEvictedUnreadBytes.inc({ kind: v.kind }, v.data.length);
+      }
+    }
+  }
+
+  private unahead(n: number): void {
+    if (this.closed) return;
+    this.ahead -= n;
+    if (!this.aheadStarved || this.ahead >= this.aheadLimit) return;
+    this.aheadStarved = false;
+    // Not from inside an LRU operation (this may run in dispose): the listeners start fills.
+    queueMicrotask(() => { for (const fn of this.aheadListeners) fn(); });
   }
 
   private countWasted(kind: PrefetchKind, n: number): void {
@@ -348,13 +433,18 @@ export class BlockCache implements BlockStore {
       releaseSlab(g); // clear() removes the other members itself
       return;
     }
-    for (const other of g.keys) {
-      if (other === k || this.resident.peek(other)?.group !== g) continue;
-      this.resident.delete(other);
-      if (reason === 'evict') {
-        this.stats.evictions++;
-        cacheEvictions.inc();
+    this.evictingGroup = reason === 'evict';
+    try {
+      for (const other of g.keys) {
+        if (other === k || this.resident.peek(other)?.group !== g) continue;
+        this.resident.delete(other);
+        if (reason === 'evict') {
+          this.stats.evictions++;
+          cacheEvictions.inc();
+        }
       }
+    } finally {
+      this.evictingGroup = false;
     }
     // No member is resident any more: the cache's reference goes (readers' pins keep it from reuse).
     releaseSlab(g);

@@ -29,6 +29,8 @@ export interface HostIdentity {
   source: 'resourceconfig' | 'torchrun' | 'indexed-job' | 'flags' | 'default';
   /** The resourceconfig.json it was read from, when source is 'resourceconfig'. */
   configFile?: string;
+  /** That file's object, whose fields sluice keeps when it writes resourceconfig.json. */
+  resourceConfig?: Record<string, unknown>;
 }
 
 export interface HostFlags {
@@ -84,7 +86,7 @@ async function fromResourceConfig(file: string, explicit: boolean): Promise<Host
   if (typeof o !== 'object' || o === null || typeof o.current_host !== 'string' || !Array.isArray(o.hosts) || !o.hosts.every((h) => typeof h === 'string')) {
     throw new ConfigError(`host config ${file} needs "current_host" (a string) and "hosts" (a list of strings)`, { hint: 'Write {"current_host": "algo-1", "hosts": ["algo-1", "algo-2"]}' });
   }
-  return { ...identity(o.current_host, o.hosts as string[], 'resourceconfig', `host config ${file}`), configFile: path.resolve(file) };
+  return { ...identity(o.current_host, o.hosts as string[], 'resourceconfig', `host config ${file}`), configFile: path.resolve(file), resourceConfig: o as Record<string, unknown> };
 }
 
 /** Decide this host's identity; `configDir` is <root>/input/config. */
@@ -124,20 +126,42 @@ export async function resolveHosts(configDir: string, flags: HostFlags = {}, env
   return identity('algo-1', ['algo-1'], 'default', 'default host');
 }
 
-/** resourceconfig.json in SageMaker's shape. */
-export function resourceConfigJson(id: HostIdentity): { current_host: string; hosts: string[]; network_interface_name: string } {
-  // SageMaker also writes network_interface_name; eth0 is what it reports on its instances.
-  return { current_host: id.currentHost, hosts: id.hosts, network_interface_name: 'eth0' };
+/** The group name SageMaker gives a job without instance groups (and the toolkit's default). */
+export const HOMOGENEOUS_GROUP = 'homogeneousCluster';
+
+/** What resourceconfig.json says beyond the host identity. */
+export interface ResourceFacts {
+  /** SageMaker's instance type name, e.g. ml.p4d.24xlarge ("local" when unknown). */
+  instanceType: string;
+  networkInterfaceName: string;
+}
+
+/**
+ * resourceconfig.json in SageMaker's shape (the "Distributed Training Configuration" of
+ * the SageMaker developer guide): every host in one instance group, as on a job without
+ * heterogeneous clusters, all of the same instance type. When the identity came from a
+ * resourceconfig.json (--host-config), that file's fields win over these.
+ */
+export function resourceConfigJson(id: HostIdentity, facts: ResourceFacts): Record<string, unknown> {
+  return {
+    current_host: id.currentHost,
+    current_instance_type: facts.instanceType,
+    current_group_name: HOMOGENEOUS_GROUP,
+    hosts: id.hosts,
+    instance_groups: [{ instance_group_name: HOMOGENEOUS_GROUP, instance_type: facts.instanceType, hosts: id.hosts }],
+    network_interface_name: facts.networkInterfaceName,
+    ...id.resourceConfig,
+  };
 }
 
 /**
  * Write <configDir>/resourceconfig.json unless it was the source (SageMaker's own file stays
  * untouched), and the sidecar that marks it as sluice's.
  */
-export async function writeResourceConfig(configDir: string, id: HostIdentity): Promise<void> {
+export async function writeResourceConfig(configDir: string, id: HostIdentity, facts: ResourceFacts): Promise<void> {
   const file = path.resolve(configDir, RESOURCE_CONFIG);
   if (id.configFile === file) return;
-  const text = JSON.stringify(resourceConfigJson(id));
+  const text = JSON.stringify(resourceConfigJson(id, facts));
   await writeFile(file, text);
   await writeFile(path.join(configDir, SIDECAR), text);
 }

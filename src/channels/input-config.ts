@@ -4,7 +4,8 @@
  * Accepted input (see `sluice run --help`):
  *  - the `InputDataConfig` list exactly as passed to CreateTrainingJob, or a whole
  *    CreateTrainingJob request (its InputDataConfig, with AlgorithmSpecification's
- *    TrainingInputMode as the default mode);
+ *    TrainingInputMode as the default mode; its TrainingJobName, HyperParameters,
+ *    ResourceConfig.InstanceType and Environment go to the container: `job`);
  *  - `--channel NAME=s3://bucket/prefix/[,key=value...]` with keys mode, distribution,
  *    seed, type, wrapper, compression, content-type, attributes (names joined by '|'),
  *    and sluice's own snapshot, snapshot-out, filter (expressions joined by '&'; issue 15).
@@ -79,6 +80,46 @@ export interface ParsedChannels {
   channels: ChannelConfig[];
   /** Settings accepted but ignored (e.g. Gzip in File mode), one line each, for the log. */
   warnings: string[];
+  /** What else a whole CreateTrainingJob request says about the container (absent for a bare list). */
+  job?: TrainingJobSettings;
+}
+
+/** The parts of a CreateTrainingJob request, besides its channels, that reach the container. */
+export interface TrainingJobSettings {
+  /** TrainingJobName: SageMaker sets TRAINING_JOB_NAME to it. */
+  name?: string;
+  /** HyperParameters, as given (SageMaker requires string values). */
+  hyperParameters?: Record<string, unknown>;
+  /** ResourceConfig.InstanceType, e.g. ml.p4d.24xlarge. */
+  instanceType?: string;
+  /** Environment: variables SageMaker sets in the container. */
+  environment?: Record<string, string>;
+}
+
+/** The TrainingJobSettings of a whole CreateTrainingJob request; `source` names it in errors. */
+function jobSettings(req: Record<string, unknown>, source: string): TrainingJobSettings {
+  const job: TrainingJobSettings = {};
+  if (req.TrainingJobName !== undefined) {
+    if (typeof req.TrainingJobName !== 'string') throw new ConfigError(`${source}: TrainingJobName must be a string`, { hint: 'E.g. "TrainingJobName": "my-job"' });
+    job.name = req.TrainingJobName;
+  }
+  if (req.HyperParameters !== undefined) {
+    if (!isObject(req.HyperParameters)) throw new ConfigError(`${source}: HyperParameters must be an object`, { hint: 'E.g. "HyperParameters": {"epochs": "10"}' });
+    job.hyperParameters = req.HyperParameters;
+  }
+  const rc = req.ResourceConfig;
+  if (isObject(rc) && rc.InstanceType !== undefined) {
+    if (typeof rc.InstanceType !== 'string') throw new ConfigError(`${source}: ResourceConfig.InstanceType must be a string`, { hint: 'E.g. "InstanceType": "ml.p4d.24xlarge"' });
+    job.instanceType = rc.InstanceType;
+  }
+  if (req.Environment !== undefined) {
+    const env = req.Environment;
+    if (!isObject(env) || !Object.values(env).every((v) => typeof v === 'string')) {
+      throw new ConfigError(`${source}: Environment must be an object of string values`, { hint: 'E.g. "Environment": {"NCCL_DEBUG": "INFO"}' });
+    }
+    job.environment = env as Record<string, string>;
+  }
+  return job;
 }
 
 function where(name: string | undefined, index: number): string {
@@ -115,8 +156,10 @@ export function parseInputDataConfigText(text: string, source: string, defaultIn
 export function parseInputDataConfig(json: unknown, source = 'input data config', defaultInputMode: InputMode = 'File'): ParsedChannels {
   let list = json;
   let mode = defaultInputMode;
+  let job: TrainingJobSettings | undefined;
   if (isObject(json) && 'InputDataConfig' in json) {
     list = json.InputDataConfig;
+    job = jobSettings(json, source);
     const spec = json.AlgorithmSpecification;
     if (isObject(spec) && spec.TrainingInputMode !== undefined) {
       mode = oneOf(spec.TrainingInputMode, INPUT_MODES, source, 'AlgorithmSpecification.TrainingInputMode');
@@ -129,7 +172,7 @@ export function parseInputDataConfig(json: unknown, source = 'input data config'
   const warnings: string[] = [];
   const channels = list.map((c, i) => channelFromJson(c, i, mode, warnings));
   checkChannels(channels, warnings);
-  return { channels, warnings };
+  return { channels, warnings, ...(job ? { job } : {}) };
 }
 
 function channelFromJson(c: unknown, index: number, defaultInputMode: InputMode, warnings: string[]): ChannelConfig {

@@ -1,5 +1,5 @@
 /**
- * `sluice bench [scenarios.yaml] [--out DIR] [--quick]`: the data-source benchmark.
+ * `sluice bench [scenarios.yaml] [--out DIR] [--quick] [--https]`: the data-source benchmark.
  *
  * Loads and checks the scenario file, prints the settings (latency profiles, the
  * peers found), runs everything (src/bench/runner.ts: local S3 server, latency
@@ -16,7 +16,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { describeProfile } from '../bench/latency-proxy.js';
 import { hasWrongBytes, markdownTable, targetsTable, writeJson } from '../bench/report.js';
 import { runBench } from '../bench/runner.js';
-import { loadBenchConfig, PEERS } from '../bench/scenarios.js';
+import { loadBenchConfig, PEERS, withHttpsTwins } from '../bench/scenarios.js';
 import { writeSvgs } from '../bench/svg.js';
 import { whyUnavailable } from '../bench/targets.js';
 
@@ -27,7 +27,7 @@ const DEFAULT_FILE = path.join(PACKAGE_ROOT, 'bench', 'scenarios', 'default.yaml
 
 function help(): string {
   return [
-    'Usage: sluice bench [scenarios.yaml] [--out DIR] [--quick]',
+    'Usage: sluice bench [scenarios.yaml] [--out DIR] [--quick] [--https]',
     '',
     summary,
     '',
@@ -50,6 +50,11 @@ function help(): string {
     'Options:',
     '  --out DIR        Where to write results (default: bench-results).',
     '  --quick          One repetition per figure and half the time limits.',
+    '  --https          Also run every scenario over HTTPS: each profile gets a twin',
+    '                   NAME-https whose proxy terminates TLS with a CA made for the',
+    '                   run, trusted by each client through its own option (sluice and',
+    '                   aws: AWS_CA_BUNDLE; s3fs: CURL_CA_BUNDLE; rclone: --ca-cert).',
+    '                   A profile can also set https: true in the scenario file.',
     '  --help, -h       Show this help.',
     '',
     'Peers are found on PATH; install them with: apt-get install -y s3fs rclone (and',
@@ -60,7 +65,7 @@ function help(): string {
 
 export async function run(argv: string[]): Promise<number> {
   const { positionals, extra } = parseOptions('bench', argv, [], {
-    out: { type: 'string' }, quick: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+    out: { type: 'string' }, quick: { type: 'boolean' }, https: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
   });
   if (extra.help) {
     process.stdout.write(help() + '\n');
@@ -68,7 +73,8 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (positionals.length > 1) throw new InvalidArgumentError(`sluice bench takes one scenario file, got ${positionals.length} arguments`, { hint: 'See sluice bench --help' });
   const file = positionals[0] ?? DEFAULT_FILE;
-  const config = loadBenchConfig(file, { quick: extra.quick === true });
+  const loaded = loadBenchConfig(file, { quick: extra.quick === true });
+  const config = extra.https === true ? withHttpsTwins(loaded) : loaded;
   const outDir = typeof extra.out === 'string' && extra.out ? extra.out : 'bench-results';
   const say = (line: string) => process.stderr.write(`bench: ${line}\n`);
 

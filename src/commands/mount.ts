@@ -5,7 +5,9 @@
  * answers and /readyz says "not ready" while the bucket is listed); mount
  * (src/fuse/fastfile.ts); once the mount answers, mark it ready, write --ready-file and
  * print exactly one line `ready <mountpoint>` on stdout. Then stay in the foreground
- * until SIGINT or SIGTERM, unmount, remove the ready file and resolve with 0.
+ * until SIGINT or SIGTERM, unmount, remove the ready file and resolve with 0. A mount
+ * removed from outside (fusermount -u, umount) ends the command the same way, on its
+ * own within about a second, or at once on the next signal.
  * A signal that arrives while mounting is honoured as soon as the mount is up; a second
  * signal falls through to Node's default handler (the process dies, and the next
  * `sluice mount` cleans up the stale mount point).
@@ -47,8 +49,9 @@ function help(): string {
     '',
     'Prints "ready <mountpoint>" on stdout once the mount answers (it mounts once S3 has',
     'answered the first listing request), then stays in the foreground until SIGINT or',
-    'SIGTERM, and unmounts. A mount point left behind by a killed run ("Transport endpoint is',
-    'not connected") is cleaned up and reused.',
+    'SIGTERM, and unmounts. If the mount is removed from outside (fusermount -u, umount), sluice',
+    'exits on its own (exit code 0), as s3fs and mount-s3 do. A mount point left behind by a killed',
+    'run ("Transport endpoint is not connected") is cleaned up and reused.',
     '',
     'Options:',
     helpFor(NAMES),
@@ -131,16 +134,19 @@ export async function run(argv: string[]): Promise<number> {
         steps.ready = performance.now();
         log.info({ startupMs: Object.fromEntries(Object.entries(steps).map(([k, v]) => [k, Math.round(v)])) }, 'start-up steps (ms since the process started)');
       }
-      // Stay mounted until a signal, or until the listing (still running behind the mount) fails.
+      // Stay mounted until a signal, until the mount is removed from outside, or until the
+      // listing (still running behind the mount) fails.
       const outcome = await Promise.race([
         signal.promise.then((got) => ({ got })),
-        mount.listed.then(() => signal.promise.then((got) => ({ got })), (err: unknown) => ({ err })),
+        mount.gone.then(() => ({ gone: true as const })),
+        mount.listed.then(() => new Promise<never>(() => undefined), (err: unknown) => ({ err })),
       ]);
       if ('err' in outcome) {
         log.error({ err: outcome.err }, 'listing the prefix failed: unmounting');
         throw outcome.err;
       }
-      log.info({ signal: outcome.got }, 'unmounting');
+      if ('gone' in outcome) log.info({ mountpoint }, 'the mount was removed from outside: stopping');
+      else log.info({ signal: outcome.got }, 'unmounting');
     } finally {
       await summaryLines.stop();
       metrics?.setReady(readyName, false);

@@ -3,8 +3,9 @@
  *
  * Steps, cheapest first so that a bad config fails before anything slow:
  *  1. parse options and channels (--input-data-config, --channel), decide the host
- *     identity (channels/hosts.ts), write <root>/input/config/inputdataconfig.json and
- *     resourceconfig.json;
+ *     identity (channels/hosts.ts), write <root>/input/config/inputdataconfig.json,
+ *     resourceconfig.json and hyperparameters.json, create model/ and output/ (removing an
+ *     earlier run's output/failure);
  *  2. prepare each channel in order:
  *       File      list (or read the manifest), keep this host's shard, download
  *                 into <root>/input/data/<channel> (channels/file-mode.ts);
@@ -12,24 +13,27 @@
  *       Pipe      list, then serve FIFOs <root>/input/data/<channel>_<epoch>
  *                 (pipe/pipe-channel.ts) with each epoch's shard, shuffled when a
  *                 ShuffleConfig.Seed is set;
- *  3. run the command as a child with the SM_* variables (channels/sagemaker-env.ts),
- *     stdio inherited;
- *  4. when it exits: stop the pipes (their FIFOs are removed), unmount, close the S3
- *     clients, and exit with its code (killed by signal n: 128 + n, as a shell does).
+ *  3. run the command as a child with the variables of sagemaker-training-toolkit
+ *     (channels/sagemaker-env.ts), stdin and stdout inherited, stderr passed through
+ *     sluice so that its last lines can go to output/failure (channels/failure.ts);
+ *  4. when it exits: write output/failure if it failed (output/success if not), stop the pipes (their FIFOs are
+ *     removed), unmount, close the S3 clients, and exit with its code (killed by signal
+ *     n: 128 + n, as a shell does).
  * SIGTERM/SIGINT: forwarded to the child while it runs (it decides how to stop, then
  * step 4), except a SIGINT when stdin is a terminal: Ctrl-C reached the child already;
  * during step 2 they abort the preparation, undo it, and exit 128 + n.
  * A Pipe channel that fails (object vanished, S3 down) stops the child with SIGTERM and
  * sluice reports the channel's error.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
+import type { Readable } from 'node:stream';
 import { mkdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setLogLevel, log } from '../log.js';
 import { helpFor, parseOptions, type Options } from '../config/options.js';
-import { AbortedError, ChildFailedError, ConfigError, InvalidArgumentError } from '../errors.js';
+import { AbortedError, ChildFailedError, ConfigError, InvalidArgumentError, SluiceError } from '../errors.js';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
 import { startSummary } from '../metrics/summary.js';
 import { channelEpoch } from '../metrics/metrics.js';
@@ -41,7 +45,11 @@ import { checkFuseAvailable } from '../fuse/mountpoint.js';
 import { startPipeChannel, type PipeChannel } from '../pipe/pipe-channel.js';
 import { downloadChannel } from '../channels/file-mode.js';
 import { resolveHosts, type HostIdentity } from '../channels/hosts.js';
-import { checkChannels, parseChannelFlag, parseInputDataConfigText, type ChannelConfig, type InputMode } from '../channels/input-config.js';
+import { hyperParametersFrom, readHyperParametersFlag, type HyperParameters } from '../channels/hyperparameters.js';
+import { checkChannels, parseChannelFlag, parseInputDataConfigText, type ChannelConfig, type InputMode, type TrainingJobSettings } from '../channels/input-config.js';
+import { clearOutcome, failureText, TailBuffer, writeFailure, writeSuccess } from '../channels/failure.js';
+import { defaultInterface, instanceTypeFromDmi, UNKNOWN_INSTANCE_TYPE } from '../channels/node-facts.js';
+import { fromJs } from '../channels/pyjson.js';
 import { sagemakerEnv, sagemakerPaths, writeConfigFiles, type SageMakerPaths } from '../channels/sagemaker-env.js';
 import { shardObjects } from '../channels/shard.js';
 import { shuffled } from '../channels/shuffle.js';
@@ -51,7 +59,7 @@ export const summary = 'Give a training command the SageMaker input environment:
 
 const RUN_OPTION_NAMES = [
   'inputDataConfig', 'channel', 'root', 'inputMode', 'hostConfig', 'currentHost', 'hosts', 'hostCount', 'epochs', 'progress',
-  ...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'logLevel', 'skipArchived',
+  'hyperparameters', 'instanceType', ...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'logLevel', 'skipArchived',
 ] as const;
 type RunOptions = Options<(typeof RUN_OPTION_NAMES)[number]>;
 
@@ -60,9 +68,11 @@ export function help(): string {
     'Usage: sluice run (--input-data-config FILE | --channel NAME=s3://bucket/prefix/[,...])... [options] -- <training command...>',
     '',
     'Prepares every channel as SageMaker would, then runs the command with SageMaker\'s environment:',
-    '  ROOT/input/config/inputdataconfig.json and resourceconfig.json; SM_CHANNEL_<NAME>, SM_CHANNELS,',
-    '  SM_HOSTS, SM_CURRENT_HOST, SM_INPUT_DATA_CONFIG (and SM_MODEL_DIR, SM_OUTPUT_DATA_DIR, ...);',
-    '  the data under ROOT/input/data/:',
+    '  ROOT/input/config/inputdataconfig.json, resourceconfig.json and hyperparameters.json; the',
+    '  variables sagemaker-training-toolkit sets, with its exact strings (SM_CHANNEL_<NAME>, SM_CHANNELS,',
+    '  SM_HOSTS, SM_CURRENT_HOST, SM_HPS, SM_HP_<NAME>, SM_NUM_GPUS, SM_TRAINING_ENV, SM_MODEL_DIR, ...;',
+    '  SAGEMAKER_BASE_DIR=ROOT when ROOT is not /opt/ml); ROOT/model/, ROOT/output/data/ and',
+    '  ROOT/output/intermediate/ to write into; the data under ROOT/input/data/:',
     '    File      downloaded to ROOT/input/data/NAME before the command starts (present files with the',
     '              same size and ETag are kept);',
     '    FastFile  mounted read-only at ROOT/input/data/NAME (needs /dev/fuse);',
@@ -81,7 +91,8 @@ export function help(): string {
     '--hosts or --host-count; else the single host algo-1.',
     '',
     'The command\'s exit code becomes sluice\'s (128 + n when killed by signal n). SIGTERM and SIGINT are',
-    'passed to it; when it exits, sluice unmounts, removes its FIFOs and stops.',
+    'passed to it; when it exits, sluice unmounts, removes its FIFOs and stops. When it fails, the last',
+    'lines of its stderr go to ROOT/output/failure (unless it wrote that file), as on SageMaker.',
     '',
     'Options:',
     helpFor(RUN_OPTION_NAMES),
@@ -89,10 +100,11 @@ export function help(): string {
 }
 
 /** Channels from --input-data-config and every --channel, with their warnings. */
-async function loadChannels(o: RunOptions): Promise<{ channels: ChannelConfig[]; warnings: string[] }> {
+async function loadChannels(o: RunOptions): Promise<{ channels: ChannelConfig[]; warnings: string[]; job: TrainingJobSettings }> {
   const mode = o.inputMode as InputMode;
   const channels: ChannelConfig[] = [];
   const warnings: string[] = [];
+  let job: TrainingJobSettings = {};
   if (o.inputDataConfig !== undefined) {
     let text: string;
     try {
@@ -103,6 +115,7 @@ async function loadChannels(o: RunOptions): Promise<{ channels: ChannelConfig[];
     const parsed = parseInputDataConfigText(text, o.inputDataConfig, mode);
     channels.push(...parsed.channels);
     warnings.push(...parsed.warnings);
+    job = parsed.job ?? {};
   }
   for (const flag of o.channel ?? []) {
     const parsed = parseChannelFlag(flag, mode);
@@ -113,8 +126,41 @@ async function loadChannels(o: RunOptions): Promise<{ channels: ChannelConfig[];
     throw new ConfigError('no channels defined', { hint: 'Pass --input-data-config FILE or --channel NAME=s3://bucket/prefix/' });
   }
   checkChannels(channels);
-  return { channels, warnings };
+  return { channels, warnings, job };
 }
+
+/** hyperparameters.json's content: the request's, then --hyperparameters over it; undefined when neither. */
+async function loadHyperParameters(o: RunOptions, job: TrainingJobSettings, warnings: string[]): Promise<HyperParameters | undefined> {
+  if (job.hyperParameters === undefined && o.hyperparameters === undefined) return undefined;
+  return {
+    ...(job.hyperParameters !== undefined ? hyperParametersFrom(fromJs(job.hyperParameters), `${o.inputDataConfig}: HyperParameters`, warnings) : {}),
+    ...(o.hyperparameters !== undefined ? await readHyperParametersFlag(o.hyperparameters, warnings) : {}),
+  };
+}
+
+/**
+ * The command's environment: sluice's own, the request's Environment (SageMaker sets it in
+ * the container), TRAINING_JOB_NAME from the request's name, then the toolkit's variables.
+ * A name the kernel cannot pass (with "=" or NUL, from a hyperparameter's name) is left out.
+ */
+async function childEnv(paths: SageMakerPaths, job: TrainingJobSettings): Promise<NodeJS.ProcessEnv> {
+  const base: NodeJS.ProcessEnv = { ...process.env, ...job.environment };
+  if (job.name !== undefined && base.TRAINING_JOB_NAME === undefined) base.TRAINING_JOB_NAME = job.name;
+  const env = { ...base, ...await sagemakerEnv(paths, base) };
+  for (const [k, v] of Object.entries(env)) {
+    if (k === '' || k.includes('=') || k.includes('\0') || v?.includes('\0')) {
+      log.warn({ variable: k.slice(0, 60) }, 'variable left out of the training command\'s environment: its name or value cannot be passed');
+      delete env[k];
+    }
+  }
+  return env;
+}
+
+/**
+ * After the command exits, how long its stderr may still deliver its last lines: the pipe
+ * closes at once unless a process it started still holds it, which must not keep sluice.
+ */
+const STDERR_DRAIN_MS = 2000;
 
 const signalNumber = (sig: NodeJS.Signals): number => os.constants.signals[sig] ?? 15;
 
@@ -142,7 +188,8 @@ export async function run(argv: string[]): Promise<number> {
   if (positionals.length > 0) throw new InvalidArgumentError(`unexpected argument ${JSON.stringify(positionals[0])}`, { hint: 'Put the training command after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
   if (rest.length === 0) throw new InvalidArgumentError('no training command given', { hint: 'Add it after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
 
-  const { channels, warnings } = await loadChannels(o);
+  const { channels, warnings, job } = await loadChannels(o);
+  const hyperparameters = await loadHyperParameters(o, job, warnings);
   for (const w of warnings) log.warn(w);
   // FastFile needs /dev/fuse: say so now, not after another channel's long download.
   if (channels.some((c) => c.inputMode === 'FastFile')) checkFuseAvailable();
@@ -154,12 +201,16 @@ export async function run(argv: string[]): Promise<number> {
     ...(o.hostCount !== undefined ? { hostCount: o.hostCount } : {}),
   });
   log.info({ currentHost: id.currentHost, hosts: id.hosts, source: id.source }, 'host identity');
-  await writeConfigFiles(paths, channels, id);
+  const instanceType = o.instanceType ?? job.instanceType ?? await instanceTypeFromDmi() ?? UNKNOWN_INSTANCE_TYPE;
+  await writeConfigFiles(paths, channels, id, { hyperparameters, instanceType, networkInterfaceName: await defaultInterface() });
+  await clearOutcome(paths.outputDir);
+  // From the files just written: a bad SageMaker-written file stops the run before any download.
+  const env = await childEnv(paths, job);
 
   const cleanup = new Cleanup();
   const abort = new AbortController();
   setMaxListeners(0, abort.signal); // each listing, HEAD and download listens on it
-  let child: ChildProcess | undefined;
+  let child: ChildProcessByStdio<null, null, Readable> | undefined;
   let stopSignal: NodeJS.Signals | undefined;
   const onSignal = (sig: NodeJS.Signals) => {
     stopSignal ??= sig;
@@ -196,10 +247,13 @@ export async function run(argv: string[]): Promise<number> {
       return 128 + signalNumber(stopSignal ?? 'SIGTERM');
     }
 
-    const env = { ...process.env, ...sagemakerEnv(paths, channels, id) };
     log.info({ command: rest }, 'starting the training command');
-    const c = spawn(rest[0]!, rest.slice(1), { stdio: 'inherit', env });
+    const c = spawn(rest[0]!, rest.slice(1), { stdio: ['inherit', 'inherit', 'pipe'], env });
     child = c;
+    const stderrTail = new TailBuffer();
+    const stderrClosed = new Promise<void>((resolve) => { c.stderr.once('close', resolve); });
+    c.stderr.on('data', (b: Buffer) => stderrTail.push(b));
+    c.stderr.pipe(process.stderr, { end: false });
     // A throughput line per channel once a minute and at exit (src/metrics/summary.ts).
     const summaryLines = startSummary();
     cleanup.add('summary', async () => { await summaryLines.stop(); });
@@ -224,8 +278,24 @@ export async function run(argv: string[]): Promise<number> {
     }
     const exitCode = outcome.code ?? 128 + signalNumber(outcome.signal ?? 'SIGTERM');
     log.info({ exitCode, signal: outcome.signal }, 'training command exited');
+    // The last of its stderr, unless a process it started holds the pipe open.
+    await Promise.race([stderrClosed, new Promise((r) => setTimeout(r, STDERR_DRAIN_MS).unref())]);
+    c.stderr.destroy();
     if (pipeError !== undefined) throw pipeError;
+    if (exitCode !== 0) {
+      const how = outcome.signal ? `was killed by ${outcome.signal}` : `exited with code ${exitCode}`;
+      await writeFailure(paths.outputDir, failureText(`The training command ${JSON.stringify(rest.join(' ').slice(0, 200))} ${how}.`, stderrTail.text()));
+    } else {
+      await writeSuccess(paths.outputDir);
+    }
     return exitCode;
+  } catch (err) {
+    // sluice's own failure (a channel, a Pipe): the reason goes where SageMaker's would.
+    if (!(err instanceof AbortedError)) {
+      const line = err instanceof SluiceError ? err.oneLine() : err instanceof Error ? err.message : String(err);
+      await writeFailure(paths.outputDir, `sluice: ${line}\n`);
+    }
+    throw err;
   } finally {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
@@ -288,6 +358,7 @@ async function prepareChannel(
     // stops the run before the script starts (as SageMaker reports a bad channel).
     await mount.listed;
     clog.info({ mountpoint, files: mount.core.entryCount }, 'FastFile channel mounted');
+    void mount.gone.then(() => clog.error({ mountpoint }, 'the FastFile mount was removed from outside: the training command now sees an empty folder'));
     return undefined;
   }
   const listing = await listChannel(c, clientFor, signal, o.skipArchived);

@@ -57,7 +57,7 @@ import { BlockFetcher } from '../prefetch/block-fetcher.js';
 import { CrossFilePrefetcher } from '../prefetch/cross-file.js';
 import { InflightBudget } from '../prefetch/inflight-budget.js';
 import { RandomFill } from '../prefetch/random-fill.js';
-import { ReadCursor } from '../prefetch/read-cursor.js';
+import { ReadCursor, type CursorStats } from '../prefetch/read-cursor.js';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { buildTree, lookupPath, newDir, normalizePrefix, unsafeReason, type FileNode, type Node, type SkippedKey, type Tree } from './tree.js';
 import type { Attr, FsCore, StatFs } from './types.js';
@@ -84,6 +84,8 @@ export interface SluiceFsOptions {
   randomFillMaxSize?: number;
   /** The S3 client's connections (--max-connections), to keep the random fill to half of them; default 64. */
   maxConnections?: number;
+  /** The mount's kernel readahead in bytes (--read-ahead-kb), so its out-of-order requests keep a reader sequential; default 0 (the cursor's own tolerances). */
+  kernelReadahead?: number;
   // ---- issue 15: snapshots, filters, archived objects ----
   /** The objects to show, from a snapshot: no LIST at all, the view exists before any request. */
   listing?: readonly ObjectInfo[];
@@ -205,6 +207,8 @@ export class SluiceFs implements FsCore {
   readonly fetcher: BlockFetcher;
   readonly crossFile: CrossFilePrefetcher;
   readonly randomFill: RandomFill;
+  /** Reads of closed handles by how their cursor classified them (for tests and the bench). */
+  readonly readStats: CursorStats = { sequentialReads: 0, randomReads: 0 };
 
   /** Settles when the listing is complete (the view is then fixed), or rejects with its error. */
   readonly listed: Promise<void>;
@@ -371,7 +375,7 @@ export class SluiceFs implements FsCore {
     const fh = this.nextFh++;
     // An early file (index -1) has no known siblings, so no cross-file prefetch follows it.
     const file = node.index >= 0 ? node.parent.files[node.index]! : { key: node.info.key, etag: node.info.etag, size: node.info.size };
-    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill) });
+    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0) });
     openHandles.set({ channel: this.channel }, this.handles.size);
     if (node.index >= 0) this.crossFile.onOpen(node.parent.files, node.index);
     return fh;
@@ -415,6 +419,8 @@ export class SluiceFs implements FsCore {
     const h = this.handles.get(fh);
     if (!h || !this.handles.delete(fh)) throw new BadHandleError(fh);
     h.cursor.close();
+    this.readStats.sequentialReads += h.cursor.stats.sequentialReads;
+    this.readStats.randomReads += h.cursor.stats.randomReads;
     openHandles.set({ channel: this.channel }, this.handles.size);
     // A file counts as delivered when a handle that served bytes from it is closed.
     if (h.served) {

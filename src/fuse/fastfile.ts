@@ -35,7 +35,7 @@ import { loadFuse } from './native.js';
 
 /** The shared options (src/config/options.ts) a FastFile mount takes. */
 export const FASTFILE_OPTION_NAMES = [
-  'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout',
+  'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle',
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
 ] as const;
@@ -51,6 +51,8 @@ export interface FastFileMount {
   readonly core: SluiceFs;
   /** Resolves when the whole prefix is listed (the view is then complete); rejects with the listing's error. */
   readonly listed: Promise<void>;
+  /** Resolves when the mount was removed from outside (fusermount -u, umount); see kernel-mount.ts. */
+  readonly gone: Promise<void>;
   /** Unmounts, stops prefetch and closes the S3 client. Idempotent. */
   unmount(): Promise<void>;
 }
@@ -96,6 +98,8 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       cacheSize: o.cacheSize, partSize: o.partSize, maxPrefetch: o.maxPrefetch, maxInflight: o.maxInflight,
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
+      // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
+      kernelReadahead: o.readAheadKb * 1024,
     });
     core = fs;
     const listed = fs.listed.then(() => {
@@ -125,6 +129,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       mountpoint,
       core: mounted,
       listed,
+      gone: kmount.gone,
       unmount() {
         done ??= (async () => {
           await kmount.unmount();

@@ -19,6 +19,12 @@
  *  - fuse-native's per-operation timeout from deadline.ts (see there).
  * The prepare step (prepareMountpoint) is the caller's, so that user errors surface
  * before slow work such as listing the bucket.
+ *
+ * A mount removed from outside (`fusermount -u`, `umount -l`) is noticed by polling
+ * /proc/self/mountinfo for the mount's device (`gone` resolves): nothing in fuse-native
+ * reports the end of its FUSE session. unmount() then still releases fuse-native's hold
+ * on the event loop, which fuse-native itself skips when its `fusermount -uz` fails, so
+ * the process can exit (s3fs and mount-s3 exit when their mount goes away).
  */
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -26,7 +32,7 @@ import { FuseUnavailableError, MountpointError } from '../errors.js';
 import type { FsCore } from '../fs/types.js';
 import { log } from '../log.js';
 import { fuseOpsFor } from './adapter.js';
-import { detachMount, checkFuseAvailable } from './mountpoint.js';
+import { detachMount, checkFuseAvailable, readMounts } from './mountpoint.js';
 import { loadFuse, type NativeFuse } from './native.js';
 import { setReadaheadKb } from './readahead.js';
 
@@ -46,8 +52,37 @@ export interface KernelMount {
   readonly mountpoint: string;
   /** The readahead in effect (KiB), or undefined when it could not be read. */
   readonly readaheadKb: number | undefined;
+  /** Resolves when the mount has disappeared without unmount() (removed from outside). */
+  readonly gone: Promise<void>;
   /** Unmounts (lazily if busy). Idempotent. */
   unmount(): Promise<void>;
+}
+
+/**
+ * How often the mount table is read to notice a mount removed from outside. One read of
+ * /proc/self/mountinfo (a few KiB) a second costs nothing measurable, and bounds the time
+ * a pod waits for sluice after its mount went away to about a second, far inside
+ * Kubernetes' 30 s grace period. SLUICE_MOUNT_WATCH_MS overrides it (0: no watch); it is
+ * a test hook, so that a test can check the SIGTERM path on its own.
+ */
+const MOUNT_WATCH_MS = 1000;
+
+function mountWatchMs(): number {
+  const v = process.env.SLUICE_MOUNT_WATCH_MS;
+  return v !== undefined && /^\d+$/.test(v) ? Number(v) : MOUNT_WATCH_MS;
+}
+
+/** st_dev as mountinfo's "major:minor" (glibc's gnu_dev_major/gnu_dev_minor). */
+export function devString(dev: number): string {
+  const d = BigInt(dev);
+  const major = ((d >> 8n) & 0xfffn) | ((d >> 32n) & ~0xfffn);
+  const minor = (d & 0xffn) | ((d >> 12n) & ~0xffn);
+  return `${major}:${minor}`;
+}
+
+/** Whether a filesystem with device `dev` is still mounted at `mnt`. */
+async function stillMounted(mnt: string, dev: string): Promise<boolean> {
+  return (await readMounts()).some((m) => m.mountpoint === mnt && m.dev === dev);
 }
 
 /** How long to wait for the kernel's INIT after mount(2): generous for a loaded 2-core box. */
@@ -121,13 +156,27 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     });
   }), INIT_TIMEOUT_MS, `mounting ${mnt}`);
 
+  let dev: string | undefined;
+  let watch: NodeJS.Timeout | undefined;
   let unmounted: Promise<void> | undefined;
   const unmount = (): Promise<void> => {
+    if (watch) clearInterval(watch);
     unmounted ??= new Promise<void>((resolve) => {
       fuse.unmount((err) => {
         if (!err) return resolve();
-        flog.warn({ mountpoint: mnt, err: err.message }, 'fuse-native unmount failed; detaching lazily');
-        detachMount(mnt).then(() => resolve(), () => resolve());
+        void (async () => {
+          // fuse-native's `fusermount -uz` failed: most often the mount was removed from
+          // outside. Detach what is still there, then release fuse-native's loop handle.
+          const there = dev === undefined || await stillMounted(mnt, dev).catch(() => true);
+          if (there) {
+            flog.warn({ mountpoint: mnt, err: err.message }, 'fuse-native unmount failed; detaching lazily');
+            await detachMount(mnt).catch(() => false);
+            if (dev !== undefined && await stillMounted(mnt, dev).catch(() => true)) {
+              flog.error({ mountpoint: mnt }, 'the mount could not be removed; the next sluice mount at this folder cleans it up');
+            }
+          }
+          fuse.releaseNative();
+        })().finally(resolve);
       });
     });
     return unmounted;
@@ -136,10 +185,28 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   try {
     const st = await withTimeout(stat(mnt), INIT_TIMEOUT_MS, `the first stat of ${mnt}`);
     if (st.dev === parentDev) throw new FuseUnavailableError(`mounting ${mnt} reported success but the folder is not a new filesystem`, { hint: 'Check dmesg for FUSE errors' });
+    dev = devString(st.dev);
   } catch (err) {
     await unmount();
     throw err;
   }
+
+  const gone = new Promise<void>((resolve) => {
+    const every = mountWatchMs();
+    if (every === 0) return;
+    let reading = false;
+    watch = setInterval(() => {
+      if (reading || unmounted) return;
+      reading = true;
+      stillMounted(mnt, dev!).then((there) => {
+        if (there || unmounted) return;
+        clearInterval(watch);
+        flog.warn({ mountpoint: mnt }, 'the mount was removed from outside');
+        resolve();
+      }, () => undefined).finally(() => { reading = false; });
+    }, every);
+    watch.unref();
+  });
 
   let readaheadKb: number | undefined;
   if (opts.readaheadKb > 0) {
@@ -152,5 +219,5 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
         'could not set the mount readahead (needs root and a writable /sys); sequential reads may be slower');
     }
   }
-  return { mountpoint: mnt, readaheadKb, unmount };
+  return { mountpoint: mnt, readaheadKb, gone, unmount };
 }

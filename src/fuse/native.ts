@@ -8,6 +8,7 @@
  * through fuse-native's own option names.
  */
 import { createRequire } from 'node:module';
+import path from 'node:path';
 
 /** A stat as fuse-native encodes it (dates or epoch ms). */
 export interface NativeStat {
@@ -69,6 +70,12 @@ export interface NativeFuse {
   readonly mnt: string;
   mount(cb: (err: Error | null) => void): void;
   unmount(cb: (err: (Error & { unmountFailure?: boolean }) | null) => void): void;
+  /**
+   * Releases the native mount's hold on the event loop when unmount() failed because the
+   * mount was already gone (removed from outside): fuse-native then skips that step, and
+   * its libuv handle would keep the process alive forever. Idempotent.
+   */
+  releaseNative(): void;
 }
 
 export type NativeFuseCtor = new (mnt: string, ops: NativeOps, opts: NativeMountOptions) => NativeFuse;
@@ -78,8 +85,20 @@ let cached: NativeFuseCtor | undefined;
 /** Requires fuse-native (call checkFuseAvailable() first) and returns our subclass of it. */
 export function loadFuse(): NativeFuseCtor {
   if (cached) return cached;
-  const Fuse = createRequire(import.meta.url)('fuse-native') as new (...a: any[]) => any;
+  const req = createRequire(import.meta.url);
+  const Fuse = req('fuse-native') as new (...a: any[]) => any;
+  // fuse-native's own addon (node-gyp-build resolves the same file, so require's cache
+  // hands back the instance fuse-native uses).
+  const index = req.resolve('fuse-native');
+  const binding = createRequire(index)('node-gyp-build')(path.dirname(index)) as { fuse_native_unmount(mnt: string, thread: Buffer): void };
   class SluiceFuse extends Fuse {
+    private released = false;
+    releaseNative(): void {
+      const self = this as unknown as { mnt: string; _thread: Buffer | null };
+      if (this.released || !self._thread) return;
+      this.released = true;
+      binding.fuse_native_unmount(self.mnt, self._thread);
+    }
     _fuseOptions(): string {
       const base: string = super._fuseOptions();
       const o = (this as unknown as { opts: NativeMountOptions }).opts;

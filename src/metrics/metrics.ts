@@ -222,6 +222,15 @@ export const pipeEmptySeconds = new client.Counter({
   registers: [registry],
 });
 
+// ---- fetched but never read (issue 11) -----------------------------------------------
+
+export const prefetchEvictedUnreadBytes = new client.Counter({
+  name: 'sluice_prefetch_evicted_unread_bytes_total',
+  help: 'Bytes fetched ahead of the reader that the cache evicted (LRU pressure) before anyone read them, by kind: fetched for nothing, and fetched again if read later. Non-zero means read-ahead outruns --cache-size.',
+  labelNames: ['kind'] as const,
+  registers: [registry],
+});
+
 // ---- snapshots, archived objects, partition filters (issue 15) ---------------------
 
 export const snapshotInfo = new client.Gauge({

@@ -12,6 +12,9 @@
  *    charged but never refuses it);
  *  - `prefetch()`, for read-ahead: starts GETs only within the in-flight budget,
  *    and reports how far it got so the caller can resume later.
+ * Read-ahead also stays within what the cache can keep unread (BlockCache.roomAhead,
+ * AHEAD_SHARE of --cache-size): a prefetch the cache has no room for is refused like one
+ * the budget refuses, and `onRoom()` tells the waiting prefetchers when either frees up.
  * A GET reads into a recycled buffer when the cache has a pool (the client is given
  * it as `into`); a reader's blocks are pinned through `pins` (see the block cache).
  */
@@ -96,7 +99,9 @@ export class BlockFetcher {
       }
       let j = i;
       while (j + 1 <= last && this.part(j + 1) === this.part(i) && !this.has(file, j + 1)) j++;
-      const release = this.budget.tryAcquire(this.runBytes(file, i, j - i + 1), kind);
+      const bytes = this.runBytes(file, i, j - i + 1);
+      if (!this.cache.roomAhead(bytes)) return i;
+      const release = this.budget.tryAcquire(bytes, kind);
       if (!release) return i;
       this.startRun(file, i, j - i + 1, kind, release);
       i = j + 1;
@@ -122,11 +127,18 @@ export class BlockFetcher {
     let j = i;
     while (j + 1 <= last && j + 1 - i < maxBlocks && this.part(j + 1) === this.part(i) && !this.has(file, j + 1)) j++;
     const bytes = this.runBytes(file, i, j - i + 1);
-    const release = this.budget.tryAcquire(bytes, kind);
+    const release = this.cache.roomAhead(bytes) ? this.budget.tryAcquire(bytes, kind) : undefined;
     if (!release) return { next: i, refused: true };
     const blocks = this.startRun(file, i, j - i + 1, kind, release);
     // Every block's promise settles with the one GET; the first stands for all.
     return { next: j + 1, bytes, done: blocks[0]!.then(() => true, () => false) };
+  }
+
+  /** Calls `fn` when the in-flight budget releases bytes or the cache frees room ahead; returns the unsubscribe function. */
+  onRoom(fn: () => void): () => void {
+    const a = this.budget.onRelease(fn);
+    const b = this.cache.onAheadFreed(fn);
+    return () => { a(); b(); };
   }
 
   private has(file: FileRef, index: number): boolean {

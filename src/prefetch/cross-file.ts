@@ -19,9 +19,11 @@
  *    fetches ahead from its first open; so does a new walk that starts at a
  *    folder's first file while any walk anywhere has made that many steps (a loader
  *    walking a tree folder by folder).
- * Fetches run within the in-flight budget. When the budget is used up, a walk waits
- * and resumes when bytes are released (the budget's onRelease), oldest first; it
- * skips files its reader has already opened meanwhile.
+ * Fetches run within the in-flight budget and within what the cache can keep unread
+ * (BlockCache.roomAhead). When either is used up, a walk waits and resumes when room
+ * frees (the fetcher's onRoom), oldest first; it skips files its reader has already
+ * opened meanwhile. So however deep --cross-file-prefetch is, a small cache is never
+ * filled past its share with files nobody has read yet (which evicted each other).
  *
  * Used and wasted bytes are counted by the block cache (kind 'cross_file'): used
  * when a reader reads the block, wasted when it leaves the cache unread.
@@ -95,7 +97,7 @@ export class CrossFilePrefetcher {
   private closed = false;
 
   constructor(private readonly fetcher: BlockFetcher, private readonly opts: CrossFileOptions) {
-    this.unsubscribe = fetcher.budget.onRelease(() => this.resume());
+    this.unsubscribe = fetcher.onRoom(() => this.resume());
   }
 
   /** Called on every open: `files` is the folder's file list in listing order, `index` the opened file's place in it. */

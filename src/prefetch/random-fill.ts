@@ -91,7 +91,7 @@ export class RandomFill {
   constructor(private readonly fetcher: BlockFetcher, private readonly opts: RandomFillOptions) {
     if (!(Number.isSafeInteger(opts.maxGets) && opts.maxGets >= 1)) throw new RangeError('random fill: maxGets must be a whole number >= 1');
     this.blocksPerGet = Math.max(1, Math.floor(opts.getSize / fetcher.blockSize));
-    this.unsubscribe = fetcher.budget.onRelease(() => {
+    this.unsubscribe = fetcher.onRoom(() => {
       if (this.refused) this.pump();
     });
   }

@@ -4,13 +4,27 @@
  * prefetch.rs and gcsfuse's read_type_classifier).
  *
  * Algorithm, per read [position, end):
- *  1. Classify. The first read of a handle is sequential when it starts at 0 (files
- *     are read from the start; a reader that opens and seeks is random-access).
- *     A random cursor turns sequential when a read starts exactly where the last
- *     one ended. A sequential cursor stays sequential while each read starts within
- *     SEEK_BACKWARD_TOLERANCE before, or SEEK_FORWARD_TOLERANCE after, the last
- *     read's end (or anywhere inside what it already requested ahead); any other
- *     seek makes it random and drops the window.
+ *  1. Classify. Reads reach the daemon out of order: libfuse answers the kernel's
+ *     readahead requests on several worker threads, so a plain `cat` often shows a
+ *     handle its read at 512 KiB before its read at 0. Classification therefore never
+ *     depends on the order of reads within the reorder span R (the larger of the
+ *     SEEK_*_TOLERANCE constants and the mount's kernel readahead window):
+ *      - the first read of a handle is sequential when it starts at 0, random when
+ *        it starts FIRST_READ_SPAN (or the kernel readahead window, if larger) or more
+ *        into the file (a reader that opens and seeks is random-access), and
+ *        undecided in between: it fetches only its own blocks
+ *        (no read-ahead, no random fill), and the next read decides for both: within
+ *        R of it, in either direction, the handle is sequential from the file's start
+ *        (so the gap below the first read is fetched as whole parts too);
+ *      - a sequential cursor stays sequential while each read starts anywhere inside
+ *        what this sequential run has requested (from the run's first read to what it
+ *        requested ahead), or no more than R behind or past the furthest end read so
+ *        far (the frontier). A kernel request can reach the daemon after many later
+ *        ones (measured: 2.6 MiB behind the frontier at read_ahead_kb 1024), so the
+ *        run, not the last read, is the reference. Any other seek makes the cursor
+ *        random and drops the window;
+ *      - a random cursor turns sequential when a read starts exactly where one of the
+ *        last RECENT_ENDS reads ended (contiguous, whatever came in between).
  *  2. Demand. The blocks covering [position, end) are looked up in the cache; the
  *     missing ones are fetched at once (never waiting on the in-flight budget).
  *  3. Read ahead, while sequential. The window starts at FIRST_WINDOW and doubles
@@ -24,7 +38,7 @@
  *     A random read of a small file asks the random fill (./random-fill.ts) to fetch the
  *     rest of the file in the background, after its own blocks' GET has started; the
  *     cursor holds the fill's ticket until close().
- *  4. Retire, while sequential: blocks more than SEEK_BACKWARD_TOLERANCE behind the
+ *  4. Retire, while sequential: blocks more than R behind the
  *     read are dropped from the block cache (BlockCache.retire) once their whole GET is
  *     behind it. The kernel's page cache keeps what was read, and the recycled buffers
  *     carry the next parts, so a sequential reader needs about one window of memory.
@@ -65,6 +79,27 @@ export const SEEK_BACKWARD_TOLERANCE = 2 * MiB;
  */
 export const SEEK_FORWARD_TOLERANCE = 2 * MiB;
 
+/**
+ * A handle's first read that starts this far into the file, or further, is random; nearer,
+ * it may be the kernel's first readahead request overtaking the read at 0 (measured: at
+ * 512 KiB), so the next read decides. The kernel's first readahead window is at most its
+ * read_ahead_kb (the cursor is told it), and 1 MiB covers the kernel default's 128 KiB
+ * and sluice's default 1024 KiB alike.
+ */
+export const FIRST_READ_SPAN = MiB;
+
+/**
+ * Ends of recent reads a random cursor remembers: a read contiguous with any of them
+ * starts a sequential run. 8 covers the dozen or so kernel requests libfuse has in
+ * flight at once, interleaved, while keeping the check a short scan.
+ */
+export const RECENT_ENDS = 8;
+
+const SEQUENTIAL = 0;
+const RANDOM = 1;
+const UNDECIDED = 2;
+type ReadKind = typeof SEQUENTIAL | typeof RANDOM | typeof UNDECIDED;
+
 export interface ReadResult {
   bytes: number;
   /** True when the read had to wait for at least one block still being fetched. */
@@ -80,8 +115,19 @@ export class ReadCursor {
   readonly stats: CursorStats = { sequentialReads: 0, randomReads: 0 };
   /** Current read-ahead window in bytes; 0 while the reader is random. */
   private window = 0;
-  /** End of the last read; undefined before the first read. */
-  private lastEnd: number | undefined;
+  /** Furthest end of a read in this sequential run (or of the last read while random); undefined before the first read. */
+  private frontier: number | undefined;
+  /** Ends of the last RECENT_ENDS reads, a ring (random cursors look for contiguity here). */
+  private readonly recentEnds: number[] = [];
+  private recentAt = 0;
+  /** Reorder span R (see step 1), behind and ahead of the frontier. */
+  private readonly spanBack: number;
+  private readonly spanAhead: number;
+  private readonly firstSpan: number;
+  /** Where the current sequential run started (its first read, or 0). */
+  private runStart = 0;
+  /** The first read started inside the reorder span, not at 0: the next read decides (step 1). */
+  private undecided = false;
   /** Blocks before this byte offset were requested ahead (or demanded) by this cursor. */
   private aheadTo = 0;
   /** Blocks before this index were offered to the cache's retire(). */
@@ -96,7 +142,13 @@ export class ReadCursor {
     private readonly maxPrefetch: number,
     /** Fills small files read at random (./random-fill.ts); absent: no fill. */
     private readonly randomFill?: RandomFill,
-  ) {}
+    /** The mount's kernel readahead window in bytes (read_ahead_kb * 1024); widens the reorder span. */
+    kernelReadahead = 0,
+  ) {
+    this.spanBack = Math.max(SEEK_BACKWARD_TOLERANCE, kernelReadahead);
+    this.spanAhead = Math.max(SEEK_FORWARD_TOLERANCE, kernelReadahead);
+    this.firstSpan = Math.max(FIRST_READ_SPAN, kernelReadahead);
+  }
 
   /** The handle is closed: lets go of the random fill (its GETs in flight still land in the cache). Idempotent. */
   close(): void {
@@ -122,7 +174,8 @@ export class ReadCursor {
   readNow(dst: Buffer, length: number, position: number, signal?: AbortSignal): number | Promise<ReadResult> {
     const end = Math.min(this.file.size, position + Math.min(length, dst.length));
     if (!(position >= 0) || position >= end) return 0;
-    const sequential = this.classify(position, end);
+    const kind = this.classify(position, end);
+    const sequential = kind === SEQUENTIAL;
     const bs = this.fetcher.blockSize;
     const first = Math.floor(position / bs);
     const last = Math.floor((end - 1) / bs);
@@ -131,8 +184,8 @@ export class ReadCursor {
     let blocks: (Buffer | Promise<Buffer>)[];
     try {
       blocks = this.fetcher.demand(this.file, first, last, pins);
-      if (sequential) this.readAhead(end);
-      else {
+      if (sequential) this.readAhead(this.frontier!);
+      else if (kind === RANDOM) {
         if (this.aheadTo < end) this.aheadTo = end;
         if (this.randomFill && !this.fillTicket && !this.closed) this.fillTicket = this.randomFill.request(this.file);
       }
@@ -179,32 +232,62 @@ export class ReadCursor {
     return end - position;
   }
 
-  /** Updates the window for a read [position, end); returns whether it is sequential. */
-  private classify(position: number, end: number): boolean {
-    const last = this.lastEnd;
-    this.lastEnd = end;
+  /** Updates the window for a read [position, end); returns its kind (step 1). */
+  private classify(position: number, end: number): ReadKind {
+    const frontier = this.frontier;
     let sequential: boolean;
-    if (last === undefined) sequential = position === 0;
-    else if (this.window === 0) sequential = position === last;
-    else sequential = position >= last - SEEK_BACKWARD_TOLERANCE && position <= Math.max(last + SEEK_FORWARD_TOLERANCE, this.aheadTo);
+    let runStart = position;
+    if (frontier === undefined) {
+      if (position > 0 && position < this.firstSpan) {
+        this.undecided = true;
+        this.frontier = end;
+        this.remember(end);
+        return UNDECIDED;
+      }
+      sequential = position === 0;
+    } else if (this.undecided) {
+      this.undecided = false;
+      sequential = position >= frontier - this.spanBack && position <= frontier + this.spanAhead;
+      runStart = 0;
+      // The first read is counted now, as what its successor showed it to be.
+      if (sequential) this.stats.sequentialReads++;
+      else this.stats.randomReads++;
+    } else if (this.window === 0) {
+      sequential = this.recentEnds.includes(position);
+    } else {
+      sequential = position >= Math.min(this.runStart, frontier - this.spanBack) && position <= Math.max(frontier + this.spanAhead, this.aheadTo);
+    }
+    this.remember(end);
     if (sequential) {
       this.stats.sequentialReads++;
       if (this.window === 0) {
         this.window = Math.min(FIRST_WINDOW, this.maxPrefetch);
+        this.frontier = Math.max(end, frontier ?? 0);
+        this.runStart = runStart;
+        // Read-ahead starts at the run's start; blocks already resident or in flight are skipped.
+        if (runStart === 0) this.aheadTo = 0;
         // Only blocks read in this sequential run are retired, never earlier random reads'.
-        this.retiredTo = Math.max(this.retiredTo, Math.floor(position / this.fetcher.blockSize));
+        this.retiredTo = Math.max(this.retiredTo, Math.floor(runStart / this.fetcher.blockSize));
+      } else if (end > frontier!) {
+        this.frontier = end;
       }
-    } else {
-      this.stats.randomReads++;
-      this.window = 0;
-      this.aheadTo = end;
+      return SEQUENTIAL;
     }
-    return sequential;
+    this.stats.randomReads++;
+    this.window = 0;
+    this.frontier = end;
+    this.aheadTo = end;
+    return RANDOM;
   }
 
-  /** Step 4: offers the cache every block wholly before `position - SEEK_BACKWARD_TOLERANCE`. */
+  private remember(end: number): void {
+    this.recentEnds[this.recentAt] = end;
+    this.recentAt = (this.recentAt + 1) % RECENT_ENDS;
+  }
+
+  /** Step 4: offers the cache every block wholly before `position - R` (R: the reorder span). */
   private retireBehind(position: number): void {
-    const before = Math.floor((position - SEEK_BACKWARD_TOLERANCE) / this.fetcher.blockSize);
+    const before = Math.floor((position - this.spanBack) / this.fetcher.blockSize);
     if (before <= this.retiredTo) return;
     for (let i = this.retiredTo; i < before; i++) this.fetcher.cache.retire(this.file.key, this.file.etag, i, before);
     this.retiredTo = before;

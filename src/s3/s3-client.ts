@@ -12,6 +12,8 @@
  *    sluice_s3_* metrics. Listing: ./lister.ts.
  *  - Options are checked here, at construction, with one-line errors.
  */
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import type { Pool } from 'undici';
@@ -54,7 +56,10 @@ export interface S3ClientOptions {
   credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
   /** Ranges listed in parallel (./lister.ts); 1 lists flat. Default LIST_CONCURRENCY. */
   listConcurrency?: number;
-  /** CA certificates (PEM text, e.g. from --ca-bundle / AWS_CA_BUNDLE) to trust for an https endpoint, instead of Node's default roots (tls `ca`). */
+  /**
+   * PEM text of the CAs to trust for an https endpoint, instead of Node's built-in set
+   * (--ca-bundle / AWS_CA_BUNDLE). Every connection, SDK or data path, uses it.
+   */
   ca?: string;
 }
 
@@ -131,6 +136,7 @@ export class S3ObjectClient implements ObjectClient {
       maxAttempts: 1, // retries are ours: one policy, one metric, for SDK and data path alike
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
+      ...(this.ca !== undefined ? { requestHandler: { httpsAgent: new https.Agent({ keepAlive: true, ca: this.ca }) } } : {}),
     });
   }
 
@@ -149,6 +155,7 @@ export class S3ObjectClient implements ObjectClient {
         keepAliveTimeout: KEEP_ALIVE_MS,
         headersTimeout: 0, // the reader's own watchdog handles stalls (and pauses for slow consumers)
         bodyTimeout: 0,
+        ...(this.ca !== undefined ? { connect: { ca: this.ca } } : {}),
       });
       // Ranged GETs read through our own sockets into their buffers (./wire.ts); streams keep the pool.
       const wire = new WirePool(addressing.origin, { connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, stallMs: this.requestTimeoutMs, ...(this.ca !== undefined ? { ca: this.ca } : {}) });
@@ -319,7 +326,7 @@ export function createObjectClient(opts: S3ClientOptions): ObjectClient {
 }
 
 /** The command-line options (src/config/options.ts) that configure a client. */
-export type ClientCliOptions = Options<'endpoint' | 'region' | 'pathStyle' | 'maxConnections' | 'maxAttempts' | 'requestTimeout'>;
+export type ClientCliOptions = Options<'endpoint' | 'region' | 'pathStyle' | 'maxConnections' | 'maxAttempts' | 'requestTimeout' | 'caBundle'>;
 
 /** Client options for `bucket` from the parsed command-line options (mount, run). */
 export function clientOptionsFrom(bucket: string, o: ClientCliOptions): S3ClientOptions {
@@ -331,5 +338,21 @@ export function clientOptionsFrom(bucket: string, o: ClientCliOptions): S3Client
     maxConnections: o.maxConnections,
     maxAttempts: o.maxAttempts,
     requestTimeoutMs: o.requestTimeout,
+    ...(o.caBundle !== undefined ? { ca: readCaBundle(o.caBundle) } : {}),
   };
+}
+
+/** The PEM text of a --ca-bundle file, checked: a one-line error when unreadable or not PEM certificates. */
+export function readCaBundle(file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new InvalidArgumentError(`cannot read --ca-bundle ${file} (${code})`, { hint: 'Give a readable PEM file of CA certificates (--ca-bundle or AWS_CA_BUNDLE)' });
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new InvalidArgumentError(`--ca-bundle ${file} holds no PEM certificate`, { hint: 'Give a file with -----BEGIN CERTIFICATE----- blocks (--ca-bundle or AWS_CA_BUNDLE)' });
+  }
+  return text;
 }

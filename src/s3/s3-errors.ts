@@ -10,7 +10,7 @@
 import {
   AccessDeniedError, AbortedError, BadRangeReplyError, EndpointUnreachableError, InvalidCredentialsError,
   MissingCredentialsError, NoSuchBucketError, NoSuchKeyError, ObjectArchivedError, ObjectChangedError, RetriesExhaustedError,
-  S3Error, SluiceError, TimeoutError,
+  S3Error, SluiceError, TimeoutError, TlsCertificateError,
 } from '../errors.js';
 
 export type RetryReason = 'throttled' | 'server_error' | 'reset' | 'timeout' | 'short_body' | 'unreachable';
@@ -42,6 +42,12 @@ const UNREACHABLE_ERRNO = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EH
 /** Errors of an established connection. */
 const RESET_ERRNO = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 const TIMEOUT_ERRNO = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/** Node's/OpenSSL's codes for a refused server certificate: final, never retried. */
+const TLS_CERT_CODES = new Set([
+  'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_UNTRUSTED', 'CERT_SIGNATURE_FAILURE', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
 
 function where(ctx: FailureContext): string {
   return `s3://${ctx.bucket}/${ctx.key ?? ''}`;
@@ -90,6 +96,15 @@ function errnoOf(err: unknown, depth = 0): string | undefined {
   return errnoOf(e.cause, depth + 1);
 }
 
+/** The TLS certificate code in an error or its causes (undici and the SDK wrap socket errors). */
+function tlsCodeOf(err: unknown, depth = 0): string | undefined {
+  if (depth > 4 || err === null || typeof err !== 'object') return undefined;
+  const e = err as { code?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof e.code === 'string' && TLS_CERT_CODES.has(e.code)) return e.code;
+  if (Array.isArray(e.errors)) for (const inner of e.errors) { const c = tlsCodeOf(inner, depth + 1); if (c) return c; }
+  return tlsCodeOf(e.cause, depth + 1);
+}
+
 /** Verdict on a thrown error: an SDK service exception, a socket error, or one of ours. */
 export function judgeError(err: unknown, ctx: FailureContext): Verdict {
   if (err instanceof TransientError) return { retry: err.reason, cause: err };
@@ -102,6 +117,8 @@ export function judgeError(err: unknown, ctx: FailureContext): Verdict {
     const code = e.Code ?? (e.name && e.name !== 'Error' && e.name !== 'Unknown' && e.name !== 'UnknownError' ? e.name : undefined);
     return judgeReply(status, code, e.message && e.message !== 'UnknownError' ? e.message : undefined, ctx);
   }
+  const tls = tlsCodeOf(err);
+  if (tls) return { fail: new TlsCertificateError(ctx.endpoint, tls, { cause: err }) };
   const errno = errnoOf(err);
   if (errno && UNREACHABLE_ERRNO.has(errno)) return { retry: 'unreachable', cause: err };
   if (errno && TIMEOUT_ERRNO.has(errno)) return { retry: 'timeout', cause: err };

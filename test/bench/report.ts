@@ -25,7 +25,8 @@ t.test('sluice ÷ peer uses the mode that plays the peer\'s part', async (t) => 
 t.test('the table has every figure, ratios, limit and verification', async (t) => {
   const md = markdownTable(results(figures));
   t.match(md, /\| s3-like \| \+25 ms to first byte per request, 80 MB\/s per connection \| 200\.0 MB\/s \| curl: 16 × 8 MiB \| verified \|/);
-  t.match(md, /\| FastFile \| 190 MB\/s \| 95% \| ÷ best peer \(aws\) = 1\.90× \| 300 MiB \| 2\.5 \| verified \|/);
+  t.match(md, /\| FastFile \| 190 MB\/s \| 95% \| ÷ best peer \(aws\) = 1\.90× \| 300 MiB \| 2\.50 \| 0\.40 \| 1\.25 \| verified \|/);
+  t.match(md, /\| CPU s\/GB \| reader CPU s\/GB \| s3rver CPU s\/GB \|/, 'CPU per GB of the target, the reader and s3rver, beside every figure');
   t.match(md, /\| s3fs \| 95\.0 MB\/s \| 48% \| FastFile ÷ s3fs = 2\.00× \|/);
   t.match(md, /\| aws \| 100 MB\/s \| 50% \| File ÷ aws = 1\.50× \|/);
   t.match(md, /not available: Pipe mode is not available in this build/);

@@ -2,7 +2,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../../src/errors.js';
-import { loadBenchConfig, parseBenchConfig } from '../../src/bench/scenarios.js';
+import { loadBenchConfig, parseBenchConfig, withHttpsTwins } from '../../src/bench/scenarios.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const smoke = readFileSync(path.join(ROOT, 'bench/scenarios/smoke.yaml'), 'utf8');
@@ -56,4 +56,13 @@ t.test('problems are one-line ConfigErrors naming the field', async (t) => {
   t.throws(() => parseBenchConfig('a: [', 'x.yaml'), /not valid YAML/);
   t.throws(() => parseBenchConfig('- 1', 'x.yaml'), /top level must be a mapping/);
   t.throws(() => loadBenchConfig('/nonexistent.yaml'), /cannot read scenario file/);
+});
+
+t.test('--https twins every plain profile and runs each scenario under both; warm is checked', async (t) => {
+  const c = loadBenchConfig(path.join(ROOT, 'bench', 'scenarios', 'cpu-per-gb.yaml'));
+  t.same(c.scenarios.map((s) => [s.name, s.warm === true]), [['cpu-fresh', false], ['cpu-warm', true]], 'the CPU-per-GB file: a fresh and a warm daemon');
+  const h = withHttpsTwins(c);
+  t.same(h.profiles.map((p) => [p.name, p.https === true]), [['no-latency', false], ['no-latency-https', true]]);
+  for (const s of h.scenarios) t.same(s.profiles, ['no-latency', 'no-latency-https'], `${s.name} runs over HTTP and HTTPS`);
+  t.same(withHttpsTwins(h).profiles.length, 2, 'idempotent');
 });

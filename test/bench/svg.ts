@@ -19,6 +19,8 @@ t.test('one bar per measured target plus the limit, labelled', async (t) => {
   t.match(svg, /FastFile ÷ s3fs = 2\.00×/);
   t.match(svg, /not available here/);
   t.match(svg, /95% of limit/);
+  t.match(svg, /FastFile<\/text>[\s\S]*?CPU 2\.50 \/ 0\.40 \/ 1\.25 s\/GB/, 'CPU s/GB of target / reader / s3rver next to the rate');
+  t.match(svg, /CPU s\/GB: target \/ reader \/ s3rver/);
   const ttfb = scenarioSvg(res, 'ttfb');
   t.match(ttfb, /lower is better/);
   t.match(ttfb, /ttfb &lt;&amp;&gt;/, 'text is escaped');

@@ -2,7 +2,10 @@ import t from 'tap';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { resolveHosts, writeResourceConfig } from '../../src/channels/hosts.js';
+import { resolveHosts, writeResourceConfig as writeRc, type HostIdentity } from '../../src/channels/hosts.js';
+
+const FACTS = { instanceType: 'ml.m5.xlarge', networkInterfaceName: 'eth0' };
+const writeResourceConfig = (dir: string, id: HostIdentity) => writeRc(dir, id, FACTS);
 
 async function tmp(t: { teardown(fn: () => unknown): void }): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-hosts-'));
@@ -35,7 +38,11 @@ t.test('a resourceconfig.json sluice wrote earlier is not a source', async (t) =
   const dir = await tmp(t);
   await writeResourceConfig(dir, await resolveHosts(dir, { currentHost: 'algo-1', hostCount: 2 }, {}));
   t.match(await resolveHosts(dir, { currentHost: 'algo-2', hostCount: 2 }, {}), { currentHost: 'algo-2', source: 'flags' });
-  t.same(JSON.parse(await readFile(path.join(dir, 'resourceconfig.json'), 'utf8')), { current_host: 'algo-1', hosts: ['algo-1', 'algo-2'], network_interface_name: 'eth0' });
+  t.same(JSON.parse(await readFile(path.join(dir, 'resourceconfig.json'), 'utf8')), {
+    current_host: 'algo-1', current_instance_type: 'ml.m5.xlarge', current_group_name: 'homogeneousCluster', hosts: ['algo-1', 'algo-2'],
+    instance_groups: [{ instance_group_name: 'homogeneousCluster', instance_type: 'ml.m5.xlarge', hosts: ['algo-1', 'algo-2'] }],
+    network_interface_name: 'eth0',
+  }, 'SageMaker\'s shape: instance type, group and instance groups');
 });
 
 t.test('RANK/WORLD_SIZE, then JOB_COMPLETION_INDEX, then flags', async (t) => {
@@ -65,4 +72,14 @@ t.test('bad host settings get one-line errors', async (t) => {
   }
   await writeFile(path.join(dir, 'resourceconfig.json'), '{"hosts": []}');
   await t.rejects(resolveHosts(dir, {}, {}), /needs "current_host"/);
+});
+
+t.test('--host-config: the file\'s fields are kept in the resourceconfig.json sluice writes', async (t) => {
+  const dir = await tmp(t);
+  const other = path.join(dir, 'rc.json');
+  const sagemaker = { current_host: 'algo-2', hosts: ['algo-1', 'algo-2'], current_group_name: 'g', current_instance_type: 'ml.p5.48xlarge', instance_groups: [{ instance_group_name: 'g', instance_type: 'ml.p5.48xlarge', hosts: ['algo-1', 'algo-2'] }], topology: [] };
+  await writeFile(other, JSON.stringify(sagemaker));
+  const id = await resolveHosts(dir, { hostConfig: other }, {});
+  await writeResourceConfig(dir, id);
+  t.same(JSON.parse(await readFile(path.join(dir, 'resourceconfig.json'), 'utf8')), { ...sagemaker, network_interface_name: 'eth0' });
 });

@@ -109,3 +109,19 @@ t.test('Pipe-only settings in File mode are accepted with a warning', async (t) 
   t.equal(warnings.length, 2);
   t.match(warnings[1], /CompressionType Gzip applies to Pipe mode only; File mode keeps the objects' bytes as they are/);
 });
+
+t.test('a whole CreateTrainingJob request: its name, hyperparameters, instance type and Environment reach the container', async (t) => {
+  const req = {
+    TrainingJobName: 'job-1', HyperParameters: { epochs: '3' }, ResourceConfig: { InstanceType: 'ml.g5.xlarge', InstanceCount: 2 },
+    Environment: { A: 'b' }, InputDataConfig: [ch()],
+  };
+  t.same(parseInputDataConfig(req).job, { name: 'job-1', hyperParameters: { epochs: '3' }, instanceType: 'ml.g5.xlarge', environment: { A: 'b' } });
+  t.equal(parseInputDataConfig([ch()]).job, undefined, 'a bare list has none');
+  const bad: [Record<string, unknown>, RegExp][] = [
+    [{ HyperParameters: ['x'] }, /HyperParameters must be an object/],
+    [{ Environment: { A: 1 } }, /Environment must be an object of string values/],
+    [{ TrainingJobName: 5 }, /TrainingJobName must be a string/],
+    [{ ResourceConfig: { InstanceType: 3 } }, /ResourceConfig.InstanceType must be a string/],
+  ];
+  for (const [extra, re] of bad) t.throws(() => parseInputDataConfig({ ...extra, InputDataConfig: [ch()] }, 'req.json'), { code: 'SLUICE_CONFIG', message: re }, String(re));
+});

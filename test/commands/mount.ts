@@ -3,6 +3,7 @@
  * local S3 server. Lifecycle (ready line, ready file, metrics, SIGTERM, kill -9
  * recovery) and bad input (one line, nonzero exit, no stack).
  */
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -18,6 +19,9 @@ import { tempMountpoint } from '../helpers/fuse.js';
 const BUCKET = 'mountcmd';
 /** Bad-input cases run this many CLI processes at once. */
 const BAD_INPUT_PARALLEL = 3;
+/** Bound on waiting for an exit that should be prompt: a hang is a failure, not a wait. */
+const EXIT_BOUND_MS = 20_000;
+const fusermount = (dir: string) => new Promise<boolean>((resolve) => execFile('fusermount', ['-u', dir], (err) => resolve(!err)));
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 t.test('sluice mount', async (t) => {
@@ -80,6 +84,32 @@ t.test('sluice mount', async (t) => {
     second.child.kill('SIGTERM');
     t.equal((await waitExit(second)).code, 0);
     t.equal(await mountAt(dir), undefined, 'unmounted');
+  });
+
+  t.test('a mount removed from outside (fusermount -u), then one SIGTERM: sluice exits at once', async (t) => {
+    const dir = await tempMountpoint(t, 'extumount');
+    // No mount watch: only the signal can end it (the path Kubernetes takes: preStop
+    // unmounts, then SIGTERM).
+    const r = await startCli(['mount', uri, dir, ...common], { ...env, SLUICE_MOUNT_WATCH_MS: '0' });
+    t.ok(await allMatch(dir), 'serves correct bytes');
+    t.ok(await fusermount(dir), 'fusermount -u succeeds');
+    t.equal(await mountAt(dir), undefined, 'the mount is gone');
+    r.child.kill('SIGTERM');
+    // A hang is caught by the bound (before the fix, it waited for a second signal).
+    const { code, signal } = await waitExit(r, EXIT_BOUND_MS);
+    t.equal(signal, null, 'not killed');
+    t.equal(code, 0, `exit code 0 (${r.stderr().slice(-500)})`);
+  });
+
+  t.test('a mount removed from outside: sluice notices and exits on its own', async (t) => {
+    const dir = await tempMountpoint(t, 'selfexit');
+    const r = await startCli(['mount', uri, dir, ...common], env);
+    t.ok(await allMatch(dir), 'serves correct bytes');
+    t.ok(await fusermount(dir), 'fusermount -u succeeds');
+    const { code, signal } = await waitExit(r, EXIT_BOUND_MS);
+    t.equal(signal, null, 'not killed: it exited without a signal');
+    t.equal(code, 0, 'exit code 0');
+    t.match(r.stderr(), /the mount was removed from outside/, 'says why it stopped');
   });
 
   t.test('bad input: one line, nonzero exit', async (t) => {

@@ -58,6 +58,7 @@ const cfg = path.join(process.env.SM_INPUT_CONFIG_DIR);
 const out = { env,
   inputdataconfig: JSON.parse(fs.readFileSync(path.join(cfg, 'inputdataconfig.json'), 'utf8')),
   resourceconfig: JSON.parse(fs.readFileSync(path.join(cfg, 'resourceconfig.json'), 'utf8')),
+  hyperparameters: fs.readFileSync(path.join(cfg, 'hyperparameters.json'), 'utf8'),
   train: fs.readdirSync(process.env.SM_CHANNEL_TRAIN, { recursive: true }).map(String).sort(),
 };
 if (process.env.SM_CHANNEL_VAL) out.val = fs.readFileSync(process.env.SM_CHANNEL_VAL + '_0').toString('base64');
@@ -77,26 +78,50 @@ t.test('the child sees SageMaker\'s environment and files, and its exit code pro
   t.equal(r.code, 3, `exit code propagates (stderr: ${r.stderr})`);
   const got = JSON.parse(await readFile(report, 'utf8'));
   const data = path.join(root, 'input', 'data');
-  t.same(got.env, {
+  // The toolkit's strings: compact JSON with sorted keys (mapping.to_env_vars).
+  const want: Record<string, string> = {
     SM_CHANNEL_TRAIN: path.join(data, 'train'),
     SM_CHANNEL_VAL: path.join(data, 'val'),
-    SM_CHANNELS: '["train", "val"]',
+    SM_CHANNELS: '["train","val"]',
     SM_HOSTS: '["algo-1"]',
     SM_CURRENT_HOST: 'algo-1',
-    SM_INPUT_DATA_CONFIG: '{"train": {"ContentType": "application/octet-stream", "TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}, "val": {"TrainingInputMode": "Pipe", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}}',
-    SM_RESOURCE_CONFIG: '{"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "eth0"}',
-    SM_NETWORK_INTERFACE_NAME: 'eth0',
+    SM_INPUT_DATA_CONFIG: '{"train":{"ContentType":"application/octet-stream","RecordWrapperType":"None","S3DistributionType":"FullyReplicated","TrainingInputMode":"File"},"val":{"RecordWrapperType":"None","S3DistributionType":"FullyReplicated","TrainingInputMode":"Pipe"}}',
+    SM_RESOURCE_CONFIG: `{"current_group_name":"homogeneousCluster","current_host":"algo-1","current_instance_type":"local","hosts":["algo-1"],"instance_groups":[{"hosts":["algo-1"],"instance_group_name":"homogeneousCluster","instance_type":"local"}],"network_interface_name":"${got.env.SM_NETWORK_INTERFACE_NAME}"}`,
     SM_INPUT_DIR: path.join(root, 'input'),
     SM_INPUT_CONFIG_DIR: path.join(root, 'input', 'config'),
     SM_MODEL_DIR: path.join(root, 'model'),
     SM_OUTPUT_DIR: path.join(root, 'output'),
     SM_OUTPUT_DATA_DIR: path.join(root, 'output', 'data'),
-  });
+    SM_OUTPUT_INTERMEDIATE_DIR: path.join(root, 'output', 'intermediate'),
+    SM_HPS: '{}',
+    SM_USER_ARGS: '[]',
+    SM_FRAMEWORK_PARAMS: '{}',
+    SM_LOG_LEVEL: '20',
+    SM_NUM_GPUS: '0',
+    SM_NUM_NEURONS: '0',
+    SM_NUM_CPUS: String(os.cpus().length),
+    SM_CURRENT_INSTANCE_TYPE: 'local',
+    SM_CURRENT_INSTANCE_GROUP: 'homogeneousCluster',
+    SM_CURRENT_INSTANCE_GROUP_HOSTS: '["algo-1"]',
+    SM_INSTANCE_GROUPS: '["homogeneousCluster"]',
+    SM_INSTANCE_GROUPS_DICT: '{"homogeneousCluster":{"hosts":["algo-1"],"instance_group_name":"homogeneousCluster","instance_type":"local"}}',
+    SM_DISTRIBUTION_INSTANCE_GROUPS: '[]',
+    SM_IS_HETERO: 'false',
+    SM_MODULE_NAME: 'None',
+    SM_MODULE_DIR: path.join(root, 'code'),
+    SM_USER_ENTRY_POINT: '',
+    SM_FRAMEWORK_MODULE: '',
+  };
+  t.same(Object.keys(got.env).sort(), [...Object.keys(want), 'SM_NETWORK_INTERFACE_NAME', 'SM_TRAINING_ENV'].sort(), 'exactly the toolkit\'s variables');
+  for (const [k, v] of Object.entries(want)) t.equal(got.env[k], v, k);
+  t.match(got.env.SM_NETWORK_INTERFACE_NAME, /^\S+$/);
+  t.match(JSON.parse(got.env.SM_TRAINING_ENV), { hosts: ['algo-1'], current_host: 'algo-1', channel_input_dirs: { train: want.SM_CHANNEL_TRAIN, val: want.SM_CHANNEL_VAL } });
   t.same(got.inputdataconfig, {
     train: { ContentType: 'application/octet-stream', TrainingInputMode: 'File', S3DistributionType: 'FullyReplicated', RecordWrapperType: 'None' },
     val: { TrainingInputMode: 'Pipe', S3DistributionType: 'FullyReplicated', RecordWrapperType: 'None' },
   });
-  t.same(got.resourceconfig, { current_host: 'algo-1', hosts: ['algo-1'], network_interface_name: 'eth0' });
+  t.same(JSON.parse(got.env.SM_RESOURCE_CONFIG), got.resourceconfig, 'SM_RESOURCE_CONFIG is resourceconfig.json');
+  t.equal(got.hyperparameters, '{}', 'hyperparameters.json is written, {} without hyperparameters');
   const files = seeded.map((o) => o.key.slice('train/'.length));
   t.same(got.train.filter((f: string) => files.includes(f)).sort(), files.sort(), 'File channel downloaded before the command started');
   for (const o of seeded) t.equal(sha256(await readFile(path.join(data, 'train', o.key.slice('train/'.length)))), o.sha256);

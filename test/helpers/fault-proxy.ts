@@ -16,7 +16,9 @@
  *                 slow after its first, folder-level (delimiter) pages.
  * Mid-body faults only hit requests with a Range header, i.e. the data path, so that
  * listings and HEADs made by a test's setup are not disturbed. `counts` records how many
- * times each fault fired, and `requests` how many requests came in.
+ * times each fault fired, and `requests` how many requests came in; `gets` records every
+ * ranged GET forwarded (object path and the byte range asked for), to count GETs and
+ * bytes fetched per file.
  */
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -46,11 +48,19 @@ export interface Faults {
   archiveStatus: Record<string, string>;
 }
 
+/** A ranged GET as the proxy saw it: the request path (/bucket/key) and [start, end). */
+export interface RangedGet {
+  path: string;
+  start: number;
+  end: number;
+}
+
 export interface FaultProxy {
   endpoint: string;
   port: number;
   set(f: Partial<Faults>): void;
   counts: Record<string, number>;
+  gets: RangedGet[];
   close(): Promise<void>;
 }
 
@@ -61,6 +71,7 @@ const DROP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', '
 export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
   const faults: Faults = { latencyMs: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0, down: false, holdListings: false, denyListings: false, storageClass: {}, archiveStatus: {} };
   const counts: Record<string, number> = { requests: 0, fail503: 0, resetMidBody: 0, truncateBody: 0, stall: 0, heldListings: 0, listRequests: 0, deniedListings: 0 };
+  const gets: RangedGet[] = [];
   let held: Array<() => void> = [];
   const agent = new http.Agent({ keepAlive: true });
   const sockets = new Set<Socket>();
@@ -99,6 +110,8 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
       res.end(SLOWDOWN_XML);
       return;
     }
+    const range = req.method === 'GET' ? /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '') : null;
+    if (range) gets.push({ path: decodeURIComponent(url.pathname), start: Number(range[1]), end: Number(range[2]) + 1 });
     const up = await forward(req, reqBody);
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(up.headers)) if (v !== undefined && !DROP_HEADERS.has(k)) headers[k] = v;
@@ -141,6 +154,7 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     endpoint: `http://127.0.0.1:${port}`,
     port,
     counts,
+    gets,
     set(f) {
       const wasDown = faults.down;
       Object.assign(faults, f);

@@ -232,3 +232,66 @@ t.test('a sequential run after random reads retires only its own blocks', async 
   t.ok(s.cache.get({ key: s.files[0]!.key, etag: s.files[0]!.etag, index: (1 * MiB) / BLOCK }), 'the random read is still cached');
   t.ok(s.cache.stats.retired > 0, 'the sequential run retired its blocks');
 });
+
+/**
+ * The kernel's readahead reaches the daemon through libfuse's worker threads out of order:
+ * a handle's first read is often at 512 KiB, and later reads land behind the furthest one.
+ * Each batch of 12 reads of 128 KiB (libfuse's max_background) is delivered shuffled.
+ */
+t.test('reordered sequential reads stay sequential: part-sized GETs, each byte fetched once', async (t) => {
+  for (const kernelRa of [128 * KiB, 1 * MiB, 4 * MiB]) {
+    const size = 24 * MiB;
+    const s = setup({ size });
+    const c = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB, undefined, kernelRa);
+    const body = s.client.body(s.files[0]!.key);
+    const batch = 12;
+    let x = 777;
+    for (let base = 0; base < size; base += batch * 128 * KiB) {
+      const offsets: number[] = [];
+      for (let p = base; p < Math.min(size, base + batch * 128 * KiB); p += 128 * KiB) offsets.push(p);
+      // Fisher-Yates with a fixed LCG, but the first batch always starts at 512 KiB, as measured.
+      for (let i = offsets.length - 1; i > 0; i--) {
+        x = (x * 1103515245 + 12345) % 2 ** 31;
+        const j = x % (i + 1);
+        [offsets[i], offsets[j]] = [offsets[j]!, offsets[i]!];
+      }
+      if (base === 0) { offsets.splice(offsets.indexOf(512 * KiB), 1); offsets.unshift(512 * KiB); }
+      await Promise.all(offsets.map(async (p) => {
+        const got = await readAt(c, p, 128 * KiB);
+        t.ok(got.equals(body.subarray(p, p + 128 * KiB)), `bytes at ${p}`) || t.bailout();
+      }));
+      await settle();
+    }
+    t.equal(c.stats.randomReads, 0, `readahead ${kernelRa / KiB} KiB: no read was taken for random`);
+    t.equal(s.client.getBytes, size, 'every byte fetched exactly once');
+    const whole = s.client.requests.filter((r) => r.end - r.start === PART).length;
+    t.ok(whole >= size / PART - 3, `read-ahead used whole parts (${whole} of ${s.client.requests.length} GETs are ${PART / KiB} KiB)`);
+  }
+});
+
+t.test('first reads: within the reorder span undecided, far random; a random cursor turns sequential on any recent contiguity', async (t) => {
+  const s = setup({ size: 32 * MiB });
+  const near = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB);
+  await readAt(near, 512 * KiB, 128 * KiB);
+  t.equal(near.currentWindow, 0, 'a first read at 512 KiB reads nothing ahead yet');
+  t.equal(s.client.getBytes, 128 * KiB, '...and fetches only its own bytes');
+  await readAt(near, 0, 128 * KiB);
+  t.same(near.stats, { sequentialReads: 2, randomReads: 0 }, 'a read at 0 next: both sequential');
+  t.ok(near.currentWindow > 0, 'the window is open');
+  const nearUndecided = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB);
+  await readAt(nearUndecided, 1 * MiB, 4 * KiB);
+  await readAt(nearUndecided, 12 * MiB, 4 * KiB);
+  t.same(nearUndecided.stats, { sequentialReads: 0, randomReads: 2 }, 'a far read next: both random');
+  const wide = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB, undefined, 4 * MiB);
+  await readAt(wide, 3 * MiB, 128 * KiB);
+  await readAt(wide, 128 * KiB, 128 * KiB);
+  t.same(wide.stats, { sequentialReads: 2, randomReads: 0 }, 'with a 4 MiB kernel readahead, reads at 3 MiB then 128 KiB are sequential');
+  const far = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB);
+  await readAt(far, 9 * MiB, 4 * KiB);
+  t.equal(far.stats.randomReads, 1, 'a first read at 9 MiB is random');
+  await readAt(far, 20 * MiB, 4 * KiB);
+  await readAt(far, 15 * MiB, 4 * KiB);
+  t.equal(far.stats.randomReads, 3);
+  await readAt(far, 20 * MiB + 4 * KiB, 4 * KiB);
+  t.equal(far.stats.sequentialReads, 1, 'contiguous with a read two reads back: sequential');
+});
