@@ -7,11 +7,14 @@
  * Exports: mkfifo(path: string, mode: number): undefined
  *          setPipeSize(fd: number, bytes: number): number   (size granted)
  *          getPipeSize(fd: number): number
+ *          tryLock(fd: number, exclusive: boolean): boolean   (flock LOCK_NB; false when held elsewhere)
+ *          unlock(fd: number): undefined
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 
 #include <node_api.h>
 #include <uv.h>
@@ -132,11 +135,59 @@ static napi_value js_get_pipe_size(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * flock(2) without blocking, for the disk tier's lock file (src/cache/disk-lock.ts).
+ * flock, not fcntl: its lock belongs to the open file description, so it is released
+ * when the fd is closed or the process dies (kill -9 included), and two fds of one
+ * process exclude each other like two processes do.
+ */
+static napi_value js_try_lock(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2) {
+    napi_throw_type_error(env, "ERR_MISSING_ARGS", "tryLock(fd, exclusive) needs two arguments");
+    return NULL;
+  }
+  int32_t fd = -1;
+  bool exclusive = true;
+  if (!get_int32(env, argv[0], "fd", &fd)) return NULL;
+  CHECK_NAPI(env, napi_get_value_bool(env, argv[1], &exclusive));
+  int rc;
+  do {
+    rc = flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
+  } while (rc < 0 && errno == EINTR);
+  napi_value result;
+  if (rc < 0) {
+    if (errno != EWOULDBLOCK) return throw_errno(env, -errno, "flock", NULL);
+    CHECK_NAPI(env, napi_get_boolean(env, false, &result));
+    return result;
+  }
+  CHECK_NAPI(env, napi_get_boolean(env, true, &result));
+  return result;
+}
+
+static napi_value js_unlock(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1) {
+    napi_throw_type_error(env, "ERR_MISSING_ARGS", "unlock(fd) needs one argument");
+    return NULL;
+  }
+  int32_t fd = -1;
+  if (!get_int32(env, argv[0], "fd", &fd)) return NULL;
+  if (flock(fd, LOCK_UN) < 0) return throw_errno(env, -errno, "flock", NULL);
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"mkfifo", NULL, js_mkfifo, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setPipeSize", NULL, js_set_pipe_size, NULL, NULL, NULL, napi_enumerable, NULL},
     {"getPipeSize", NULL, js_get_pipe_size, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"tryLock", NULL, js_try_lock, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"unlock", NULL, js_unlock, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -75,6 +75,8 @@ export interface LatencyProxyOptions extends LatencyProfile {
 export interface LatencyProxyStats {
   connections: number;
   requests: number;
+  /** Requests that are object GETs (GET without a listing's list-type query): the bench's count of data fetches. */
+  objectGets: number;
   bytesToClient: number;
 }
 
@@ -100,6 +102,13 @@ export function validateProfile(p: LatencyProfile): string | undefined {
   return undefined;
 }
 
+/** An object GET: "GET /bucket/key ..." (path style) whose query is not a listing's. */
+function isObjectGet(head: string): boolean {
+  if (!head.startsWith('GET ')) return false;
+  const target = head.slice(4, head.indexOf(' ', 4) >>> 0);
+  return !/[?&](list-type|prefix|delimiter|uploads|location)=?/.test(target) && target.split('?')[0]!.split('/').filter(Boolean).length >= 2;
+}
+
 /**
  * Finds request boundaries in a client->server byte stream. `feed()` returns the
  * number of requests whose head completed in this chunk (the moment a request
@@ -110,6 +119,8 @@ export class RequestFramer {
   private head = '';
   private bodyLeft = 0;
   private line = '';
+  /** Object GETs among the requests framed so far (see LatencyProxyStats.objectGets). */
+  objectGets = 0;
 
   get disabled(): boolean { return this.state === 'off'; }
 
@@ -129,6 +140,7 @@ export class RequestFramer {
           this.head += buf.toString('latin1', i, end);
           i = end;
           count++;
+          if (isObjectGet(this.head)) this.objectGets++;
           this.startBody(this.head);
           this.head = '';
           break;
@@ -315,10 +327,12 @@ function pipeConnection(client: net.Socket, opts: LatencyProxyOptions, stats: La
 
   client.on('drain', () => { waitingDrain = false; if (!timer) pump(); });
   client.on('data', (buf: Buffer) => {
+    const gets0 = framer.objectGets;
     const n = framer.feed(buf);
     if (n > 0) {
       seen += n;
       stats.requests += n;
+      stats.objectGets += framer.objectGets - gets0;
       releaseAt = performance.now() + opts.ttfbMs;
     } else if (seen === 0 && framer.disabled) {
       // Not HTTP we can frame: delay the first reply only.
@@ -339,7 +353,7 @@ function pipeConnection(client: net.Socket, opts: LatencyProxyOptions, stats: La
 export async function startLatencyProxy(opts: LatencyProxyOptions): Promise<LatencyProxy> {
   const problem = validateProfile(opts);
   if (problem) throw new Error(problem);
-  const stats: LatencyProxyStats = { connections: 0, requests: 0, bytesToClient: 0 };
+  const stats: LatencyProxyStats = { connections: 0, requests: 0, objectGets: 0, bytesToClient: 0 };
   const sockets = new Set<net.Socket>();
   const onClient = (client: net.Socket) => {
     stats.connections++;

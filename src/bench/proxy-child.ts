@@ -5,7 +5,8 @@
  * it would share one event loop with the limit client and the verifiers. In its
  * own process it gets a core of its own when one is free, like a network would.
  * Protocol: options as one JSON argument; prints one JSON line `{port}` when
- * listening; on SIGTERM or when stdin closes, prints its stats and exits.
+ * listening; a line "stats" on stdin prints `{stats}` (counts so far); on SIGTERM or
+ * when stdin closes, prints its stats and exits.
  */
 import { startLatencyProxy, type LatencyProxyOptions } from './latency-proxy.js';
 
@@ -23,4 +24,12 @@ const shutdown = () => {
 process.on('SIGTERM', shutdown);
 process.stdin.on('end', shutdown);
 process.stdin.on('error', shutdown);
+let input = '';
+process.stdin.on('data', (b: Buffer) => {
+  input += b.toString();
+  for (let nl = input.indexOf('\n'); nl >= 0; nl = input.indexOf('\n')) {
+    if (input.slice(0, nl).trim() === 'stats') process.stdout.write(JSON.stringify({ stats: proxy.stats }) + '\n');
+    input = input.slice(nl + 1);
+  }
+});
 process.stdin.resume();

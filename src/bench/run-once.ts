@@ -55,7 +55,7 @@ export interface RunResult {
   error?: string;
 }
 
-function runReader(plan: ReadPlan, planFile: string, threads: number, killAfterMs: number): Promise<ReadResult> {
+export function runReader(plan: ReadPlan, planFile: string, threads: number, killAfterMs: number): Promise<ReadResult> {
   return (async () => {
     await writeFile(planFile, JSON.stringify(plan));
     const child = spawn(process.execPath, [READER_PATH, planFile], {
@@ -85,7 +85,7 @@ export function assignBatches<T>(objects: T[], readers: number): T[][] {
   return out;
 }
 
-function checkHashes(expected: string[], got: ReadResult): number {
+export function checkHashes(expected: string[], got: ReadResult): number {
   let bad = 0;
   got.sha256.forEach((h, i) => { if (h !== expected[i]) bad++; });
   return bad;

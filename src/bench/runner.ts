@@ -21,7 +21,7 @@ import { AbortedError } from '../errors.js';
 import { startLocalS3, type LocalS3 } from '../local/s3-server.js';
 import type { SeededObject } from '../local/dataset.js';
 import { seedBenchDataset } from './datasets.js';
-import { describeProfile, type LatencyProfile } from './latency-proxy.js';
+import { describeProfile, type LatencyProfile, type LatencyProxyStats } from './latency-proxy.js';
 import { createRunCa, type RunCa } from './tls-ca.js';
 import { measureLimit, measureLimitCurl, type LimitResult } from './limit.js';
 import { childPids, cmdlineOf, readProcStats } from './proc-stats.js';
@@ -30,6 +30,7 @@ import { runOnce, type RunResult } from './run-once.js';
 import type { BenchConfig, ScenarioDef, TargetName } from './scenarios.js';
 import { DIST_DIR, TARGET_ROLE, TARGET_STYLE, describeCommand, whyUnavailable, type TargetEnv } from './targets.js';
 import { median } from './stats.js';
+import { runTier, TIER_PHASES, type TierPhase, type TierRunResult } from './tier.js';
 
 const PROXY_PATH = path.join(DIST_DIR, 'bench', 'proxy-child.js');
 
@@ -60,6 +61,8 @@ export interface Figure {
   serverCpuSecondsPerGB: number | null;
   verified: boolean;
   unavailable?: string;
+  /** kind tier: median object GETs the proxy saw during the phase (./tier.ts). */
+  s3Gets?: number | null;
   runs: RunResult[];
 }
 
@@ -93,11 +96,18 @@ export interface RunnerOptions {
   signal?: AbortSignal;
 }
 
-interface ProxyHandle { endpoint: string; pid: number; stop(): Promise<void> }
+interface ProxyHandle {
+  endpoint: string;
+  pid: number;
+  /** The proxy's counts so far (requests, object GETs, bytes). */
+  stats(): Promise<LatencyProxyStats>;
+  stop(): Promise<void>;
+}
 
 function startProxyProcess(profile: LatencyProfile, targetPort: number, ca: RunCa | undefined): Promise<ProxyHandle> {
   const tls = profile.https && ca ? { tls: { key: ca.key, cert: ca.cert } } : {};
   const child = spawn(process.execPath, [PROXY_PATH, JSON.stringify({ ...profile, targetPort, ...tls })], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const waiting: ((s: LatencyProxyStats) => void)[] = [];
   return new Promise((resolve, reject) => {
     let buf = '';
     let err = '';
@@ -105,21 +115,24 @@ function startProxyProcess(profile: LatencyProfile, targetPort: number, ca: RunC
     child.once('exit', (code) => reject(new Error(`latency proxy exited (${code}): ${err.trim()}`)));
     child.stdout.on('data', (b: Buffer) => {
       buf += b.toString();
-      const nl = buf.indexOf('\n');
-      if (nl < 0) return;
-      const { port } = JSON.parse(buf.slice(0, nl)) as { port: number };
-      buf = buf.slice(nl + 1);
-      resolve({
-        endpoint: `${profile.https ? 'https' : 'http'}://127.0.0.1:${port}`,
-        pid: child.pid!,
-        stop: () => new Promise<void>((res) => {
-          if (child.exitCode !== null) return res();
-          child.once('exit', () => res());
-          child.stdin.end();
-          child.kill('SIGTERM');
-          setTimeout(() => child.kill('SIGKILL'), 3000).unref();
-        }),
-      });
+      for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+        const msg = JSON.parse(buf.slice(0, nl)) as { port?: number; stats?: LatencyProxyStats };
+        buf = buf.slice(nl + 1);
+        if (msg.stats) waiting.shift()?.(msg.stats);
+        if (msg.port === undefined) continue;
+        resolve({
+          endpoint: `${profile.https ? 'https' : 'http'}://127.0.0.1:${msg.port}`,
+          pid: child.pid!,
+          stats: () => new Promise<LatencyProxyStats>((res) => { waiting.push(res); child.stdin.write('stats\n'); }),
+          stop: () => new Promise<void>((res) => {
+            if (child.exitCode !== null) return res();
+            child.once('exit', () => res());
+            child.stdin.end();
+            child.kill('SIGTERM');
+            setTimeout(() => child.kill('SIGKILL'), 3000).unref();
+          }),
+        });
+      }
     });
   });
 }
@@ -144,7 +157,7 @@ function cpuOf(pid: number | undefined): number | undefined {
 
 /** The unit and direction of a scenario's figure. */
 export function unitOf(s: ScenarioDef): { unit: Unit; higherIsBetter: boolean } {
-  if (s.kind === 'sequential') return { unit: s.metric, higherIsBetter: true };
+  if (s.kind === 'sequential' || s.kind === 'tier') return { unit: s.metric, higherIsBetter: true };
   if (s.kind === 'random') return { unit: 'ops/s', higherIsBetter: true };
   return { unit: 's', higherIsBetter: false };
 }
@@ -152,6 +165,7 @@ export function unitOf(s: ScenarioDef): { unit: Unit; higherIsBetter: boolean } 
 /** Which targets a scenario kind applies to. */
 export function appliesTo(kind: ScenarioDef['kind'], t: TargetName): boolean {
   if (kind === 'sequential') return true;
+  if (kind === 'tier') return t === 'FastFile';
   return TARGET_STYLE[t] === 'mount';
 }
 
@@ -224,10 +238,14 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
       const objs = data[sc.dataset]!;
       const { unit, higherIsBetter } = unitOf(sc);
       const targets: TargetName[] = [...sc.modes, ...sc.peers].filter((t) => appliesTo(sc.kind, t));
-      const readerCounts = sc.kind === 'sequential' ? sc.readers : [1];
+      const readerCounts = sc.kind === 'sequential' || sc.kind === 'tier' ? sc.readers : [1];
       for (const profName of sc.profiles) {
         const proxy = proxies.get(profName)!;
         // The machine's load drifts during a run: measure the limit again next to each throughput scenario.
+        if (sc.kind === 'tier') {
+          for (const readers of readerCounts) await tierFigures(sc, profName, proxy, readers, objs, config, root, figures, stops, o, checkAbort, server.credentials);
+          continue;
+        }
         if (sc.kind === 'sequential') limits.find((l) => l.profile === profName)!.runs.push(await limitOnce(profName, `before ${sc.name}`));
         for (const target of targets) {
           for (const readers of readerCounts) {
@@ -291,6 +309,48 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
   }
 }
 
+/** kind tier: one figure per phase (scenario "NAME.phase"), filled from `repetitions` runs of ./tier.ts. */
+async function tierFigures(
+  sc: ScenarioDef, profName: string, proxy: ProxyHandle, readers: number, objs: SeededObject[], config: BenchConfig, root: string,
+  figures: Figure[], stops: Set<() => Promise<void>>, o: RunnerOptions, checkAbort: () => void, credentials: TargetEnv['credentials'],
+): Promise<void> {
+  const { unit, higherIsBetter } = unitOf(sc);
+  const figs = new Map<TierPhase, Figure>();
+  for (const phase of TIER_PHASES) {
+    const fig: Figure = {
+      scenario: `${sc.name}.${phase}`, title: `${sc.title}: ${phase}`, kind: sc.kind, profile: profName, target: phase === 'local' ? 'File' : 'FastFile',
+      role: 'sluice', readers, unit, higherIsBetter, value: null, mbps: null, fractionOfLimit: null, peakRssBytes: null, cpuSecondsPerGB: null,
+      readerCpuSecondsPerGB: null, serverCpuSecondsPerGB: null,
+      verified: false, s3Gets: null, runs: [],
+    };
+    figs.set(phase, fig);
+    figures.push(fig);
+  }
+  for (let rep = 0; rep < config.repetitions; rep++) {
+    checkAbort();
+    const runDir = path.join(root, `run-tier-${sc.name}-${readers}-${rep}`);
+    const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials, runDir, config };
+    try {
+      const res = await runTier(sc, readers, objs, env, rep, stops, () => proxy.stats());
+      for (const phase of TIER_PHASES) {
+        const r = res[phase];
+        figs.get(phase)!.runs.push(r);
+        o.log(`[${sc.name}.${phase} ${profName} x${readers} rep ${rep + 1}/${config.repetitions}] ${fmt(r.mbps ?? null)} MB/s, ${fmt(r.filesPerSec ?? null)} files/s, ${r.s3Gets} S3 GETs${r.cpuSeconds !== undefined ? `, ${(r.cpuSeconds / (r.bytes / 1e9)).toFixed(2)} CPU s/GB` : ''}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}`);
+      }
+    } catch (err) {
+      const error = err instanceof Error ? err.message : String(err);
+      for (const f of figs.values()) f.runs.push({ rep, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false, error });
+      o.log(`[${sc.name} ${profName} x${readers} rep ${rep + 1}/${config.repetitions}] FAILED: ${error}`);
+    } finally {
+      await rm(runDir, { recursive: true, force: true }).catch(() => {});
+    }
+  }
+  for (const f of figs.values()) {
+    summarise(f);
+    f.s3Gets = median(f.runs.map((r) => (r as TierRunResult).s3Gets).filter((x): x is number => x !== undefined));
+  }
+}
+
 function fmt(v: number | null): string {
   return v === null ? '-' : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(3);
 }
@@ -299,11 +359,12 @@ function summarise(fig: Figure): void {
   const ok = fig.runs.filter((r) => r.value !== null && !r.error);
   fig.value = median(ok.map((r) => r.value!));
   const mbps = ok.filter((r) => r.seconds > 0 && r.bytes > 0).map((r) => r.bytes / 1e6 / r.seconds);
-  fig.mbps = fig.kind === 'sequential' || fig.kind === 'random' ? median(mbps) : null;
+  const rates = fig.kind === 'sequential' || fig.kind === 'random' || fig.kind === 'tier';
+  fig.mbps = rates ? median(mbps) : null;
   const rss = ok.map((r) => r.peakRssBytes).filter((x): x is number => x !== undefined);
   fig.peakRssBytes = rss.length ? Math.max(...rss) : null;
   const perGB = (pick: (r: RunResult) => number | undefined) => {
-    if (fig.kind !== 'sequential' && fig.kind !== 'random') return null;
+    if (!rates) return null;
     return median(ok.filter((r) => pick(r) !== undefined && r.bytes > 0).map((r) => pick(r)! / (r.bytes / 1e9)));
   };
   fig.cpuSecondsPerGB = perGB((r) => r.cpuSeconds);

@@ -21,7 +21,7 @@ export const PEERS = ['s3fs', 'rclone', 'aws'] as const;
 export type ModeName = (typeof MODES)[number];
 export type PeerName = (typeof PEERS)[number];
 export type TargetName = ModeName | PeerName;
-export const SCENARIO_KINDS = ['sequential', 'random', 'ttfb', 'list'] as const;
+export const SCENARIO_KINDS = ['sequential', 'random', 'ttfb', 'list', 'tier'] as const;
 export type ScenarioKind = (typeof SCENARIO_KINDS)[number];
 
 export interface ScenarioDef {
@@ -44,6 +44,8 @@ export interface ScenarioDef {
    */
   warm?: boolean;
   random: { threads: number; blockSize: number; ops: number };
+  /** kind tier (./tier.ts): the memory cache of its mounts and the disk tier's bound; default: the file's cache size, 4x the dataset. */
+  tier: { cacheSize: number; cacheDirSize: number | undefined };
   /** Issue 15: FastFile mounts from a snapshot of the dataset (written once, not timed) instead of listing. */
   snapshot: boolean;
 }
@@ -210,7 +212,13 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
         blockSize: size(file, r.blockSize, `scenarios.${name}.random.blockSize`, 64 * 1024),
         ops: num(file, r.ops, `scenarios.${name}.random.ops`, 1, 1_000_000, 1000),
       },
+      tier: { cacheSize: sluice.cacheSize, cacheDirSize: undefined },
       snapshot: s.snapshot === true,
+    };
+    const tr = (isObj(s.tier) ? s.tier : {}) as Obj;
+    sc.tier = {
+      cacheSize: size(file, tr.cacheSize, `scenarios.${name}.tier.cacheSize`, sluice.cacheSize),
+      cacheDirSize: tr.cacheDirSize === undefined ? undefined : size(file, tr.cacheDirSize, `scenarios.${name}.tier.cacheDirSize`),
     };
     if (s.warm !== undefined && typeof s.warm !== 'boolean') fail(file, `scenarios.${name}.warm must be true or false`, 'Set warm: true to measure a daemon that has already read the first object');
     if (s.warm === true) {

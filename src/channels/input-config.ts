@@ -10,6 +10,9 @@
  *    seed, type, wrapper, compression, content-type, attributes (names joined by '|'),
  *    and sluice's own snapshot, snapshot-out, filter (expressions joined by '&'; issue 15).
  *    Values are matched case-insensitively. A URI holding ',' needs the JSON form.
+ *    In the JSON form the same three are sluice's own channel field
+ *    `"Sluice": {"Snapshot": FILE, "SnapshotOut": FILE, "Filter": [EXPR, ...]}` (not sent to
+ *    SageMaker: toSageMakerChannel leaves it out).
  *
  * SageMaker's defaults: S3DataType S3Prefix (as the SageMaker Python SDK), distribution
  * FullyReplicated, InputMode the job's (File), RecordWrapperType None, CompressionType None.
@@ -71,7 +74,9 @@ const CHANNEL_NAME_MAX = 64;
 /** SageMaker's limit on AttributeNames. */
 const MAX_ATTRIBUTE_NAMES = 16;
 
-const CHANNEL_FIELDS = new Set(['ChannelName', 'DataSource', 'InputMode', 'RecordWrapperType', 'ShuffleConfig', 'ContentType', 'CompressionType']);
+const CHANNEL_FIELDS = new Set(['ChannelName', 'DataSource', 'InputMode', 'RecordWrapperType', 'ShuffleConfig', 'ContentType', 'CompressionType', 'Sluice']);
+/** Fields of sluice's own channel field "Sluice" (issue 15: the JSON form of snapshot=, snapshot-out=, filter=). */
+const SLUICE_FIELDS = new Set(['Snapshot', 'SnapshotOut', 'Filter']);
 const S3_SOURCE_FIELDS = new Set(['S3Uri', 'S3DataType', 'S3DataDistributionType', 'S3DistributionType', 'AttributeNames']);
 /** Fields SageMaker defines that do not change what sluice reads (instance groups, model access). */
 const S3_SOURCE_IGNORED = new Set(['InstanceGroupNames', 'ModelAccessConfig', 'HubAccessConfig']);
@@ -225,9 +230,33 @@ function channelFromJson(c: unknown, index: number, defaultInputMode: InputMode,
     ...(attributeNames ? { attributeNames } : {}),
     ...(typeof c.ContentType === 'string' ? { contentType: c.ContentType } : {}),
     ...(seed !== undefined ? { seed } : {}),
+    ...(c.Sluice !== undefined ? sluiceFields(c.Sluice, at) : {}),
   };
   checkChannel(channel, warnings);
   return channel;
+}
+
+/** The JSON form of the short form's snapshot=, snapshot-out= and filter= (issue 15). */
+function sluiceFields(v: unknown, at: string): Pick<ChannelConfig, 'snapshot' | 'snapshotOut' | 'filters'> {
+  const example = 'E.g. "Sluice": {"Snapshot": "train.snap.gz"} or "Sluice": {"Filter": ["dt>=2026-06-01", "region=kr"]}';
+  if (!isObject(v)) throw new ConfigError(`${at}: Sluice must be an object`, { hint: example });
+  for (const k of Object.keys(v)) {
+    if (!SLUICE_FIELDS.has(k)) throw new ConfigError(`${at}: unknown field Sluice.${k}`, { hint: `Sluice fields are ${[...SLUICE_FIELDS].join(', ')} (case-sensitive)` });
+  }
+  const out: Pick<ChannelConfig, 'snapshot' | 'snapshotOut' | 'filters'> = {};
+  for (const [field, key] of [['Snapshot', 'snapshot'], ['SnapshotOut', 'snapshotOut']] as const) {
+    if (v[field] === undefined) continue;
+    if (typeof v[field] !== 'string' || v[field] === '') throw new ConfigError(`${at}: Sluice.${field} must be a file path`, { hint: example });
+    out[key] = v[field];
+  }
+  if (v.Filter !== undefined) {
+    const list = typeof v.Filter === 'string' ? [v.Filter] : v.Filter;
+    if (!Array.isArray(list) || list.length === 0 || !list.every((f) => typeof f === 'string' && f.trim() !== '')) {
+      throw new ConfigError(`${at}: Sluice.Filter must be a filter expression or a list of them`, { hint: example });
+    }
+    out.filters = (list as string[]).map((f) => f.trim());
+  }
+  return out;
 }
 
 function parseSeed(v: unknown, at: string, field: string): number {

@@ -54,6 +54,8 @@ import { sagemakerEnv, sagemakerPaths, writeConfigFiles, type SageMakerPaths } f
 import { shardObjects } from '../channels/shard.js';
 import { shuffled } from '../channels/shuffle.js';
 import { listChannel, type ChannelItem, type ChannelUnit, type ClientFor } from '../channels/sources.js';
+import type { DiskCache } from '../cache/disk-cache.js';
+import { acquireDiskTier, TieredClient, tierNamespace } from '../cache/tiered-client.js';
 
 export const summary = 'Give a training command the SageMaker input environment: File, FastFile and Pipe channels, then run it.';
 
@@ -229,7 +231,10 @@ export async function run(argv: string[]): Promise<number> {
   try {
     const pipes: { name: string; pipe: PipeChannel }[] = [];
     const metrics = await startMetrics(o, cleanup);
-    const clientFor = clientCache(o, cleanup);
+    // The disk tier (--cache-dir) is opened once here and shared by every channel (mounts take their own reference).
+    const tier = await acquireDiskTier(o);
+    if (tier) cleanup.add('disk tier', tier.release);
+    const clientFor = clientCache(o, cleanup, tier?.cache);
     for (const c of channels) metrics?.setReady(`channel ${c.name}`, false);
     for (const c of channels) {
       if (abort.signal.aborted) break;
@@ -319,13 +324,15 @@ async function startMetrics(o: RunOptions, cleanup: Cleanup): Promise<MetricsSer
 }
 
 /** One ObjectClient per bucket (manifests may point at several), closed at cleanup. */
-function clientCache(o: RunOptions, cleanup: Cleanup): ClientFor {
+function clientCache(o: RunOptions, cleanup: Cleanup, tier?: DiskCache): ClientFor {
   const clients = new Map<string, ObjectClient>();
   cleanup.add('S3 clients', async () => { await Promise.all([...clients.values()].map((c) => c.close())); });
   return (bucket) => {
     let c = clients.get(bucket);
     if (!c) {
       c = createObjectClient(clientOptionsFrom(bucket, o));
+      // With --cache-dir, File mode and Pipe read through the disk tier too.
+      if (tier) c = new TieredClient(c, tier, tierNamespace(o, bucket));
       clients.set(bucket, c);
     }
     return c;

@@ -84,6 +84,8 @@ export interface SluiceFsOptions {
   randomFillMaxSize?: number;
   /** The S3 client's connections (--max-connections), to keep the random fill to half of them; default 64. */
   maxConnections?: number;
+  /** Keeps an open file's blocks in the disk tier from eviction until the returned function is called (src/cache/disk-cache.ts). */
+  pinObject?: (key: string, etag: string, size: number) => () => void;
   /** The mount's kernel readahead in bytes (--read-ahead-kb), so its out-of-order requests keep a reader sequential; default 0 (the cursor's own tolerances). */
   kernelReadahead?: number;
   // ---- issue 15: snapshots, filters, archived objects ----
@@ -173,6 +175,8 @@ interface Handle {
   cursor: ReadCursor;
   /** True once a read on this handle returned bytes (the file then counts as delivered at release). */
   served?: boolean;
+  /** Lets the disk tier evict the file's blocks again (see SluiceFsOptions.pinObject). */
+  unpin?: () => void;
 }
 
 function checkOptions(o: SluiceFsOptions): void {
@@ -375,7 +379,7 @@ export class SluiceFs implements FsCore {
     const fh = this.nextFh++;
     // An early file (index -1) has no known siblings, so no cross-file prefetch follows it.
     const file = node.index >= 0 ? node.parent.files[node.index]! : { key: node.info.key, etag: node.info.etag, size: node.info.size };
-    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0) });
+    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0), unpin: this.opts.pinObject?.(file.key, file.etag, file.size) });
     openHandles.set({ channel: this.channel }, this.handles.size);
     if (node.index >= 0) this.crossFile.onOpen(node.parent.files, node.index);
     return fh;
@@ -419,6 +423,7 @@ export class SluiceFs implements FsCore {
     const h = this.handles.get(fh);
     if (!h || !this.handles.delete(fh)) throw new BadHandleError(fh);
     h.cursor.close();
+    h.unpin?.();
     this.readStats.sequentialReads += h.cursor.stats.sequentialReads;
     this.readStats.randomReads += h.cursor.stats.randomReads;
     openHandles.set({ channel: this.channel }, this.handles.size);

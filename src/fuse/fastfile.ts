@@ -24,6 +24,7 @@ import path from 'node:path';
 import type { Options } from '../config/options.js';
 import { SluiceFs } from '../fs/core.js';
 import { log } from '../log.js';
+import { TieredClient, withDiskTier } from '../cache/tiered-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import type { ObjectInfo } from '../s3/object-client.js';
 import { restoreHint } from '../errors.js';
@@ -38,6 +39,7 @@ export const FASTFILE_OPTION_NAMES = [
   'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle',
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
+  'cacheDir', 'cacheDirSize', 'cacheDirWriteRate',
 ] as const;
 
 /** Issue 15: what to read (snapshot, filters, archived objects); `sluice run` sets them per channel. */
@@ -76,7 +78,12 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
   checkFuseAvailable();
   await prepareMountpoint(mountpoint);
 
-  const client = createObjectClient(clientOptionsFrom(bucket, o));
+  // With --cache-dir, reads go through the disk tier, under the memory block cache.
+  const s3 = createObjectClient(clientOptionsFrom(bucket, o));
+  const client = await withDiskTier(s3, o).catch(async (err: unknown) => {
+    await s3.close().catch(() => undefined);
+    throw err;
+  });
   const mlog = log.child({ component: 'fastfile', mountpoint, ...(opts.channel ? { channel: opts.channel } : {}) });
   let core: SluiceFs | undefined;
   try {
@@ -98,6 +105,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       cacheSize: o.cacheSize, partSize: o.partSize, maxPrefetch: o.maxPrefetch, maxInflight: o.maxInflight,
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
+      ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size) } : {}),
       // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
       kernelReadahead: o.readAheadKb * 1024,
     });

@@ -222,6 +222,55 @@ export const pipeEmptySeconds = new client.Counter({
   registers: [registry],
 });
 
+// ---- Disk tier (--cache-dir, src/cache/disk-cache.ts) ------------------------------
+
+export const diskCacheHits = new client.Counter({
+  name: 'sluice_disk_cache_hits_total',
+  help: 'Block lookups in the disk tier that found the block whole and verified (CRC32C).',
+  registers: [registry],
+});
+export const diskCacheMisses = new client.Counter({
+  name: 'sluice_disk_cache_misses_total',
+  help: 'Block lookups in the disk tier that found nothing usable (absent, too short, or corrupt); the block is read from S3.',
+  registers: [registry],
+});
+export const diskCacheReadBytes = new client.Counter({
+  name: 'sluice_disk_cache_read_bytes_total',
+  help: 'Bytes served from the disk tier instead of S3.',
+  registers: [registry],
+});
+export const diskCacheWrittenBytes = new client.Counter({
+  name: 'sluice_disk_cache_written_bytes_total',
+  help: 'Block bytes written to the disk tier (headers not included).',
+  registers: [registry],
+});
+export const diskCacheWriteSkipped = new client.Counter({
+  name: 'sluice_disk_cache_write_skipped_total',
+  help: 'Blocks not written to the disk tier, by reason (queue_full: writes lag behind reads; no_space: bound or free space reached; lock_busy; closed; error).',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+export const diskCacheEvictions = new client.Counter({
+  name: 'sluice_disk_cache_evictions_total',
+  help: 'Block files deleted by this process to keep the disk tier within --cache-dir-size (least recently used first).',
+  registers: [registry],
+});
+export const diskCacheChecksumFailures = new client.Counter({
+  name: 'sluice_disk_cache_checksum_failures_total',
+  help: 'Blocks read from the disk tier that failed verification (torn, truncated, corrupt); each was deleted and read from S3 instead. Above 0 points at a failing disk.',
+  registers: [registry],
+});
+export const diskCacheUsedBytes = new client.Gauge({
+  name: 'sluice_disk_cache_used_bytes',
+  help: 'Bytes the disk tier holds across all processes sharing the folder (block files plus space granted to writers), as last seen in its ledger.',
+  registers: [registry],
+});
+export const diskCacheCapacityBytes = new client.Gauge({
+  name: 'sluice_disk_cache_capacity_bytes',
+  help: 'The disk tier bound (--cache-dir-size) of this process.',
+  registers: [registry],
+});
+
 // ---- fetched but never read (issue 11) -----------------------------------------------
 
 export const prefetchEvictedUnreadBytes = new client.Counter({

@@ -27,6 +27,9 @@ interface NativeAddon {
   mkfifo(path: string, mode: number): void;
   setPipeSize(fd: number, bytes: number): number;
   getPipeSize(fd: number): number;
+  /** flock(fd, LOCK_EX or LOCK_SH | LOCK_NB): false when another open file holds it (absent from an old build). */
+  tryLock?(fd: number, exclusive: boolean): boolean;
+  unlock?(fd: number): void;
 }
 
 export type FifoBackend = 'native' | 'mkfifo-command';
@@ -61,6 +64,17 @@ function loadAddon(): NativeAddon | null {
     addonError = err;
   }
   return addon;
+}
+
+/**
+ * flock(2) from the addon, for the disk tier's lock file (src/cache/disk-lock.ts), or undefined
+ * when the addon is not built, is an older build without it, or is forced off.
+ */
+export function flockOps(): { tryLock(fd: number, exclusive: boolean): boolean; unlock(fd: number): void } | undefined {
+  if (nativeForcedOff()) return undefined;
+  const a = loadAddon();
+  if (!a?.tryLock || !a.unlock) return undefined;
+  return { tryLock: a.tryLock.bind(a), unlock: a.unlock.bind(a) };
 }
 
 /** Why the addon is not in use (undefined when it is, or was not tried yet). For logs. */

@@ -52,6 +52,13 @@ t.test('bytes pass through intact on keep-alive connections, each request counte
   t.equal(createHash('sha256').update(Buffer.concat(parts)).digest('hex'), o.sha256);
   t.equal(proxy.stats.connections, 1, 'one keep-alive connection');
   t.equal(proxy.stats.requests, 4, 'four requests framed');
+  t.equal(proxy.stats.objectGets, 4, 'four object GETs');
+  // A listing is a GET too, but not an object GET (the disk tier bench counts object GETs).
+  const list = await pool.request({ method: 'GET', path: '/bench-t?list-type=2&prefix=p%2F' });
+  t.equal(list.statusCode, 200);
+  await list.body.arrayBuffer();
+  t.equal(proxy.stats.requests, 5);
+  t.equal(proxy.stats.objectGets, 4, 'a listing is not counted as an object GET');
 });
 
 t.test('a server closing an idle keep-alive connection is hidden from the client', async (t) => {

@@ -125,3 +125,25 @@ t.test('a whole CreateTrainingJob request: its name, hyperparameters, instance t
   ];
   for (const [extra, re] of bad) t.throws(() => parseInputDataConfig({ ...extra, InputDataConfig: [ch()] }, 'req.json'), { code: 'SLUICE_CONFIG', message: re }, String(re));
 });
+
+// Issue 15: the JSON form of snapshot=, snapshot-out= and filter= is the channel field "Sluice".
+t.test('JSON form: Sluice.Snapshot, SnapshotOut and Filter match the short form', async (t) => {
+  const json = parseInputDataConfig([ch({ InputMode: 'Pipe', Sluice: { Snapshot: 'a.snap.gz', SnapshotOut: 'b.snap', Filter: ['dt>=2026-06-01', ' region=kr '] } })]).channels[0]!;
+  const short = parseChannelFlag('train=s3://bucket/train/,mode=Pipe,snapshot=a.snap.gz,snapshot-out=b.snap,filter=dt>=2026-06-01&region=kr').channels[0]!;
+  t.same(json, short);
+  t.same(json.filters, ['dt>=2026-06-01', 'region=kr']);
+  t.same(parseInputDataConfig([ch({ Sluice: { Filter: 'region=kr' } })]).channels[0]!.filters, ['region=kr'], 'one filter as a string');
+  t.notOk('Sluice' in toSageMakerChannel(json), 'not sent to SageMaker');
+  const bad: Array<[unknown, RegExp]> = [
+    ['x', /channel "train": Sluice must be an object/],
+    [{ snapshot: 'a' }, /channel "train": unknown field Sluice\.snapshot/],
+    [{ Snapshot: 3 }, /channel "train": Sluice\.Snapshot must be a file path/],
+    [{ SnapshotOut: '' }, /channel "train": Sluice\.SnapshotOut must be a file path/],
+    [{ Filter: [] }, /channel "train": Sluice\.Filter must be a filter expression or a list of them/],
+    [{ Filter: ['a=b', ' '] }, /Sluice\.Filter must be/],
+  ];
+  for (const [v, re] of bad) {
+    t.throws(() => parseInputDataConfig([ch({ Sluice: v })]), re, JSON.stringify(v));
+  }
+  t.throws(() => parseInputDataConfig([ch({ Sluice: { Snapshot: 'a' } }, { S3DataType: 'ManifestFile', S3Uri: 's3://bucket/m.manifest' })]), /snapshot, snapshot-out and filter apply to S3Prefix channels/);
+});

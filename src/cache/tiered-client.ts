@@ -1,0 +1,204 @@
+/**
+ * TieredClient: an ObjectClient that reads through the disk tier (./disk-cache.ts).
+ *
+ * The seam by which every mode uses the tier without knowing of it: FastFile's block
+ * fetcher (under the memory block cache), File mode's downloads and Pipe's read-ahead
+ * all read through an ObjectClient, and with --cache-dir that client is this one.
+ *
+ * getRange(start, end): the tier's blocks that cover [start, end) are read from disk
+ * (each verified) concurrently, straight into the caller's buffer; the missing ones are
+ * grouped into runs of contiguous blocks and each run is one ranged GET of the inner
+ * client (pinned to the ETag as always), read into the caller's buffer too when the run
+ * starts on a block boundary. A run's start is moved back to its block's start (at most
+ * one block of extra bytes) so every fetched block is stored from its first byte; its
+ * end is never moved (the object's size is not known here), so a GET that ends inside
+ * a block stores a prefix of it (see the tier's layout). Fetched blocks are queued for
+ * writing in the background. With nothing on disk, that is the same one GET as without
+ * the tier, plus one failed open(2) per block.
+ * getStream(): windows of STREAM_WINDOW bytes, each a getRange(). Parts of File mode
+ * and Pipe are --part-size long, so each is one window.
+ * The tier never fails a read: a block it cannot read is a miss, and a write that fails
+ * is dropped (./disk-cache.ts counts both).
+ * close() closes the inner client and lets go of the shared tier (the last user closes it).
+ */
+import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
+import { DiskCache, type DiskBlockId } from './disk-cache.js';
+
+/** getStream() window: 8 MiB, the default --part-size (one window per Pipe / File mode part). */
+const STREAM_WINDOW = 8 * 1024 * 1024;
+
+export class TieredClient implements ObjectClient {
+  constructor(
+    private readonly inner: ObjectClient,
+    readonly tier: DiskCache,
+    /** Endpoint and bucket: where the objects live (part of every block's key). */
+    private readonly ns: string,
+    private readonly onClose: () => Promise<void> = async () => undefined,
+  ) {}
+
+  /** Version ids a snapshot pinned (pinVersions): part of the block keys of those objects. */
+  private versions: ReadonlyMap<string, string> | undefined;
+
+  get bucket(): string {
+    return this.inner.bucket;
+  }
+
+  /** Passes a snapshot's version pins to the inner client, and keys those objects' blocks by version too. */
+  pinVersions(versions: ReadonlyMap<string, string>): void {
+    this.versions = versions;
+    this.inner.pinVersions?.(versions);
+  }
+
+  private blockId(key: string, etag: string, index: number): DiskBlockId {
+    const versionId = this.versions?.get(key);
+    return versionId !== undefined ? { ns: this.ns, key, etag, versionId, index } : { ns: this.ns, key, etag, index };
+  }
+
+  list(prefix: string, opts?: ListOptions): AsyncIterable<ObjectInfo> {
+    return this.inner.list(prefix, opts);
+  }
+
+  head(key: string, opts?: RequestOptions): Promise<ObjectInfo> {
+    return this.inner.head(key, opts);
+  }
+
+  firstKeyUnder(prefix: string, opts?: RequestOptions): Promise<string | undefined> {
+    return this.inner.firstKeyUnder(prefix, opts);
+  }
+
+  /** Keeps an object's blocks from eviction while it is open (see DiskCache.pin). */
+  pin(key: string, etag: string, size: number): () => void {
+    return this.tier.pin(this.ns, key, etag, size, this.versions?.get(key));
+  }
+
+  async getRange(key: string, start: number, end: number, etag: string, opts?: RangeOptions): Promise<Buffer> {
+    const n = end - start;
+    if (!(n > 0)) return this.inner.getRange(key, start, end, etag, opts);
+    const B = this.tier.blockSize;
+    const out = opts?.into && opts.into.length === n ? opts.into : Buffer.allocUnsafe(n);
+    const first = Math.floor(start / B);
+    const last = Math.floor((end - 1) / B);
+    const id = (index: number): DiskBlockId => this.blockId(key, etag, index);
+    const probes: Promise<boolean>[] = [];
+    for (let i = first; i <= last; i++) {
+      const from = Math.max(start, i * B);
+      const to = Math.min(end, (i + 1) * B);
+      probes.push(this.tier.readInto(id(i), out.subarray(from - start, to - start), from - i * B));
+    }
+    const found = await Promise.all(probes);
+    const runs: Promise<void>[] = [];
+    for (let i = first; i <= last; i++) {
+      if (found[i - first]) continue;
+      let j = i;
+      while (j + 1 <= last && !found[j + 1 - first]) j++;
+      runs.push(this.fetchRun(key, etag, start, end, out, i, j, opts));
+      i = j;
+    }
+    await Promise.all(runs);
+    return out;
+  }
+
+  /** GETs blocks i..j (inclusive) of the range into `out`, and queues them for the tier. */
+  private async fetchRun(key: string, etag: string, start: number, end: number, out: Buffer, i: number, j: number, opts?: RangeOptions): Promise<void> {
+    const B = this.tier.blockSize;
+    const from = i * B; // back to the block's start, so the block is stored from byte 0
+    const to = Math.min(end, (j + 1) * B);
+    const signal = opts?.signal ? { signal: opts.signal } : {};
+    let buf: Buffer;
+    if (from >= start) {
+      const into = out.subarray(from - start, to - start);
+      buf = await this.inner.getRange(key, from, to, etag, { ...signal, into });
+      if (buf !== into) buf.copy(into);
+    } else {
+      buf = await this.inner.getRange(key, from, to, etag, signal);
+      buf.copy(out, 0, start - from, to - from);
+    }
+    for (let k = i; k <= j; k++) {
+      const a = k * B - from;
+      this.tier.write(this.blockId(key, etag, k), buf.subarray(a, Math.min(buf.length, a + B)));
+    }
+  }
+
+  async *getStream(key: string, etag: string, opts: StreamOptions = {}): AsyncIterable<Buffer> {
+    const start = opts.start ?? 0;
+    const end = opts.end ?? opts.size ?? (await this.inner.head(key, opts.signal ? { signal: opts.signal } : {})).size;
+    for (let at = start; at < end; at += STREAM_WINDOW) {
+      opts.signal?.throwIfAborted();
+      yield await this.getRange(key, at, Math.min(end, at + STREAM_WINDOW), etag, opts.signal ? { signal: opts.signal } : {});
+    }
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.inner.close();
+    } finally {
+      await this.onClose();
+    }
+  }
+}
+
+/** One DiskCache per folder per process, shared by every client (channels, mounts) that uses it. */
+const shared = new Map<string, { cache: Promise<DiskCache>; users: number }>();
+
+export interface DiskTierOptions {
+  cacheDir?: string | undefined;
+  cacheDirSize?: number | undefined;
+  cacheDirWriteRate: number;
+  endpoint?: string | undefined;
+  region?: string | undefined;
+}
+
+/**
+ * The shared DiskCache of `o.cacheDir`, opened once per folder per process (InvalidArgumentError
+ * when the folder is unusable), or undefined without --cache-dir. `release()` lets go of it; the
+ * last user's release closes it.
+ */
+export async function acquireDiskTier(o: DiskTierOptions): Promise<{ cache: DiskCache; release: () => Promise<void> } | undefined> {
+  if (!o.cacheDir) return undefined;
+  const dir = o.cacheDir;
+  let entry = shared.get(dir);
+  if (!entry) {
+    entry = {
+      cache: DiskCache.open({ dir, ...(o.cacheDirSize !== undefined ? { maxBytes: o.cacheDirSize } : {}), writeBytesPerSec: o.cacheDirWriteRate }),
+      users: 0,
+    };
+    shared.set(dir, entry);
+    entry.cache.catch(() => shared.delete(dir));
+  }
+  const e = entry;
+  e.users++;
+  let cache: DiskCache;
+  try {
+    cache = await e.cache;
+  } catch (err) {
+    e.users--;
+    throw err;
+  }
+  let released = false;
+  return {
+    cache,
+    async release() {
+      if (released) return;
+      released = true;
+      if (--e.users === 0) {
+        shared.delete(dir);
+        await cache.close();
+      }
+    },
+  };
+}
+
+/** Where a client's objects live, for block keys: the endpoint (or AWS region) and the bucket. */
+export function tierNamespace(o: DiskTierOptions, bucket: string): string {
+  return `${o.endpoint ?? `aws:${o.region ?? ''}`}\0${bucket}`;
+}
+
+/**
+ * `client` reading through the disk tier of `o.cacheDir`, or `client` itself without
+ * --cache-dir. Closing the returned client releases the tier (acquireDiskTier).
+ */
+export async function withDiskTier(client: ObjectClient, o: DiskTierOptions): Promise<ObjectClient> {
+  const tier = await acquireDiskTier(o);
+  if (!tier) return client;
+  return new TieredClient(client, tier.cache, tierNamespace(o, client.bucket), tier.release);
+}
