@@ -29,14 +29,12 @@
  *     file under the final name. On failure or abort, temp files are removed (after a
  *     kill -9, the next run's sweep removes them; the script never starts on a
  *     channel that was not completed).
- *     A part larger than WRITE_BATCH_BYTES is streamed, not gathered: its body chunks
- *     (undici's socket reads, ~64 KiB) are collected up to WRITE_BATCH_BYTES and written
- *     with one pwritev at their offset, while the next batch arrives (one write in
- *     flight per part). So no byte is copied in user space, and no part-sized buffer is
- *     touched: fresh memory costs a page fault per 4 KiB on our VMs (as much CPU as the
- *     rest of the download), and a recycled one still needs a first run of
- *     --max-inflight fresh bytes, which on datasets of a few hundred MB is most of them.
- *     A smaller part (a small file, a tail) is one GET into one buffer and one write.
+ *     Each part is one ranged GET into a buffer from a BufferPool (../cache/buffer-pool.ts)
+ *     of part-sized slabs, bounded by --max-inflight: the body lands there straight from
+ *     the socket (../s3/wire.ts), then one pwritev writes it from that very buffer, and
+ *     the slab carries the next part. So no byte is copied in user space, and after the
+ *     first --max-inflight bytes no fresh memory is touched (fresh pages cost a page
+ *     fault per 4 KiB on our VMs). Tails and small files get a buffer of their own.
  *  6. Progress: a cli-progress bar on a TTY (bytes, files, MB/s, ETA); otherwise a log
  *     line every LOG_INTERVAL_MS.
  * The bytes are written as stored: CompressionType does not apply to File mode.
@@ -50,6 +48,7 @@ import { log } from '../log.js';
 import { channelObjects, channelSkippedBytes, servedBytes } from '../metrics/metrics.js';
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
+import { BufferPool } from '../cache/buffer-pool.js';
 
 export interface DownloadObject {
   key: string;
@@ -86,14 +85,6 @@ export interface FileModeResult {
   removed: number;
 }
 
-/**
- * Bytes gathered from a part's body before one pwritev: about 4 socket reads of 64 KiB.
- * A part holds at most two batches (one being written, one filling): 512 KiB per
- * connection instead of a whole part. Measured on 2 x 64 MiB, 16 connections: 1 MiB
- * batches cost ~15% more CPU (the socket buffers held longer grow the heap: more fresh
- * pages), 64-128 KiB batches ~10% more (a syscall and a libuv thread hop per write).
- */
-const WRITE_BATCH_BYTES = 256 * 1024;
 /** Non-TTY progress cadence: often enough to show life in `kubectl logs`, rare enough not to flood it. */
 const LOG_INTERVAL_MS = 10_000;
 /** Suffix of files being written; never a final name because keys are renamed over after. */
@@ -306,6 +297,8 @@ function conflict(key: string, err: unknown): Error {
 
 /** Fetch and write parts under the connection and in-flight byte bounds. */
 async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, progress: Progress, finish: (j: Job) => Promise<void>): Promise<void> {
+  // Part buffers in use are bounded by the in-flight budget (plus the one part that may exceed it).
+  const pool = new BufferPool({ maxBytes: o.maxInflight + o.partSize, unit: o.partSize });
   let next = 0;
   let running = 0;
   let inflight = 0;
@@ -333,61 +326,20 @@ async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, 
 
   async function runPart(p: Part): Promise<void> {
     const { job } = p;
-    if (p.end - p.start <= WRITE_BATCH_BYTES) return runSmallPart(p);
-    job.fd ??= open(job.temp, 'w');
-    const fd = await job.fd;
-    const stream = job.obj.client.getStream(job.obj.key, job.obj.etag, { start: p.start, end: p.end, size: job.obj.size, signal });
-    /** File offset of the next batch; bytes of the part written so far. */
-    let at = p.start;
-    let written = 0;
-    let received = 0;
-    let batch: Buffer[] = [];
-    let batchBytes = 0;
-    /** The write in flight, if any. INVARIANT: a rejection is kept in writeError, never unhandled. */
-    let writing: Promise<void> | undefined;
-    let writeError: unknown;
-    const flush = async (): Promise<void> => {
-      if (writing) await writing;
-      if (writeError !== undefined) throw writeError;
-      const bufs = batch;
-      const n = batchBytes;
-      const pos = at;
-      batch = [];
-      batchBytes = 0;
-      at += n;
-      writing = writeAllAt(fd, bufs, n, pos).then(() => {
-        written += n;
-        servedBytes.inc({ channel: o.channel, mode: 'File' }, n);
-        markFirstByte(o.channel, 'File');
-        progress.bytes(n);
-      }, (err: unknown) => { writeError = err; });
-    };
+    const len = p.end - p.start;
+    // Whole parts land in a recycled slab (straight from the socket, src/s3/wire.ts) and go
+    // to the file with one pwritev from it; tails and small files get a buffer of their own.
+    const slab = pool.acquire(len);
     try {
-      for await (const chunk of stream) {
-        received += chunk.length;
-        if (received > p.end - p.start) throw new BadRangeReplyError(`internal: got more than the ${p.end - p.start} bytes of part ${p.start}-${p.end - 1} of ${job.obj.key}`);
-        batch.push(chunk);
-        batchBytes += chunk.length;
-        if (batchBytes >= WRITE_BATCH_BYTES) await flush();
-      }
-      if (batchBytes > 0) await flush();
+      const buf = await job.obj.client.getRange(job.obj.key, p.start, p.end, job.obj.etag, { signal, ...(slab ? { into: slab.buf } : {}) });
+      job.fd ??= open(job.temp, 'w');
+      await writeAllAt(await job.fd, [buf], buf.length, p.start);
     } finally {
-      await writing; // never leave a write running on an fd the caller may close
+      slab?.unref(); // getRange has settled and the write is done: nothing touches the slab any more
     }
-    if (writeError !== undefined) throw writeError;
-    if (written !== p.end - p.start) throw new BadRangeReplyError(`internal: wrote ${written} of ${p.end - p.start} bytes of part ${p.start}-${p.end - 1} of ${job.obj.key}`);
-    if (--job.partsLeft === 0) await finish(job);
-  }
-
-  /** A part no larger than one batch (a small file, a tail): one GET into one buffer, one write. */
-  async function runSmallPart(p: Part): Promise<void> {
-    const { job } = p;
-    const buf = await job.obj.client.getRange(job.obj.key, p.start, p.end, job.obj.etag, { signal });
-    job.fd ??= open(job.temp, 'w');
-    await writeAllAt(await job.fd, [buf], buf.length, p.start);
-    servedBytes.inc({ channel: o.channel, mode: 'File' }, buf.length);
+    servedBytes.inc({ channel: o.channel, mode: 'File' }, len);
     markFirstByte(o.channel, 'File');
-    progress.bytes(buf.length);
+    progress.bytes(len);
     if (--job.partsLeft === 0) await finish(job);
   }
 }

@@ -399,18 +399,27 @@ export class SluiceFs implements FsCore {
    * file. Always settles: with the bytes, or with the S3 client's error (its own
    * deadlines and retries bound the wait), or AbortedError when `opts.signal` fires.
    */
-  async read(fh: number, dst: Buffer, length: number, position: number, opts: ReadOptions = {}): Promise<number> {
+  read(fh: number, dst: Buffer, length: number, position: number, opts: ReadOptions = {}): number | Promise<number> {
     const h = this.handles.get(fh);
     if (!h) throw new BadHandleError(fh);
     if (!(Number.isSafeInteger(position) && position >= 0 && Number.isSafeInteger(length) && length >= 0)) {
       throw new InvalidArgumentError(`read of ${length} bytes at ${position}: offset and length must be whole numbers >= 0`);
     }
+    // Blocks in cache answer synchronously: no promise, no await on the hot path.
     const t0 = performance.now();
-    const { bytes, waited } = await h.cursor.read(dst, length, position, opts.signal);
-    const t1 = performance.now();
+    const r = h.cursor.readNow(dst, length, position, opts.signal);
+    if (typeof r === 'number') return this.served(h, r, false, t0);
+    return r.then((res) => this.served(h, res.bytes, res.waited, t0));
+  }
+
+  /** Records a read of `bytes` that started at `t0` (and waited for a fetch, or not). */
+  private served(h: { served?: boolean }, bytes: number, waited: boolean, t0: number): number {
     const labels = { channel: this.channel, mode: 'FastFile' };
-    readWait.observe(labels, waited ? (t1 - t0) / 1000 : 0);
-    if (waited) this.waitClock.add(t0, t1);
+    if (waited) {
+      const t1 = performance.now();
+      readWait.observe(labels, (t1 - t0) / 1000);
+      this.waitClock.add(t0, t1);
+    } else readWait.observe(labels, 0);
     if (bytes > 0) {
       servedBytes.inc(labels, bytes);
       markFirstByte(this.channel, 'FastFile');

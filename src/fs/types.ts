@@ -39,7 +39,8 @@ export interface FsCore {
   /** Checks existence and type; returns a file handle number. */
   open(path: string, flags: number): Promise<number>;
   /** Fills `dst[0..n)` with bytes at `position`; n < length only at end of file. */
-  read(fh: number, dst: Buffer, length: number, position: number): Promise<number>;
+  /** Sync when every block is cached (no promise on the hot path); a promise when it must wait. */
+  read(fh: number, dst: Buffer, length: number, position: number): number | Promise<number>;
   release(fh: number): Promise<void>;
   statfs(): StatFs | Promise<StatFs>;
   /** Throws ReadOnlyError naming the operation; the adapter calls it for every write-like op. */

@@ -2,8 +2,8 @@
  * The bytes of one epoch of a Pipe channel, in order: each item's parts, taken
  * from the read-ahead, through Gzip decompression (objects only, when the channel
  * asks for it) and RecordIO framing (when asked), concatenated. A part comes as
- * the body chunks its GET received (readahead.ts), and they go on one by one, as
- * they are: no part-sized buffer is ever built.
+ * the one buffer its GET landed in (readahead.ts) and goes on as it is (RecordIO
+ * hands on slices of it); once the writer has written it, it is released for reuse.
  *
  * Framing streams: an object's length is known from its listing, so its header
  * goes out before its first byte. A decompressed object's length is known only at
@@ -33,6 +33,11 @@ export interface EpochBytesOptions {
   bucket: string;
   /** Called when an item's last byte has been handed on. */
   onItemDone?(index: number): void;
+  /**
+   * Resolves once every byte handed on so far has been consumed for good (written to the
+   * pipe). When given, a part's buffer is released for reuse after it (Part.release).
+   */
+  afterWritten?(): Promise<void>;
 }
 
 /** A short, loggable name for an item (never its bytes). */
@@ -44,7 +49,8 @@ export async function* epochBytes(items: readonly PipeItem[], ra: Readahead, opt
   for (let i = 0; i < items.length; i++) {
     const item = items[i]!;
     const size = item.kind === 'object' ? item.info.size : item.data.length;
-    let body: AsyncIterable<Buffer> = itemParts(ra, i);
+    // A decompressor may hold a part's bytes after asking for the next: never recycle under it.
+    let body: AsyncIterable<Buffer> = itemParts(ra, i, opts.compression === 'Gzip' ? undefined : opts.afterWritten);
     const decompress = opts.compression === 'Gzip' && item.kind === 'object';
     if (decompress) body = size === 0 ? drain(body) : gunzip(body, describeItem(item, i, opts.bucket));
     if (opts.recordWrapper === 'RecordIO') {
@@ -58,13 +64,17 @@ export async function* epochBytes(items: readonly PipeItem[], ra: Readahead, opt
 }
 
 /** The parts of item `index`, which must be next in the read-ahead. */
-async function* itemParts(ra: Readahead, index: number): AsyncGenerator<Buffer> {
+async function* itemParts(ra: Readahead, index: number, afterWritten?: () => Promise<void>): AsyncGenerator<Buffer> {
   for (;;) {
     const part = await ra.take();
     if (part === undefined || part.itemIndex !== index) {
       throw new Error(`pipe read-ahead out of step: expected item ${index}, got ${part === undefined ? 'the end' : `item ${part.itemIndex}`}`);
     }
-    yield* part.chunks; // as received: no part-sized buffer (readahead.ts)
+    yield* part.chunks;
+    if (afterWritten) {
+      await afterWritten();
+      part.release();
+    }
     if (part.last) return;
   }
 }

@@ -85,6 +85,9 @@ export interface FifoWriterHooks {
 }
 
 export class FifoWriter {
+  /** Writes handed to the socket whose callback has not come yet. */
+  private pendingWrites = 0;
+  private readonly flushWaiters: (() => void)[] = [];
   readonly path: string;
   private readonly hooks: FifoWriterHooks;
   private socket: net.Socket | undefined;
@@ -228,8 +231,10 @@ export class FifoWriter {
     if (this.readerGone || socket.destroyed) return false;
     if (data.length === 0) return true;
     const n = data.length;
+    this.pendingWrites++;
     const accepted = socket.write(data, (err) => {
       if (!err) this.hooks.onWritten?.(n);
+      if (--this.pendingWrites === 0) for (const w of this.flushWaiters.splice(0)) w();
     });
     if (!accepted) {
       const t0 = process.hrtime.bigint();
@@ -248,6 +253,15 @@ export class FifoWriter {
     }
     if (this.error) throw this.error;
     return !this.readerGone;
+  }
+
+  /**
+   * Resolves once every write accepted so far has completed (its bytes are in the pipe, or
+   * the write failed): the caller may then reuse the buffers it wrote.
+   */
+  flushed(): Promise<void> {
+    if (this.pendingWrites === 0) return Promise.resolve();
+    return new Promise((resolve) => this.flushWaiters.push(resolve));
   }
 
   /**

@@ -244,6 +244,7 @@ class PipeChannelImpl implements PipeChannel {
       maxInflightBytes: Math.max(1, this.o.maxInflight - this.recordHold),
       maxRequests: this.o.maxRequests,
       signal: this.abort.signal,
+      recycleParts: this.o.compression === 'None',
     });
     try {
       ra.start(); // fetch while the reader has not opened the FIFO yet
@@ -261,6 +262,7 @@ class PipeChannelImpl implements PipeChannel {
           channelObjects.inc({ channel: this.o.channel, mode: 'Pipe' });
           markFirstFile(this.o.channel, 'Pipe');
         },
+        afterWritten: () => writer.flushed(),
       });
       try {
         for (;;) {

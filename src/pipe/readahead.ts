@@ -19,15 +19,18 @@
  * budget, which starts the next parts. Small objects therefore download many at a
  * time, and a large object downloads as several ranges at once.
  *
- * A part is the list of body chunks its GET streamed (undici's socket reads, up to
- * 64 KiB each), kept as received: no part-sized buffer and no copy. A fresh 8 MiB
- * buffer per part cost a page fault per 4 KiB plus one more copy of every byte:
- * measured on 4 x 64 MiB with 16 GETs at once, ~10.5 CPU s/GB for part buffers
- * against ~8 for chunks (pooled getRange buffers: ~5; what is left is mostly the
- * socket reads' own fresh pages). The chunks hold the same bytes the buffer would,
- * so the byte window bounds memory just the same. A part must come to exactly its
- * range's length (BadRangeReplyError otherwise); the client pins the ETag of every
- * GET (If-Match, and the reply's ETag checked), on retries too.
+ * A part is one ranged GET. With `recycleParts` it is offered a slab of a per-epoch
+ * BufferPool (../cache/buffer-pool.ts, bounded by the byte window) as the stream's `into`:
+ * the S3 client lands the body there straight from the socket (../s3/wire.ts) and yields
+ * it as one buffer, and the writer gives the slab back (Part.release) once its bytes are in
+ * the pipe, so it carries a later part. A client that ignores `into` yields chunks of its
+ * own, kept as received (no copy). Measured before (4 x 64 MiB, 16 GETs at once): ~10.5
+ * CPU s/GB with a fresh part buffer per part (a page fault per 4 KiB), ~8 with undici's
+ * body chunks kept as received, ~5 with pooled getRange buffers; BENCHMARKS.md "Bulk
+ * receive path (issue 11)" has the figures of this path. Without `recycleParts` (a
+ * consumer that may hold the bytes longer, e.g. gunzip) no slab is offered. A part must
+ * come to exactly its range's length (BadRangeReplyError otherwise); the client pins the
+ * ETag of every GET (If-Match, and the reply's ETag checked), on retries too.
  *
  * Errors: a failed GET (after the client's own retries) is thrown by the take()
  * that reaches it, never earlier; parts started ahead keep a handler attached so
@@ -36,6 +39,7 @@
 import { setMaxListeners } from 'node:events';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
+import { BufferPool } from '../cache/buffer-pool.js';
 
 /** One thing to write to a pipe: an S3 object, or bytes given inline (augmented manifest attributes). */
 export type PipeItem =
@@ -52,6 +56,8 @@ export interface Part {
   bytes: number;
   /** True on the item's last part (an empty item has exactly one, empty, part). */
   last: boolean;
+  /** Gives the part's buffer back for reuse; call only once none of its bytes is referenced any more. */
+  release(): void;
 }
 
 export interface ReadaheadOptions {
@@ -65,14 +71,23 @@ export interface ReadaheadOptions {
   maxRequests: number;
   /** Aborts every GET (stop()). */
   signal?: AbortSignal;
+  /** Recycle part buffers (Part.release()); only for a consumer that is done with a part's bytes when it releases it. */
+  recycleParts?: boolean;
+}
+
+interface Fetched {
+  chunks: readonly Buffer[];
+  release(): void;
 }
 
 interface Task {
   itemIndex: number;
   last: boolean;
   bytes: number;
-  result: Promise<readonly Buffer[]>;
+  result: Promise<Fetched>;
 }
+
+const NOTHING_TO_RELEASE = (): void => {};
 
 /**
  * Parts in flight when an epoch starts: the part the reader needs first plus one
@@ -96,6 +111,8 @@ export class Readahead {
   /** The byte bound in force: ramps from RAMP_START_PARTS parts up to maxInflightBytes. */
   private window: number;
   private readonly onOuterAbort = (): void => this.close();
+  /** Part buffers, when recycled: bounded by the byte window plus the one part that may exceed it. */
+  private readonly pool: BufferPool | undefined;
 
   constructor(items: readonly PipeItem[], opts: ReadaheadOptions) {
     if (!(opts.partSize > 0) || !(opts.maxInflightBytes > 0) || !(opts.maxRequests >= 1)) {
@@ -104,6 +121,7 @@ export class Readahead {
     this.items = items;
     this.opts = opts;
     this.window = Math.min(opts.maxInflightBytes, RAMP_START_PARTS * opts.partSize);
+    this.pool = opts.recycleParts ? new BufferPool({ maxBytes: opts.maxInflightBytes + opts.partSize, unit: opts.partSize }) : undefined;
     // Every GET in flight listens on this signal; more than Node's default 10 is expected, not a leak.
     setMaxListeners(opts.maxRequests + 10, this.abort.signal);
     if (opts.signal?.aborted) this.close();
@@ -122,8 +140,8 @@ export class Readahead {
     const task = this.queue.shift();
     if (task === undefined) return undefined; // fill() queues a task whenever one remains
     try {
-      const chunks = await task.result;
-      return { itemIndex: task.itemIndex, chunks, bytes: task.bytes, last: task.last };
+      const { chunks, release } = await task.result;
+      return { itemIndex: task.itemIndex, chunks, bytes: task.bytes, last: task.last, release };
     } finally {
       if (!this.closed) {
         this.heldBytes -= task.bytes;
@@ -166,14 +184,26 @@ export class Readahead {
     }
   }
 
-  private fetch(item: PipeItem, start: number, end: number): Promise<readonly Buffer[]> {
-    if (item.kind === 'inline') return Promise.resolve(item.data.length > 0 ? [item.data] : []);
-    if (end === start) return Promise.resolve([]);
+  private fetch(item: PipeItem, start: number, end: number): Promise<Fetched> {
+    if (item.kind === 'inline') return Promise.resolve({ chunks: item.data.length > 0 ? [item.data] : [], release: NOTHING_TO_RELEASE });
+    if (end === start) return Promise.resolve({ chunks: [], release: NOTHING_TO_RELEASE });
     const client = item.client ?? this.opts.client;
     const { key, etag, size } = item.info;
     const signal = this.abort.signal;
     this.activeRequests += 1;
-    const request = receive(client.getStream(key, etag, { size, start, end, signal }), start, end, key);
+    const slab = this.pool?.acquire(end - start);
+    let released = false;
+    const release = (): void => {
+      if (!released && slab) { released = true; slab.unref(); }
+    };
+    const stream = client.getStream(key, etag, { size, start, end, signal, ...(slab ? { into: slab.buf } : {}) });
+    const request = receive(stream, start, end, key).then(
+      (chunks): Fetched => ({ chunks, release }),
+      (err: unknown) => {
+        release(); // the GET has settled: nothing writes to the slab any more
+        throw err;
+      },
+    );
     const result = request.finally(() => {
       this.activeRequests -= 1;
       this.fill();

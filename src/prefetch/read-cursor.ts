@@ -163,46 +163,73 @@ export class ReadCursor {
 
   /** Reads up to `length` bytes at `position` into dst[0..); fewer only at end of file. */
   async read(dst: Buffer, length: number, position: number, signal?: AbortSignal): Promise<ReadResult> {
+    const r = this.readNow(dst, length, position, signal);
+    return typeof r === 'number' ? { bytes: r, waited: false } : r;
+  }
+
+  /**
+   * read() without a promise when it need not wait: the byte count when every block was
+   * in the cache (copied already), else a promise of the result once the blocks land.
+   */
+  readNow(dst: Buffer, length: number, position: number, signal?: AbortSignal): number | Promise<ReadResult> {
     const end = Math.min(this.file.size, position + Math.min(length, dst.length));
-    if (!(position >= 0) || position >= end) return { bytes: 0, waited: false };
+    if (!(position >= 0) || position >= end) return 0;
     const kind = this.classify(position, end);
     const sequential = kind === SEQUENTIAL;
     const bs = this.fetcher.blockSize;
     const first = Math.floor(position / bs);
     const last = Math.floor((end - 1) / bs);
-    // INVARIANT: every pooled buffer behind `blocks` is pinned until the finally below.
+    // INVARIANT: every pooled buffer behind `blocks` is pinned until it is copied out (or the read gave up).
     const pins: Slab[] = [];
+    let blocks: (Buffer | Promise<Buffer>)[];
     try {
-      const blocks = this.fetcher.demand(this.file, first, last, pins);
+      blocks = this.fetcher.demand(this.file, first, last, pins);
       if (sequential) this.readAhead(this.frontier!);
       else if (kind === RANDOM) {
         if (this.aheadTo < end) this.aheadTo = end;
         if (this.randomFill && !this.fillTicket && !this.closed) this.fillTicket = this.randomFill.request(this.file);
       }
-
-      let waited = false;
-      let ready: Buffer[];
-      if (blocks.every((b): b is Buffer => Buffer.isBuffer(b))) {
-        ready = blocks;
-      } else {
-        waited = true;
-        ready = await settleWithin(Promise.all(blocks), signal);
-      }
-      for (let i = 0; i < ready.length; i++) {
-        const index = first + i;
-        const data = ready[i]!;
-        const blockStart = index * bs;
-        const expected = Math.min(bs, this.file.size - blockStart);
-        if (data.length !== expected) throw new BadRangeReplyError(`block ${index} of ${this.file.key} has ${data.length} bytes, expected ${expected}`);
-        const from = Math.max(position, blockStart);
-        const to = Math.min(end, blockStart + bs);
-        data.copy(dst, from - position, from - blockStart, to - blockStart);
-      }
-      if (sequential) this.retireBehind(position);
-      return { bytes: end - position, waited };
-    } finally {
-      for (const p of pins) p.unref();
+    } catch (err) {
+      unpin(pins);
+      throw err;
     }
+    if (blocks.every((b): b is Buffer => Buffer.isBuffer(b))) {
+      try {
+        return this.copyOut(blocks, dst, first, position, end, sequential);
+      } finally {
+        unpin(pins);
+      }
+    }
+    return settleWithin(Promise.all(blocks), signal).then(
+      (ready) => {
+        try {
+          return { bytes: this.copyOut(ready, dst, first, position, end, sequential), waited: true };
+        } finally {
+          unpin(pins);
+        }
+      },
+      (err: unknown) => {
+        unpin(pins);
+        throw err;
+      },
+    );
+  }
+
+  /** Step 5: copies [position, end) out of the blocks from `first` on; returns the byte count. */
+  private copyOut(ready: Buffer[], dst: Buffer, first: number, position: number, end: number, sequential: boolean): number {
+    const bs = this.fetcher.blockSize;
+    for (let i = 0; i < ready.length; i++) {
+      const index = first + i;
+      const data = ready[i]!;
+      const blockStart = index * bs;
+      const expected = Math.min(bs, this.file.size - blockStart);
+      if (data.length !== expected) throw new BadRangeReplyError(`block ${index} of ${this.file.key} has ${data.length} bytes, expected ${expected}`);
+      const from = Math.max(position, blockStart);
+      const to = Math.min(end, blockStart + bs);
+      data.copy(dst, from - position, from - blockStart, to - blockStart);
+    }
+    if (sequential) this.retireBehind(position);
+    return end - position;
   }
 
   /** Updates the window for a read [position, end); returns its kind (step 1). */
@@ -283,6 +310,10 @@ export class ReadCursor {
     this.aheadTo = Math.max(this.aheadTo, Math.min(size, next * bs));
     if (next > lastBlock) this.window = Math.min(this.window * 2, this.maxPrefetch);
   }
+}
+
+function unpin(pins: Slab[]): void {
+  for (const p of pins) p.unref();
 }
 
 /** Resolves or rejects with `p`, or rejects with AbortedError once `signal` aborts. */

@@ -66,6 +66,12 @@ export interface StreamOptions extends RequestOptions {
   end?: number;
   /** Object size, when known (saves a HEAD). */
   size?: number;
+  /**
+   * A buffer of exactly `end - start` bytes the client may land the bytes in. A client that
+   * honours it yields subarrays of this very buffer, in order (the S3 client yields it whole,
+   * once filled); one that ignores it yields buffers of its own.
+   */
+  into?: Buffer;
 }
 
 export interface ObjectClient {

@@ -36,6 +36,7 @@ import { LimiterTimeout, type ConcurrencyLimiter, type Slot } from './concurrenc
 import { OUTAGE_POLL_MS, requestDeadlineMs, type Reachability } from './outage.js';
 import { BACKOFF_BASE_MS, backoffMs, sleep } from './retry.js';
 import type { SignGet } from './signing.js';
+import { WireStallError, type Exchange, type WireHeaders, type WirePool } from './wire.js';
 import { exhausted, judgeError, judgeReply, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
 
 
@@ -43,6 +44,11 @@ export interface RangeReaderOptions {
   bucket: string;
   addressing: Addressing;
   pool: Pool;
+  /**
+   * The data path's own HTTP client (./wire.ts). When given, getRange() reads through it,
+   * bodies landing in the caller's buffer; read() (streams) keeps the undici pool.
+   */
+  wire?: WirePool;
   sign: SignGet;
   maxAttempts: number;
   requestTimeoutMs: number;
@@ -99,6 +105,47 @@ function xmlField(xml: string, tag: string): string | undefined {
   return m?.[1];
 }
 
+/** Which bytes of a reply body are ours: skip this many, then take `expected`; `partial` when more follow. */
+interface ReplyPlan {
+  skip: number;
+  expected: number;
+  partial: boolean;
+}
+
+/**
+ * Checks a ranged GET's success reply (status < 300) for bytes [pos, end) of version `etag`
+ * before any body byte is used, and says which bytes of the body are ours.
+ */
+function checkReply(status: number, header: (name: string) => string | undefined, pos: number, end: number, etag: string, bucket: string, key: string): ReplyPlan {
+  const where = `s3://${bucket}/${key}`;
+  const replyEtag = header('etag');
+  if (replyEtag !== undefined && normalizeEtag(replyEtag) !== normalizeEtag(etag)) {
+    throw new ObjectChangedError(bucket, key, etag, replyEtag);
+  }
+  const length = header('content-length');
+  if (status === 206) {
+    // Content-Range says exactly which bytes the body holds. A range that covers the one
+    // asked (s3rver answers bytes=0-0 with bytes 0-(size-1)) is usable: take our part.
+    const cr = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(header('content-range') ?? '');
+    const first = cr ? Number(cr[1]) : NaN;
+    const last = cr ? Number(cr[2]) : NaN;
+    if (!cr || !(first <= pos) || !(last >= end - 1) || (cr[3] !== '*' && Number(cr[3]) <= last)) {
+      throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with Content-Range ${JSON.stringify(header('content-range') ?? null)}`);
+    }
+    if (length !== undefined && Number(length) !== last - first + 1) {
+      throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with Content-Range ${first}-${last} but Content-Length ${length}`);
+    }
+    return { skip: pos - first, expected: end - pos, partial: last !== end - 1 || first !== pos };
+  }
+  if (status === 200) {
+    if (length === undefined || !/^\d+$/.test(length) || Number(length) < end) {
+      throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with the whole object, of length ${length ?? 'unknown'}`);
+    }
+    return { skip: pos, expected: end - pos, partial: Number(length) !== end || pos !== 0 };
+  }
+  throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with status ${status}`);
+}
+
 /**
  * An attempt's stall detector. Body chunks only stamp `last`; the single timer, when it
  * fires, aborts if nothing happened for `ms` and otherwise sleeps for the time left.
@@ -149,6 +196,16 @@ class Watchdog {
   };
 }
 
+/** Where a read stands across its attempts. */
+interface Progress {
+  /** Next byte wanted. */
+  pos: number;
+  /** Failed attempts in a row. */
+  failures: number;
+  /** When the last byte arrived (or the read started): an outage may last outageDeadlineMs from here. */
+  lastProgress: number;
+}
+
 export class RangeReader {
   /** How long a once-reachable endpoint may refuse connections before a read fails (./outage.ts). */
   private readonly outageDeadlineMs: number;
@@ -159,48 +216,57 @@ export class RangeReader {
 
   /** The bytes of [start, end) of version `etag` of `key`, in order, each exactly once. */
   async *read(key: string, start: number, end: number, etag: string, signal?: AbortSignal): AsyncGenerator<Buffer> {
-    const ctx: FailureContext = { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag };
+    const ctx = this.ctx(key, etag);
     const t0 = performance.now();
-    let pos = start;
-    let failures = 0;
-    /** When the last byte arrived (or the read started): an outage may last outageDeadlineMs from here. */
-    let lastProgress = t0;
+    const p: Progress = { pos: start, failures: 0, lastProgress: t0 };
     inflightBytes.inc(end - start);
     try {
-      while (pos < end) {
+      while (p.pos < end) {
         if (signal?.aborted) throw new AbortedError();
-        const before = pos;
+        const before = p.pos;
         try {
-          for await (const chunk of this.attempt(key, pos, end, etag, signal)) {
-            pos += chunk.length;
+          for await (const chunk of this.attempt(key, p.pos, end, etag, signal)) {
+            p.pos += chunk.length;
             inflightBytes.dec(chunk.length);
             yield chunk;
           }
         } catch (err) {
-          if (signal?.aborted) throw new AbortedError(undefined, { cause: err });
-          const verdict = judgeError(err, ctx);
-          if ('fail' in verdict) throw verdict.fail;
-          if (pos - before >= PROGRESS_RESET_BYTES) failures = 0;
-          if (pos > before) lastProgress = performance.now();
-          failures++;
-          let pause = backoffMs(failures);
-          if (verdict.retry === 'unreachable' && this.o.reachability?.answered) {
-            // An outage of an endpoint that answered before: retry by time (./outage.ts).
-            const left = this.outageDeadlineMs - (performance.now() - lastProgress);
-            if (left <= 0) throw exhausted(verdict.retry, failures, verdict.cause, ctx, this.o.requestTimeoutMs);
-            pause = Math.min(backoffMs(failures, Math.random, BACKOFF_BASE_MS, OUTAGE_POLL_MS), left);
-          } else {
-            const limit = verdict.retry === 'unreachable' ? Math.min(this.o.maxAttempts, UNREACHABLE_MAX_ATTEMPTS) : this.o.maxAttempts;
-            if (failures >= limit) throw exhausted(verdict.retry, failures, verdict.cause, ctx, this.o.requestTimeoutMs);
-          }
-          s3Retries.inc({ operation: 'get', reason: verdict.retry });
-          await sleep(pause, signal);
+          await this.afterFailure(err, p, before, ctx, signal);
         }
       }
     } finally {
-      inflightBytes.dec(end - pos);
+      inflightBytes.dec(end - p.pos);
       s3RequestSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
     }
+  }
+
+  private ctx(key: string, etag: string): FailureContext {
+    return { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag };
+  }
+
+  /**
+   * After a failed attempt that had moved `p.pos` on from `before`: throws the typed error
+   * when the failure is final or attempts ran out, else counts the retry and sleeps its backoff.
+   */
+  private async afterFailure(err: unknown, p: Progress, before: number, ctx: FailureContext, signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) throw new AbortedError(undefined, { cause: err });
+    const verdict = judgeError(err, ctx);
+    if ('fail' in verdict) throw verdict.fail;
+    if (p.pos - before >= PROGRESS_RESET_BYTES) p.failures = 0;
+    if (p.pos > before) p.lastProgress = performance.now();
+    p.failures++;
+    let pause = backoffMs(p.failures);
+    if (verdict.retry === 'unreachable' && this.o.reachability?.answered) {
+      // An outage of an endpoint that answered before: retry by time (./outage.ts).
+      const left = this.outageDeadlineMs - (performance.now() - p.lastProgress);
+      if (left <= 0) throw exhausted(verdict.retry, p.failures, verdict.cause, ctx, this.o.requestTimeoutMs);
+      pause = Math.min(backoffMs(p.failures, Math.random, BACKOFF_BASE_MS, OUTAGE_POLL_MS), left);
+    } else {
+      const limit = verdict.retry === 'unreachable' ? Math.min(this.o.maxAttempts, UNREACHABLE_MAX_ATTEMPTS) : this.o.maxAttempts;
+      if (p.failures >= limit) throw exhausted(verdict.retry, p.failures, verdict.cause, ctx, this.o.requestTimeoutMs);
+    }
+    s3Retries.inc({ operation: 'get', reason: verdict.retry });
+    await sleep(pause, signal);
   }
 
   /**
@@ -212,6 +278,7 @@ export class RangeReader {
   async getRange(key: string, start: number, end: number, etag: string, signal?: AbortSignal, into?: Buffer): Promise<Buffer> {
     if (into !== undefined && into.length !== end - start) throw new RangeError(`getRange into a buffer of ${into.length} bytes for ${end - start} bytes`);
     const out = into ?? Buffer.allocUnsafe(end - start);
+    if (this.o.wire) return this.getRangeWire(this.o.wire, key, start, end, etag, out, signal);
     let off = 0;
     for await (const chunk of this.read(key, start, end, etag, signal)) {
       chunk.copy(out, off);
@@ -219,6 +286,149 @@ export class RangeReader {
     }
     if (off !== out.length) throw new BadRangeReplyError(`internal: got ${off} of ${out.length} bytes of s3://${this.o.bucket}/${key}`);
     return out;
+  }
+
+  /** getRange() through the wire client: attempts land their bytes in `out` until it is full. */
+  private async getRangeWire(wire: WirePool, key: string, start: number, end: number, etag: string, out: Buffer, signal?: AbortSignal): Promise<Buffer> {
+    const ctx = this.ctx(key, etag);
+    const t0 = performance.now();
+    const p: Progress = { pos: start, failures: 0, lastProgress: t0 };
+    inflightBytes.inc(end - start);
+    try {
+      while (p.pos < end) {
+        if (signal?.aborted) throw new AbortedError();
+        const before = p.pos;
+        try {
+          await this.attemptInto(wire, key, p, end, etag, out, start, signal);
+        } catch (err) {
+          await this.afterFailure(err, p, before, ctx, signal);
+        }
+      }
+    } finally {
+      inflightBytes.dec(end - start);
+      s3RequestSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
+    }
+    return out;
+  }
+
+  /**
+   * One attempt through the wire client: validated body bytes go to out[p.pos - base ...],
+   * landing there straight from the socket where the framing allows; p.pos moves with them,
+   * also when the attempt then fails. One promise and one timer per attempt, none per chunk.
+   */
+  private async attemptInto(wire: WirePool, key: string, p: Progress, end: number, etag: string, out: Buffer, base: number, signal?: AbortSignal): Promise<void> {
+    const ctx = this.ctx(key, etag);
+    const where = `s3://${this.o.bucket}/${key}`;
+    const slot = await this.slot(where, signal);
+    let ok = false;
+    let status = 'error';
+    let received = 0;
+    let headersCame = false;
+    let abort: (() => void) | undefined;
+    const onAbort = () => abort?.();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const t0 = performance.now();
+    s3InflightRequests.inc({ operation: 'get' });
+    try {
+      const { path, headers } = await this.signedGet(key, p.pos, end, etag);
+      if (signal?.aborted) throw new AbortedError();
+      await new Promise<void>((resolve, reject) => {
+        const from = p.pos;
+        let plan: ReplyPlan | undefined;
+        let got = 0;
+        let errorCode = 0;
+        let errorText = '';
+        let ex: Exchange | undefined = undefined;
+        const finish = (err?: unknown) => {
+          if (ex === undefined) return;
+          const e = ex;
+          ex = undefined;
+          abort = undefined;
+          if (err === undefined) { resolve(); return; }
+          e.close();
+          reject(err);
+        };
+        abort = () => finish(new AbortedError());
+        const take = (n: number) => {
+          got += n;
+          p.pos += n;
+          if (got === plan!.expected) {
+            if (plan!.partial) { const e = ex; ok = true; finish(); e?.close(); } // the rest is not ours
+          }
+        };
+        ex = wire.request(path, headers, {
+          onHeaders: (code: number, h: WireHeaders) => {
+            headersCame = true;
+            status = String(code);
+            if (this.o.reachability) this.o.reachability.answered = true;
+            s3FirstByteSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
+            if (code >= 300) { errorCode = code; return; }
+            try {
+              plan = checkReply(code, (n) => h[n], from, end, etag, this.o.bucket, key);
+            } catch (err) {
+              finish(err);
+            }
+          },
+          landing: () => (plan !== undefined && plan.skip === 0 && got < plan.expected ? out.subarray(p.pos - base, end - base) : undefined),
+          onLanded: (n: number) => {
+            received += n;
+            take(n);
+          },
+          onBody: (chunk: Buffer) => {
+            received += chunk.length;
+            if (errorCode !== 0) {
+              errorText += chunk.toString('utf8');
+              if (errorText.length >= ERROR_BODY_LIMIT) {
+                try { this.errorReply(errorCode, errorText, ctx, slot); } catch (err) { finish(err); }
+              }
+              return;
+            }
+            if (plan === undefined) return;
+            let c = chunk;
+            if (plan.skip > 0) {
+              const n = Math.min(plan.skip, c.length);
+              plan.skip -= n;
+              c = c.subarray(n);
+            }
+            if (c.length === 0) return;
+            if (got + c.length > plan.expected) {
+              if (!plan.partial) { finish(new BadRangeReplyError(`S3 sent more than the ${plan.expected} bytes asked of ${where}`)); return; }
+              c = c.subarray(0, plan.expected - got);
+            }
+            c.copy(out, p.pos - base);
+            take(c.length);
+          },
+          onEnd: () => {
+            try {
+              if (errorCode !== 0) this.errorReply(errorCode, errorText, ctx, slot);
+              if (plan !== undefined && got < plan.expected) throw new TransientError('short_body', `body of ${where} ended after ${got} of ${plan.expected} bytes`);
+              ok = true;
+              finish();
+            } catch (err) {
+              finish(err);
+            }
+          },
+          onError: (err: Error) => finish(err),
+        });
+      });
+    } catch (err) {
+      if (err instanceof WireStallError) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
+      if (headersCame && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
+        // The headers came and then the body broke: a reset, or a truncated body.
+        const reason: RetryReason = hasCode(err, 'ECONNRESET') ? 'reset' : 'short_body';
+        throw new TransientError(reason, `body of ${where} broke: ${(err as Error)?.message ?? err}`);
+      }
+      throw err;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      s3BytesReceived.inc(received);
+      s3InflightRequests.dec({ operation: 'get' });
+      s3Requests.inc({ operation: 'get', status });
+      if (slot) {
+        if (ok) this.o.limiter!.onSuccess();
+        slot.release();
+      }
+    }
   }
 
   /** Versions to GET by key (issue 15: a snapshot of a versioned bucket); see S3ObjectClient.pinVersions. */
@@ -266,47 +476,10 @@ export class RangeReader {
       s3FirstByteSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
       watchdog.progress();
       if (res.statusCode >= 300) {
-        const xml = await readErrorBody(res.body);
-        const verdict = judgeReply(res.statusCode, xmlField(xml, 'Code'), xmlField(xml, 'Message'), ctx);
-        if ('fail' in verdict) throw verdict.fail;
-        if (verdict.retry === 'throttled' && slot) this.o.limiter!.onThrottle(slot);
-        throw new TransientError(verdict.retry, `${res.statusCode} ${xmlField(xml, 'Code') ?? ''} from ${where}`);
+        this.errorReply(res.statusCode, await readErrorBody(res.body), ctx, slot);
       }
-      const replyEtag = header(res.headers, 'etag');
-      if (replyEtag !== undefined && normalizeEtag(replyEtag) !== normalizeEtag(etag)) {
-        throw new ObjectChangedError(this.o.bucket, key, etag, replyEtag);
-      }
-      const length = header(res.headers, 'content-length');
-      let skip: number;
-      let expected: number;
-      /** True when the body holds more than we asked for: take ours, then drop the rest. */
-      let partial: boolean;
-      if (res.statusCode === 206) {
-        // Content-Range says exactly which bytes the body holds. A range that covers the one
-        // asked (s3rver answers bytes=0-0 with bytes 0-(size-1)) is usable: take our part.
-        const cr = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(header(res.headers, 'content-range') ?? '');
-        const first = cr ? Number(cr[1]) : NaN;
-        const last = cr ? Number(cr[2]) : NaN;
-        if (!cr || !(first <= pos) || !(last >= end - 1) || (cr[3] !== '*' && Number(cr[3]) <= last)) {
-          throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with Content-Range ${JSON.stringify(header(res.headers, 'content-range') ?? null)}`);
-        }
-        if (length !== undefined && Number(length) !== last - first + 1) {
-          throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with Content-Range ${first}-${last} but Content-Length ${length}`);
-        }
-        skip = pos - first;
-        expected = end - pos;
-        partial = last !== end - 1 || first !== pos;
-      } else if (res.statusCode === 200) {
-        if (length === undefined || !/^\d+$/.test(length) || Number(length) < end) {
-          throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with the whole object, of length ${length ?? 'unknown'}`);
-        }
-        skip = pos;
-        expected = end - pos;
-        partial = Number(length) !== end || pos !== 0;
-      } else {
-        throw new BadRangeReplyError(`S3 answered bytes=${pos}-${end - 1} of ${where} with status ${res.statusCode}`);
-      }
-
+      const { skip: skip0, expected, partial } = checkReply(res.statusCode, (n) => header(res.headers, n), pos, end, etag, this.o.bucket, key);
+      let skip = skip0;
       let got = 0;
       for await (const raw of res.body) {
         let chunk = raw as Buffer;
@@ -349,6 +522,14 @@ export class RangeReader {
         slot.release();
       }
     }
+  }
+
+  /** An error reply (status >= 300) with its body: the typed error, or a TransientError to retry. */
+  private errorReply(status: number, xml: string, ctx: FailureContext, slot: Slot | undefined): never {
+    const verdict = judgeReply(status, xmlField(xml, 'Code'), xmlField(xml, 'Message'), ctx);
+    if ('fail' in verdict) throw verdict.fail;
+    if (verdict.retry === 'throttled' && slot) this.o.limiter!.onThrottle(slot);
+    throw new TransientError(verdict.retry, `${status} ${xmlField(xml, 'Code') ?? ''} from s3://${ctx.bucket}/${ctx.key}`);
   }
 
   /** A concurrency slot for one attempt; waiting longer than --request-timeout is a timed-out attempt. */

@@ -26,6 +26,7 @@ import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOption
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import type { Reachability } from './outage.js';
+import { WirePool } from './wire.js';
 import { backoffMs, sleep } from './retry.js';
 import { createGetSigner, type GetSignerOptions, type SignGet } from './signing.js';
 import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
@@ -106,7 +107,7 @@ export class S3ObjectClient implements ObjectClient {
   private readonly listConcurrency: number;
   private readonly noSignRequest: boolean;
   private readonly ca: string | undefined;
-  private dataPath: Promise<{ addressing: Addressing; pool: Pool; reader: RangeReader }> | undefined;
+  private dataPath: Promise<{ addressing: Addressing; pool: Pool; wire: WirePool; reader: RangeReader }> | undefined;
   /** AIMD bound on concurrent GET attempts, at most --max-connections (./concurrency-limiter.ts). */
   readonly limiter: ConcurrencyLimiter;
   /** Set once the endpoint answered any request, SDK or data path (./outage.ts). */
@@ -163,17 +164,19 @@ export class S3ObjectClient implements ObjectClient {
         bodyTimeout: 0,
         ...(this.ca !== undefined ? { connect: { ca: this.ca } } : {}),
       });
+      // Ranged GETs read through our own sockets into their buffers (./wire.ts); streams keep the pool.
+      const wire = new WirePool(addressing.origin, { connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, stallMs: this.requestTimeoutMs, ...(this.ca !== undefined ? { ca: this.ca } : {}) });
       const sign: SignGet = this.noSignRequest ? async (_path, headers) => headers : createGetSigner({
         origin: addressing.origin, region,
         credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],
         sha256: this.sdk.config.sha256,
       });
       const reader = new RangeReader({
-        bucket: this.bucket, addressing, pool, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
+        bucket: this.bucket, addressing, pool, wire, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
         limiter: this.limiter, reachability: this.reachability,
       });
       reader.pinVersions(this.versions);
-      return { addressing, pool, reader };
+      return { addressing, pool, wire, reader };
     })();
     return this.dataPath;
   }
@@ -299,6 +302,11 @@ export class S3ObjectClient implements ObjectClient {
     checkRange(start, end);
     if (end === start) return;
     const { reader } = await this.getDataPath();
+    if (opts.into !== undefined) {
+      // The range lands in the caller's buffer through the wire client: one yield, no chunk stream.
+      yield await reader.getRange(key, start, end, etag, opts.signal, opts.into);
+      return;
+    }
     yield* reader.read(key, start, end, etag, opts.signal);
   }
 
@@ -307,7 +315,10 @@ export class S3ObjectClient implements ObjectClient {
     this.closed = true;
     const dp = this.dataPath;
     this.sdk.destroy();
-    if (dp) await (await dp).pool.close();
+    if (dp) {
+      const { pool, wire } = await dp;
+      await Promise.all([pool.close(), wire.close()]);
+    }
   }
 }
 

@@ -1,0 +1,130 @@
+#!/usr/bin/env node
+/**
+ * Standalone measurement of the bulk receive path (issue 11): s3rver without latency, 512 MiB
+ * objects, `dd bs=1M` through a FRESH mount per round (no page cache to drop), CPU =
+ * utime+stime of the sluice daemon over the read (from /proc/PID/stat), every read sha256-
+ * verified. "fresh" is the first 512 MiB read of a new daemon, "warm" a second object read
+ * right after by the same daemon. Pipe: `sluice run` with one Pipe channel of one 512 MiB
+ * object; the training command stamps sluice's CPU (/proc/$PPID/stat) around its read.
+ *
+ * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] NAME=DIST_DIR ...
+ * Variants are interleaved round by round, so they see the same machine load.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const args = process.argv.slice(2);
+let rounds = 3, sizeMiB = 512, tls = false;
+const variants = [];
+for (let i = 0; i < args.length; i++) {
+  if (args[i] === '--rounds') rounds = Number(args[++i]);
+  else if (args[i] === '--size') sizeMiB = Number(args[++i]);
+  else if (args[i] === '--tls') tls = true;
+  else { const [name, dist] = args[i].split('='); variants.push({ name, dist: path.resolve(dist) }); }
+}
+if (variants.length === 0) { console.error('usage: bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] NAME=DIST_DIR ...'); process.exit(2); }
+const TICK = 100; // CLOCK_TICKS_PER_SEC on Linux
+const cpuOf = (stat) => { const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); return (Number(f[11]) + Number(f[12])) / TICK; };
+const cpu = (pid) => cpuOf(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+
+const { startLocalS3 } = await import(path.join(variants[0].dist, 'local/s3-server.js'));
+const s3 = await startLocalS3();
+const work = mkdtempSync(path.join(os.tmpdir(), 'bulk-bench-'));
+let endpoint = s3.endpoint;
+let tlsProxy;
+const env = { ...process.env, AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey, AWS_REGION: 'us-east-1' };
+if (tls) {
+  // A TLS terminator in front of s3rver with a CA made for this run (openssl CLI).
+  spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${work}/key.pem`, '-out', `${work}/cert.pem`, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  // In a child process: the reads below block this one (spawnSync), and the proxy must go on forwarding.
+  const port = Number(new URL(s3.endpoint).port);
+  const script = `const tls = require('node:tls'), net = require('node:net'), fs = require('node:fs');
+    const srv = tls.createServer({ key: fs.readFileSync(process.argv[1] + '/key.pem'), cert: fs.readFileSync(process.argv[1] + '/cert.pem') }, (c) => {
+      const u = net.connect(${port}, '127.0.0.1'); c.pipe(u).pipe(c); c.on('error', () => u.destroy()); u.on('error', () => c.destroy());
+    });
+    srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));
+    process.stdin.on('end', () => process.exit(0)); process.stdin.resume();`;
+  tlsProxy = spawn(process.execPath, ['-e', script, work], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const proxyPort = await new Promise((resolve) => tlsProxy.stdout.once('data', (d) => resolve(Number(String(d).trim()))));
+  endpoint = `https://127.0.0.1:${proxyPort}`;
+  env.NODE_EXTRA_CA_CERTS = `${work}/cert.pem`;
+  env.AWS_CA_BUNDLE = `${work}/cert.pem`;
+}
+await s3.createBucket('bulk');
+const size = sizeMiB * 1024 * 1024;
+const sums = {};
+for (const key of ['a', 'b', 'pipe/p']) {
+  const body = randomBytes(size);
+  sums[key] = createHash('sha256').update(body).digest('hex');
+  await s3.putObject('bulk', key, body);
+}
+const results = {};
+const record = (v, what, secs, cpuS) => {
+  ((results[v] ??= {})[what] ??= []).push({ mbps: size / 1e6 / secs, cpuPerGB: cpuS / (size / 1e9) });
+};
+
+function readThrough(file, key) {
+  const t0 = process.hrtime.bigint();
+  const r = spawnSync('sh', ['-c', `dd if="${file}" bs=1M status=none | sha256sum`], { encoding: 'utf8' });
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+  const got = r.stdout.split(' ')[0];
+  if (got !== sums[key]) throw new Error(`sha256 mismatch reading ${key}: ${got} != ${sums[key]} (${r.stderr})`);
+  return secs;
+}
+
+async function mountRound(v) {
+  const mnt = mkdtempSync(path.join(work, 'mnt-'));
+  const child = spawn(process.execPath, [path.join(v.dist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d) => { out += d; if (out.includes('ready')) resolve(); });
+      child.on('exit', (c) => reject(new Error(`mount exited ${c}`)));
+      setTimeout(() => reject(new Error('mount not ready in 60 s')), 60_000);
+    });
+    readdirSync(mnt); // waits for the listing: lookups are then answered from it, not by HEAD
+    for (const [key, what] of [['a', 'fresh'], ['b', 'warm']]) {
+      const c0 = cpu(child.pid);
+      const secs = readThrough(path.join(mnt, key), key);
+      record(v.name, what, secs, cpu(child.pid) - c0);
+    }
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => (child.exitCode !== null ? r() : child.on('exit', r)));
+    spawnSync('fusermount', ['-u', mnt], { stdio: 'ignore' });
+    rmSync(mnt, { recursive: true, force: true });
+  }
+}
+
+async function pipeRound(v) {
+  const root = mkdtempSync(path.join(work, 'root-'));
+  const script = `cat /proc/$PPID/stat > ${root}/s0; date +%s.%N > ${root}/t0; sha256sum < ${root}/input/data/train_0 > ${root}/sum; date +%s.%N > ${root}/t1; cat /proc/$PPID/stat > ${root}/s1`;
+  const r = spawnSync(process.execPath, [path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', '--', 'sh', '-c', script], { env, encoding: 'utf8', timeout: 300_000 });
+  if (r.status !== 0) throw new Error(`pipe run failed: ${r.stderr}`);
+  const got = readFileSync(`${root}/sum`, 'utf8').split(' ')[0];
+  if (got !== sums['pipe/p']) throw new Error(`pipe sha256 mismatch: ${got}`);
+  const secs = Number(readFileSync(`${root}/t1`, 'utf8')) - Number(readFileSync(`${root}/t0`, 'utf8'));
+  record(v.name, 'pipe', secs, cpuOf(readFileSync(`${root}/s1`, 'utf8')) - cpuOf(readFileSync(`${root}/s0`, 'utf8')));
+  rmSync(root, { recursive: true, force: true });
+}
+
+try {
+  for (let r = 0; r < rounds; r++) {
+    for (const v of variants) { await mountRound(v); await pipeRound(v); }
+    process.stderr.write(`round ${r + 1}/${rounds} done\n`);
+  }
+} finally {
+  tlsProxy?.kill();
+  await s3.stop();
+  rmSync(work, { recursive: true, force: true });
+}
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
+console.log(`${tls ? 'HTTPS' : 'HTTP'}, ${sizeMiB} MiB, ${rounds} rounds, medians (loadavg ${readFileSync('/proc/loadavg', 'utf8').trim()})`);
+console.log('| variant | read | daemon CPU s/GB | MB/s | runs |');
+console.log('|---|---|---|---|---|');
+for (const v of variants) for (const [what, xs] of Object.entries(results[v.name] ?? {})) {
+  console.log(`| ${v.name} | ${what} | ${median(xs.map((x) => x.cpuPerGB)).toFixed(2)} | ${median(xs.map((x) => x.mbps)).toFixed(0)} | ${xs.map((x) => x.cpuPerGB.toFixed(2)).join(' ')} |`);
+}

@@ -1,0 +1,215 @@
+/**
+ * The data path's own HTTP client (src/s3/wire.ts) and RangeReader over it:
+ *  - against a hand-written server: keep-alive reuse, Content-Length, chunked and
+ *    close-delimited bodies, a 200 for a range sliced, a keep-alive connection the server
+ *    closed while idle (sent again, not a failure), a reset mid-body (the remainder is asked
+ *    for and lands after the bytes already in place), error replies, 412;
+ *  - end to end over HTTPS: a CA made for the test, a TLS terminator in front of s3rver,
+ *    S3ObjectClient with `ca` reading through it (sha256-checked), and the same endpoint
+ *    without the CA refused.
+ */
+import t from 'tap';
+import http from 'node:http';
+import { createHash, randomBytes } from 'node:crypto';
+import type { AddressInfo, Socket } from 'node:net';
+import { Pool } from 'undici';
+import { RangeReader } from '../../src/s3/range-reader.js';
+import { WirePool } from '../../src/s3/wire.js';
+import { addressingFor } from '../../src/s3/addressing.js';
+import { BadRangeReplyError, ObjectChangedError, SluiceError } from '../../src/errors.js';
+import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
+import { createObjectClient } from '../../src/s3/s3-client.js';
+import { s3Retries } from '../../src/metrics/metrics.js';
+import { makeTestCa, tlsFront } from '../helpers/tls.js';
+
+const BODY = randomBytes(300_000);
+const ETAG = '"00112233445566778899aabbccddeeff"';
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse, range: [number, number]) => void;
+let handler: Handler;
+const seen: string[] = [];
+const sockets = new Set<Socket>();
+let connections = 0;
+const server = http.createServer((req, res) => {
+  seen.push(String(req.headers.range));
+  const m = /^bytes=(\d+)-(\d+)$/.exec(String(req.headers.range))!;
+  handler(req, res, [Number(m[1]), Number(m[2])]);
+});
+server.on('connection', (s) => { connections++; sockets.add(s); s.on('close', () => sockets.delete(s)); });
+const good: Handler = (_q, res, [a, b]) => {
+  res.writeHead(206, { etag: ETAG, 'content-range': `bytes ${a}-${b}/${BODY.length}`, 'content-length': b - a + 1 });
+  res.end(BODY.subarray(a, b + 1));
+};
+let wire: WirePool;
+let pool: Pool;
+let reader: RangeReader;
+
+t.before(async () => {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const addressing = addressingFor('bkt', `http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'us-east-1', true);
+  wire = new WirePool(addressing.origin, { connections: 2, keepAliveMs: 5_000 });
+  pool = new Pool(addressing.origin, { connections: 1 });
+  reader = new RangeReader({ bucket: 'bkt', addressing, pool, wire, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 10_000 });
+});
+t.teardown(async () => {
+  await wire.close();
+  await pool.close();
+  for (const s of sockets) s.destroy();
+  await new Promise<void>((r) => server.close(() => r()));
+});
+t.beforeEach(() => { seen.length = 0; handler = good; });
+
+t.test('Content-Length bodies land in the caller\'s buffer; connections are kept alive', async (t) => {
+  const before = connections;
+  for (let i = 0; i < 5; i++) {
+    const into = Buffer.alloc(200_000, 0xee);
+    const out = await reader.getRange('k', 1000 * i, 1000 * i + 200_000, ETAG, undefined, into);
+    t.equal(out, into, 'the very buffer');
+    t.ok(out.equals(BODY.subarray(1000 * i, 1000 * i + 200_000)), `exact bytes ${i}`);
+  }
+  t.ok(connections - before <= 1, `one connection reused for sequential GETs (opened ${connections - before})`);
+  const all = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => reader.getRange('k', i * 40_000, i * 40_000 + 50_000, ETAG)));
+  all.forEach((b, i) => t.ok(b.equals(BODY.subarray(i * 40_000, i * 40_000 + 50_000)), `parallel ${i}`));
+  t.ok(connections - before <= 2, 'never more connections than the pool allows');
+});
+
+t.test('chunked and close-delimited bodies', async (t) => {
+  handler = (_q, res, [a, b]) => {
+    res.writeHead(206, { etag: ETAG, 'content-range': `bytes ${a}-${b}/${BODY.length}` }); // no length: chunked
+    const body = BODY.subarray(a, b + 1);
+    let off = 0;
+    const step = () => { // uneven chunk sizes, written apart
+      if (off >= body.length) { res.end(); return; }
+      const n = Math.min(1 + ((off * 7919) % 30_000), body.length - off);
+      res.write(body.subarray(off, off + n));
+      off += n;
+      setImmediate(step);
+    };
+    step();
+  };
+  t.ok((await reader.getRange('k', 7, 250_007, ETAG)).equals(BODY.subarray(7, 250_007)), 'chunked');
+  handler = (_q, res, [a, b]) => {
+    res.useChunkedEncodingByDefault = false;
+    res.shouldKeepAlive = false;
+    res.writeHead(206, { etag: ETAG, 'content-range': `bytes ${a}-${b}/${BODY.length}`, connection: 'close' });
+    res.end(BODY.subarray(a, b + 1));
+  };
+  t.ok((await reader.getRange('k', 100, 100_100, ETAG)).equals(BODY.subarray(100, 100_100)), 'until the connection closes');
+});
+
+t.test('a 200 for a range is sliced; the rest of it is not read', async (t) => {
+  handler = (_q, res) => { res.writeHead(200, { etag: ETAG, 'content-length': BODY.length }); res.end(BODY); };
+  t.ok((await reader.getRange('k', 0, 10, ETAG)).equals(BODY.subarray(0, 10)), 'head of the object');
+  t.ok((await reader.getRange('k', 123_456, 223_456, ETAG)).equals(BODY.subarray(123_456, 223_456)), 'middle');
+  t.ok((await reader.getRange('k', BODY.length - 1, BODY.length, ETAG)).equals(BODY.subarray(BODY.length - 1)), 'last byte');
+  handler = (_q, res) => { res.writeHead(200, { etag: ETAG, 'content-length': 100 }); res.end(BODY.subarray(0, 100)); };
+  await t.rejects(reader.getRange('k', 50, 300, ETAG), BadRangeReplyError, 'a 200 shorter than the range');
+});
+
+t.test('a keep-alive connection the server closed while idle is replaced, not a failure', async (t) => {
+  await reader.getRange('k', 0, 10, ETAG);
+  for (const s of sockets) s.end(); // the server closes every idle connection
+  await new Promise((r) => setTimeout(r, 50));
+  seen.length = 0;
+  t.ok((await reader.getRange('k', 10, 20, ETAG)).equals(BODY.subarray(10, 20)));
+  t.same(seen, ['bytes=10-19'], 'one request reached the server');
+});
+
+t.test('a request whose reused connection dies before any reply byte is sent again once, fresh', async (t) => {
+  const served = new WeakMap<Socket, number>();
+  let dropped = 0;
+  handler = (req, res, r) => {
+    const n = served.get(req.socket) ?? 0;
+    served.set(req.socket, n + 1);
+    if (n === 1 && dropped === 0) { dropped++; req.socket.destroy(); return; } // the 2nd request on a connection
+    good(req, res, r);
+  };
+  const retries = async () => (await s3Retries.get()).values.reduce((a, v) => a + v.value, 0);
+  await reader.getRange('k', 0, 10, ETAG);
+  const before = await retries();
+  t.ok((await reader.getRange('k', 10, 20, ETAG)).equals(BODY.subarray(10, 20)));
+  t.equal(dropped, 1, 'the server dropped the reused connection');
+  t.same(seen, ['bytes=0-9', 'bytes=10-19', 'bytes=10-19'], 'sent again after the drop');
+  t.equal(await retries(), before, 'not a failed attempt: no retry counted, no backoff');
+});
+
+t.test('a reset mid-body: the remainder is asked for and lands after the bytes in place', async (t) => {
+  let first = true;
+  handler = (req, res, [a, b]) => {
+    if (!first) return good(req, res, [a, b]);
+    first = false;
+    res.writeHead(206, { etag: ETAG, 'content-range': `bytes ${a}-${b}/${BODY.length}`, 'content-length': b - a + 1 });
+    res.write(BODY.subarray(a, a + 70_000), () => setTimeout(() => res.destroy(), 20));
+  };
+  const into = Buffer.alloc(250_000, 0xee);
+  t.ok((await reader.getRange('k', 1000, 251_000, ETAG, undefined, into)).equals(BODY.subarray(1000, 251_000)));
+  t.equal(seen.length, 2);
+  t.match(seen[1], /^bytes=\d+-250999$/, 'the second request asks only for the rest');
+  t.not(seen[1], 'bytes=1000-250999');
+});
+
+t.test('a stalled body is caught by the connection\'s timer; the rest is asked for', async (t) => {
+  const addressing = addressingFor('bkt', `http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'us-east-1', true);
+  const quickWire = new WirePool(addressing.origin, { connections: 2, keepAliveMs: 5_000, stallMs: 400 });
+  t.teardown(() => quickWire.close());
+  const quick = new RangeReader({ bucket: 'bkt', addressing, pool, wire: quickWire, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 400 });
+  const timeouts = async () => (await s3Retries.get()).values.filter((v) => v.labels.reason === 'timeout').reduce((x, v) => x + v.value, 0);
+  const before = await timeouts();
+  let first = true;
+  handler = (req, res, [a, b]) => {
+    if (!first) return good(req, res, [a, b]);
+    first = false;
+    res.writeHead(206, { etag: ETAG, 'content-range': `bytes ${a}-${b}/${BODY.length}`, 'content-length': b - a + 1 });
+    res.write(BODY.subarray(a, a + 1000)); // then nothing
+  };
+  const t0 = Date.now();
+  t.ok((await quick.getRange('k', 0, 5000, ETAG)).equals(BODY.subarray(0, 5000)), 'exact bytes after the stall');
+  t.same(seen, ['bytes=0-4999', 'bytes=1000-4999'], 'only the rest asked for');
+  t.equal(await timeouts(), before + 1, 'counted as a timeout');
+  t.ok(Date.now() - t0 >= 350, 'not before the timeout');
+  seen.length = 0;
+  handler = (req, res, r) => setTimeout(() => good(req, res, r), 200); // slow, but within the timeout each time
+  for (let i = 0; i < 4; i++) t.ok((await quick.getRange('k', 0, 100, ETAG)).equals(BODY.subarray(0, 100)));
+  t.equal(seen.length, 4, 'requests slower than nothing but faster than the timeout are not stalls');
+  t.equal(await timeouts(), before + 1);
+});
+
+t.test('error replies and a changed object', async (t) => {
+  handler = (_q, res) => { res.writeHead(412, { 'content-type': 'application/xml' }); res.end('<Error><Code>PreconditionFailed</Code></Error>'); };
+  await t.rejects(reader.getRange('k', 0, 10, ETAG), ObjectChangedError, '412');
+  handler = (_q, res, [a, b]) => { res.writeHead(206, { etag: '"ffff"', 'content-range': `bytes ${a}-${b}/${BODY.length}`, 'content-length': b - a + 1 }); res.end(BODY.subarray(a, b + 1)); };
+  await t.rejects(reader.getRange('k', 0, 10, ETAG), ObjectChangedError, 'another ETag in the reply');
+  let n = 0;
+  handler = (req, res, r) => {
+    if (n++ === 0) { res.writeHead(503, { 'content-type': 'application/xml' }); res.end('<Error><Code>SlowDown</Code></Error>'); return; }
+    good(req, res, r);
+  };
+  t.ok((await reader.getRange('k', 0, 5000, ETAG)).equals(BODY.subarray(0, 5000)), 'a 503 SlowDown is retried');
+  t.equal(n, 2);
+});
+
+t.test('end to end over HTTPS with a CA made for the test', async (t) => {
+  const ca = makeTestCa();
+  const s3: LocalS3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  await s3.createBucket('tls');
+  const data = randomBytes(3 * 1024 * 1024 + 123);
+  const etag = await s3.putObject('tls', 'obj', data);
+  const front = await tlsFront(ca, s3.port);
+  t.teardown(() => front.close());
+  const opts = { bucket: 'tls', endpoint: front.endpoint, region: 'us-east-1', pathStyle: true, credentials: s3.credentials, maxAttempts: 2 };
+  const c = createObjectClient({ ...opts, ca: ca.caPem });
+  t.teardown(() => c.close());
+  const parts = await Promise.all([0, 1, 2, 3].map((i) => c.getRange('obj', i * 1024 * 1024, Math.min(data.length, (i + 1) * 1024 * 1024), etag)));
+  const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+  t.equal(sha(Buffer.concat(parts)), sha(data), 'sha256 of the bytes read over TLS');
+  t.ok(front.connections >= 1, 'the reads went through the TLS terminator');
+  const into = Buffer.alloc(1000);
+  t.equal(await c.getRange('obj', 5, 1005, etag, { into }), into, 'into a caller\'s buffer over TLS');
+  t.ok(into.equals(data.subarray(5, 1005)));
+
+  const untrusted = createObjectClient(opts);
+  t.teardown(() => untrusted.close());
+  const err = await untrusted.getRange('obj', 0, 10, etag).catch((e: unknown) => e);
+  t.type(err, SluiceError, 'without the CA: a typed error');
+  t.match(String((err as Error).message), /certificate/i, 'naming the certificate problem');
+});
