@@ -1,13 +1,17 @@
 #!/bin/sh
 # Installs the system packages sluice needs at run time when they are missing:
 # libfuse.so.2 (fuse-native links it; packaged as libfuse2, or libfuse2t64 on Ubuntu 24.04+)
-# and fuse (fusermount, used to unmount).
+# and fuse (fusermount, used to unmount). With the argument `tests` (npm test), also what the
+# test suite itself uses: openssl (the HTTPS tests make a certificate authority with it).
 # As root it installs them with apt-get; otherwise it prints one line saying how.
 set -eu
 . "$(dirname "$0")/libfuse-package.sh"
 missing=""
 ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2 ' || missing="$missing libfuse2"
 command -v fusermount >/dev/null 2>&1 || missing="$missing fuse"
+if [ "${1:-}" = tests ]; then
+  command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
+fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "sluice: installing missing system packages:$missing" >&2

@@ -214,7 +214,7 @@ t.test('File mode copies from the tier: a second job on the node makes no GET', 
     const before = await gets();
     try {
       const { objects: objs } = await listChannel(channel, () => client);
-      await downloadChannel({ channel: 'train', dataDir, objects: objs, partSize: 1 * MiB, maxInflight: 8 * MiB, maxConnections: 8, progress: 'none' });
+      await downloadChannel({ channel: 'train', dataDir, stateDir: path.join(dataDir, '.state'), objects: objs, partSize: 1 * MiB, maxInflight: 8 * MiB, maxConnections: 8, progress: 'none' });
     } finally {
       await client.close();
     }
