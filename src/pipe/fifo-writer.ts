@@ -261,7 +261,11 @@ export class FifoWriter {
    */
   flushed(): Promise<void> {
     if (this.pendingWrites === 0) return Promise.resolve();
-    return new Promise((resolve) => this.flushWaiters.push(resolve));
+    // Writes still pending wait on the reader as much as a 'drain' does (a write the
+    // socket accepted whole, below its high-water mark, may still sit in a full pipe):
+    // the same long-wait reports apply.
+    const stopWatch = this.watchWait('read');
+    return new Promise((resolve) => this.flushWaiters.push(() => { stopWatch(); resolve(); }));
   }
 
   /**
