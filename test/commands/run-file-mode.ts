@@ -67,7 +67,9 @@ t.test('File mode on a reused root holds only this run\'s shard: algo-1 then alg
   t.teardown(() => { child.kill('SIGKILL'); });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let partial: string[] = [];
-  for (let i = 0; i < 600 && partial.length === 0; i++) {
+  // Up to 90 s: every request (the listing's too) is held 4 s, and a loaded machine (the CI
+  // suite runs two files at once) has taken over 30 s to reach the first part.
+  for (let i = 0; i < 1800 && partial.length === 0; i++) {
     await new Promise((r) => setTimeout(r, 50));
     partial = (await readdir(kchan, { recursive: true }).catch(() => [])).map(String).filter((f) => f.endsWith('.sluice-part'));
   }
