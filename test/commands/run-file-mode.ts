@@ -55,13 +55,17 @@ t.test('File mode on a reused root holds only this run\'s shard: algo-1 then alg
   t.same(await tree(chan), expected, 'after algo-2 the channel holds exactly algo-2\'s shard');
   t.same(await readdir(path.join(root, 'input', 'data')), ['train'], 'input/data holds only channels (the ETag record is elsewhere)');
 
-  // kill -9 in the middle of a download (every GET held 4 s by the proxy), then run again.
+  // kill -9 in the middle of a download, then run again. Every request is held 4 s by the
+  // proxy, and the 300 kB object is fetched as 5 parts of 64 KiB one at a time: its
+  // ".sluice-part" file stays for the ~16 s between its first and last part (a part is
+  // written only once its GET has landed whole, so parallel parts would leave no window).
   const proxy = await startFaultProxy(s3.port);
   t.teardown(() => proxy.close());
   proxy.set({ latencyMs: 4000 });
   const killed = await tmpRoot(t);
   const kchan = path.join(killed, 'input', 'data', 'train');
   const args = ['run', '--channel', 'train=s3://bkt/train/', '--root', killed, '--endpoint', proxy.endpoint, '--path-style', '--metrics-port=-1', '--progress', 'log',
+    '--part-size', '64KiB', '--max-connections', '1',
     '--', process.execPath, '-e', 'process.exit(0)'];
   const child = spawn(process.execPath, [CLI, ...args], { env: { ...env(), SLUICE_LOG_LEVEL: 'info' }, stdio: ['ignore', 'ignore', 'ignore'] });
   t.teardown(() => { child.kill('SIGKILL'); });
