@@ -8,7 +8,7 @@ import { helpFor, parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
 import { log, setLogLevel } from '../log.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
-import { openDataset, settle } from '../snapshot/dataset.js';
+import { listOptionsFor, openDataset, settle } from '../snapshot/dataset.js';
 import { diffSnapshots, readSnapshot } from '../snapshot/snapshot.js';
 
 export const summary = 'Save the listing of an S3 prefix as a snapshot file (or --diff two snapshots).';
@@ -76,7 +76,7 @@ export async function run(argv: string[]): Promise<number> {
   const client = createObjectClient({ ...clientOptionsFrom(ds.bucket, options) });
   try {
     const objects = [];
-    for await (const o of client.list(ds.prefix, ds.filter ? { filter: ds.filter } : {})) {
+    for await (const o of client.list(ds.prefix, listOptionsFor(ds))) {
       if (!ds.filter || ds.filter.matches(o.key)) objects.push(o);
     }
     const listedMs = performance.now() - t0;
