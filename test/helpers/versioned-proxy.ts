@@ -48,6 +48,8 @@ export interface VersionedProxy {
   put(key: string, body: Buffer, opts?: { nullVersion?: boolean }): Promise<string>;
   /** Makes a delete marker the current version of `key` (the key disappears from s3rver). */
   remove(key: string): Promise<void>;
+  /** Deletes a noncurrent version for good (DELETE ?versionId=, or a lifecycle expiration). */
+  purge(key: string, versionId: string): void;
   close(): Promise<void>;
 }
 
@@ -83,6 +85,11 @@ export async function startVersionedProxy(s3: LocalS3, bucket: string, opts: { p
     async remove(key) {
       await s3.deleteObject(bucket, key);
       history.set(key, [{ versionId: newId(), deleteMarker: true, body: Buffer.alloc(0), etag: '', lastModified: new Date(clock += 60_000) }, ...(history.get(key) ?? [])]);
+    },
+    purge(key, versionId) {
+      const versions = history.get(key) ?? [];
+      if (versions[0]?.versionId === versionId) throw new Error('purge() takes noncurrent versions only');
+      history.set(key, versions.filter((v) => v.versionId !== versionId));
     },
     async close() {
       for (const s of sockets) s.destroy();

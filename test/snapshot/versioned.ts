@@ -83,6 +83,17 @@ t.test('snapshots of a versioned bucket record version ids and read those versio
     t.ok(gets.includes('GET /vers/data/a.bin?versionId=null'), 'GET ?versionId=null');
     t.ok(gets.includes(`GET /vers/data/b.bin?versionId=${encodeURIComponent(ids['data/b.bin']!)}`), 'GET ?versionId= of the old version');
     t.notOk(proxy.requests.slice(r0).some((r) => r.includes('versions') || r.includes('list-type')), 'no listing');
+
+    // The snapshot's version of a key deleted for good since: ESTALE, as a deleted key.
+    now['data/sub/e.bin'] = await proxy.put('data/sub/e.bin', body('data/sub/e.bin', 9));
+    proxy.purge('data/sub/e.bin', ids['data/sub/e.bin']!);
+    const m2 = await mountFastFile({ uri: undefined, mountpoint: await tempMountpoint(t, 'versioned-gone'), channel: 'vgone', options: testMountOptions(proxy.endpoint), dataset: { snapshot: file, skipArchived: false } });
+    t.teardown(() => m2.unmount());
+    let got: Buffer | undefined;
+    const err = await readFile(path.join(m2.mountpoint, 'sub', 'e.bin')).then((b) => { got = b; return undefined; }, (e: NodeJS.ErrnoException) => e);
+    t.equal(got, undefined, 'no bytes of another version');
+    t.equal(err?.errno, -116, `ESTALE, got ${err?.code}`);
+    t.ok(proxy.requests.includes(`GET /vers/data/sub/e.bin?versionId=${encodeURIComponent(ids['data/sub/e.bin']!)}`), 'it asked for the purged version');
   });
 
   t.test('--snapshot-out of a run that listed records version ids (FastFile and Pipe)', async (t) => {
@@ -93,7 +104,7 @@ t.test('snapshots of a versioned bucket record version ids and read those versio
     await m.listed;
     const s = await readSnapshot(out);
     t.same(s.objects.map((o) => [o.key, o.versionId]), [
-      ['data/a.bin', now['data/a.bin']], ['data/b.bin', now['data/b.bin']], ['data/d.bin', ids['data/d.bin']], ['data/sub/e.bin', ids['data/sub/e.bin']],
+      ['data/a.bin', now['data/a.bin']], ['data/b.bin', now['data/b.bin']], ['data/d.bin', ids['data/d.bin']], ['data/sub/e.bin', now['data/sub/e.bin']],
     ], 'the current version of each key');
     t.equal(sha(await readFile(path.join(mnt, 'b.bin'))), sha(body('data/b.bin', 9)), 'the run itself reads the current bytes');
 
