@@ -69,9 +69,9 @@ t.test('snapshots of a versioned bucket record version ids and read those versio
     t.ok(sent.some((r) => r.includes('version-id-marker=')), 'followed NextKeyMarker and NextVersionIdMarker');
   });
 
-  t.test('a mount from the snapshot GETs those versions: the snapshot\'s bytes after overwrites', async (t) => {
+  t.test('a mount from the snapshot GETs those versions: the snapshot\'s bytes after an overwrite and a delete', async (t) => {
     now['data/a.bin'] = await proxy.put('data/a.bin', body('data/a.bin', 9)); // the null version becomes noncurrent
-    now['data/b.bin'] = await proxy.put('data/b.bin', body('data/b.bin', 9));
+    await proxy.remove('data/b.bin'); // deleted: a delete marker on top of the snapshot's version
     const r0 = proxy.requests.length;
     const mnt = await tempMountpoint(t, 'versioned');
     const m = await mountFastFile({ uri: undefined, mountpoint: mnt, channel: 'vmount', options: testMountOptions(proxy.endpoint), dataset: { snapshot: file, skipArchived: false } });
@@ -104,9 +104,9 @@ t.test('snapshots of a versioned bucket record version ids and read those versio
     await m.listed;
     const s = await readSnapshot(out);
     t.same(s.objects.map((o) => [o.key, o.versionId]), [
-      ['data/a.bin', now['data/a.bin']], ['data/b.bin', now['data/b.bin']], ['data/d.bin', ids['data/d.bin']], ['data/sub/e.bin', now['data/sub/e.bin']],
-    ], 'the current version of each key');
-    t.equal(sha(await readFile(path.join(mnt, 'b.bin'))), sha(body('data/b.bin', 9)), 'the run itself reads the current bytes');
+      ['data/a.bin', now['data/a.bin']], ['data/d.bin', ids['data/d.bin']], ['data/sub/e.bin', now['data/sub/e.bin']],
+    ], 'the current version of each key (b.bin is deleted)');
+    t.equal(sha(await readFile(path.join(mnt, 'a.bin'))), sha(body('data/a.bin', 9)), 'the run itself reads the current bytes');
 
     const client = createObjectClient(clientOptionsFrom(BUCKET, testMountOptions(proxy.endpoint)));
     t.teardown(() => client.close());
@@ -129,7 +129,7 @@ t.test('snapshots of a versioned bucket record version ids and read those versio
       const r0 = proxy.requests.length;
       t.equal(await cli(`s3://${BUCKET}/data/`, out), 0, name);
       const s = await readSnapshot(out);
-      t.same(s.objects.map((o) => o.key), ['data/a.bin', 'data/b.bin', 'data/d.bin', 'data/sub/e.bin'], `${name}: the same keys`);
+      t.same(s.objects.map((o) => o.key), ['data/a.bin', 'data/d.bin', 'data/sub/e.bin'], `${name}: the same keys (b.bin deleted since)`);
       t.same(s.objects.filter((o) => o.versionId !== undefined), [], `${name}: no version ids`);
       t.ok(proxy.requests.slice(r0).some((r) => r.includes('list-type=2')), `${name}: listed with ListObjectsV2`);
     }
