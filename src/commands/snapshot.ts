@@ -6,14 +6,14 @@
  */
 import { helpFor, parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
-import { log, setLogLevel } from '../log.js';
+import { configureLogging, log } from '../log.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import { listOptionsFor, openDataset, settle } from '../snapshot/dataset.js';
 import { diffSnapshots, readSnapshot } from '../snapshot/snapshot.js';
 
 export const summary = 'Save the listing of an S3 prefix as a snapshot file (or --diff two snapshots).';
 
-const NAMES = ['endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle', 'filter', 'skipArchived', 'logLevel'] as const;
+const NAMES = ['endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle', 'filter', 'skipArchived', 'logLevel', 'logFormat', 'logFile'] as const;
 
 function help(): string {
   return [
@@ -65,7 +65,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const { options, positionals, extra } = parseOptions('snapshot', argv, NAMES, { diff: { type: 'boolean' } });
-  setLogLevel(options.logLevel);
+  configureLogging(options);
   if (positionals.length !== 2) {
     throw new InvalidArgumentError(`sluice snapshot takes ${extra.diff ? 'two snapshot files' : 'an S3 URI and a file'}, got ${positionals.length} argument${positionals.length === 1 ? '' : 's'}`, {
       hint: 'Example: sluice snapshot s3://bucket/prefix/ data.snap.gz (see sluice snapshot --help)',

@@ -283,8 +283,9 @@ export class S3ObjectClient implements ObjectClient {
   /**
    * The bucket's versioning status ('Enabled', 'Suspended'), or undefined when it was never
    * enabled, or when the server refuses to say (no s3:GetBucketVersioning; a server without
-   * versioning, such as s3rver, answers 501 NotImplemented): then the listing records no
-   * version ids and reads stay pinned by ETag. Counted as a 'list' request in the metrics.
+   * versioning may answer 501 NotImplemented, or, as s3rver does, ignore the parameter and
+   * answer with a listing, which has no Status): then the listing records no version ids and
+   * reads stay pinned by ETag. Counted as a 'list' request in the metrics.
    */
   versioning(signal?: AbortSignal): Promise<string | undefined> {
     this.versioningState ??= this.withRetries('list', undefined, (s) => this.sdk.send(new GetBucketVersioningCommand({ Bucket: this.bucket }), { abortSignal: s }), signal)
@@ -303,6 +304,7 @@ export class S3ObjectClient implements ObjectClient {
   private async *listVersioned(prefix: string, opts: ListOptions): AsyncGenerator<ObjectInfo> {
     const status = await this.versioning(opts.signal);
     if (status !== 'Enabled' && status !== 'Suspended') {
+      log.debug({ bucket: this.bucket }, 'bucket versioning is off or not visible: listing without version ids');
       yield* this.listWith(prefix, opts, (q, s) => this.listPage(q, s));
       return;
     }
