@@ -25,6 +25,7 @@
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { LocalS3 } from '../../src/local/s3-server.js';
+import { readAll } from './fault-proxy.js';
 
 /** 'never': versioning never enabled (no <Status>); 'denied': 403 AccessDenied. */
 export type VersioningStatus = 'Enabled' | 'Suspended' | 'never' | 'denied';
@@ -229,13 +230,4 @@ export async function startVersionedProxy(s3: LocalS3, bucket: string, opts: { p
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   proxy.endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return proxy;
-}
-
-function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    stream.on('data', (c: Buffer) => parts.push(c));
-    stream.on('end', () => resolve(Buffer.concat(parts)));
-    stream.on('error', reject);
-  });
 }
