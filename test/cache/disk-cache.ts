@@ -350,3 +350,59 @@ t.test('TieredClient passes a snapshot\'s version pins to S3 and keys those bloc
   t.equal(await c.readInto({ ns: NS, key: 'v', etag, versionId: 'ver-1', index: 0 }, Buffer.alloc(B)), true, 'stored under its version');
   t.equal(await c.readInto({ ns: NS, key: 'v', etag, index: 0 }, Buffer.alloc(B)), false, 'not under the unversioned key');
 });
+
+t.test('FastFile core: a file whole on disk is read through openWhole, with no GET; a bad block mid-file falls back to S3', async (t) => {
+  const { SluiceFs } = await import('../../src/fs/core.js');
+  const dir = await tempDir(t);
+  const c = await openTier(dir);
+  t.teardown(() => c.close());
+  const fake = new FakeObjectClient();
+  const body = patternBytes(3 * MiB + 17, 3);
+  const etag = fake.put('ds/a.bin', body);
+  const tc = new TieredClient(fake, c, NS);
+  let directReads = 0;
+  const mount = () => SluiceFs.create({
+    client: tc, prefix: 'ds', channel: 'tier-test', cacheSize: 8 * MiB, partSize: 1 * MiB, maxPrefetch: 4 * MiB, maxInflight: 16 * MiB,
+    crossFilePrefetch: 4, crossFileMaxSize: 1 * MiB,
+    pinObject: (k, e, s) => tc.pin(k, e, s),
+    openDirect: (k, e, s) => {
+      const w = tc.openWhole(k, e, s);
+      return w && { read: (d: Buffer, l: number, p: number) => { directReads++; return w.read(d, l, p); }, close: () => w.close() };
+    },
+  });
+  const readAll = async (fs: InstanceType<typeof SluiceFs>) => {
+    const fh = await fs.open('/a.bin', 0);
+    const parts: Buffer[] = [];
+    for (let pos = 0; ;) {
+      const dst = Buffer.alloc(128 * 1024);
+      const n = await fs.read(fh, dst, dst.length, pos);
+      if (n === 0) break;
+      parts.push(dst.subarray(0, n));
+      pos += n;
+    }
+    await fs.release(fh);
+    return Buffer.concat(parts);
+  };
+  const fs1 = await mount();
+  t.ok((await readAll(fs1)).equals(body), 'epoch 1 right');
+  await fs1.close();
+  t.equal(directReads, 0, 'not on disk yet: the usual path');
+  await c.flush();
+  fake.resetCounts();
+  const fs2 = await mount();
+  t.ok((await readAll(fs2)).equals(body), 'from the cache file: right');
+  await fs2.close();
+  t.ok(directReads > 0, 'read through the whole-file path');
+  t.equal(fake.gets, 0, 'no GET');
+  // Block 5 goes bad on disk: the read that meets it falls back to the usual path, which fetches it again.
+  const f = c.filesOf({ ns: NS, key: 'ds/a.bin', etag });
+  const b = await readFile(f.data);
+  b[5 * B + 10]! ^= 0x01;
+  await writeFile(f.data, b);
+  const fails = c.stats.checksumFailures;
+  const fs3 = await mount();
+  t.ok((await readAll(fs3)).equals(body), 'a bad block mid-file: still right');
+  await fs3.close();
+  t.equal(c.stats.checksumFailures, fails + 1, 'the bad block was counted once');
+  t.ok(fake.gets >= 1, `and fetched from S3 (${fake.gets} GETs)`);
+});
