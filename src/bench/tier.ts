@@ -20,7 +20,8 @@
  *                   hop costs; direct against local what the tier costs over plain files
  *                   (its CPU includes the sha256 of the bytes, as the readers' does).
  * Fairness: the comparisons are warm against warm (local, restarted: every byte already in
- * the page cache, so both measure the software path) and cold against cold (local-cold,
+ * the page cache, written back to disk first so neither races the kernel's writeback of the
+ * phase that wrote it; both measure the software path) and cold against cold (local-cold,
  * restarted-cold). The page cache cannot be dropped as a whole here (/proc/sys/vm/drop_caches
  * needs the host), so cold means each file's clean pages evicted with
  * posix_fadvise(POSIX_FADV_DONTNEED) (`dd iflag=nocache count=0`); the log says how many
@@ -120,6 +121,8 @@ export async function runTier(
 
   const d = await runDownload('File', env, killAfter);
   const localFiles = objs.map((o) => path.join(d.dir, rel(o.key)));
+  // Warm phases start after writeback (their files stay cached): else a phase right after the one that wrote the files races the kernel's writeback of them.
+  await writeBack(localFiles);
   const local = await phase(d.dir, 'local', () => undefined);
   await evictPages(localFiles, 'local folder', logLine);
   const localCold = await phase(d.dir, 'local-cold', () => undefined);
@@ -127,6 +130,7 @@ export async function runTier(
   const [epoch1, epoch2] = await mounted(withArgs(tierArgs), ['epoch1', 'epoch2'], async (tag, dir) => {
     if (tag === 'epoch2') await evictPages(objs.map((o) => path.join(dir, rel(o.key))), 'mount (its own pages of the files)', logLine);
   });
+  await writeBack(await filesUnder(cacheDir));
   const [restarted] = await mounted(withArgs(tierArgs), ['restarted']);
   const [restartedCold] = await mounted(withArgs(tierArgs), ['restarted-cold'], async () => {
     await evictPages(await filesUnder(cacheDir), 'disk tier', logLine);
@@ -165,6 +169,13 @@ async function filesUnder(dir: string): Promise<string[]> {
   const out: string[] = [];
   for (const e of await readdir(dir, { recursive: true, withFileTypes: true })) if (e.isFile()) out.push(path.join(e.parentPath, e.name));
   return out;
+}
+
+/** Writes back the dirty pages of `files` (fdatasync each), leaving them cached. */
+async function writeBack(files: string[]): Promise<void> {
+  for (let i = 0; i < files.length; i += EVICT_BATCH) {
+    await new Promise<void>((resolve, reject) => execFile('sync', ['--data', ...files.slice(i, i + EVICT_BATCH)], (err) => (err ? reject(err) : resolve())));
+  }
 }
 
 /** Files evicted at once per dd/fincore command line. */
