@@ -83,7 +83,7 @@
  * (`restarted` through the mount against `direct`, the same tier read in-process).
  */
 import { createHash } from 'node:crypto';
-import { closeSync, constants as fsc, fstatSync, futimesSync, mkdirSync, openSync, read, readSync, statfs as statfsCb, unlinkSync as rmSyncFile, write, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, constants as fsc, fstatSync, futimesSync, mkdirSync, open, openSync, read, readSync, statfs as statfsCb, unlinkSync as rmSyncFile, write, writeFileSync, writeSync } from 'node:fs';
 import { readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
@@ -238,6 +238,7 @@ function statfsFree(dir: string): Promise<number> {
   return new Promise((resolve, reject) => statfsCb(dir, (err, s) => (err ? reject(err) : resolve(s.bavail * s.bsize))));
 }
 
+const openP = (file: string, flags: number) => new Promise<number>((res, rej) => open(file, flags, 0o644, (e, fd) => (e ? rej(e) : res(fd))));
 const preadP = (fd: number, buf: Buffer, pos: number) => new Promise<number>((res, rej) => read(fd, buf, 0, buf.length, pos, (e, n) => (e ? rej(e) : res(n))));
 const pwriteP = (fd: number, buf: Buffer, pos: number) => new Promise<number>((res, rej) => write(fd, buf, 0, buf.length, pos, (e, n) => (e ? rej(e) : res(n))));
 
@@ -277,6 +278,8 @@ export class DiskCache {
   /** Grant left to write into, and bytes written from it (not yet in the ledger's files). */
   private left = 0;
   private consumed = 0;
+  /** Bumped by each refill: a write's unused reservation goes back only into the grant it was taken from. */
+  private grantSeq = 0;
   private refilling: Promise<void> | undefined;
   private candidates: Candidate[] = [];
   private readonly touched = new LRUCache<string, number>({ max: TOUCH_MEMORY });
@@ -379,7 +382,7 @@ export class DiskCache {
     const first = Math.floor(start / B);
     const n = Math.floor((end - 1) / B) - first + 1;
     const found = new Array<boolean>(n).fill(false);
-    const h = this.acquire(objectName(id, B), false);
+    const h = this.acquire(objectName(id, B));
     if (h) {
       try {
         await this.readRuns(h, first, n, start, end, out, found);
@@ -453,7 +456,7 @@ export class DiskCache {
     const windowBytes = Math.min(WINDOW, n * B);
     const slots = size > windowBytes ? 2 : 1;
     if (this.wholeBufferBytes + slots * windowBytes > WHOLE_BUFFER_BYTES) return undefined;
-    const h = this.acquire(objectName(id, B), false);
+    const h = this.acquire(objectName(id, B));
     if (!h) return undefined;
     let ents: Buffer;
     try {
@@ -566,6 +569,7 @@ export class DiskCache {
       delete l.grants[process.pid];
       this.consumed = 0;
       this.left = 0;
+      this.grantSeq++;
       await this.saveLedger(l);
     }).catch((err: unknown) => log.warn({ err }, 'disk tier: could not update the ledger at close (the next process recounts)'));
     for (const h of [...this.handles.values()]) this.drop(h);
@@ -592,10 +596,10 @@ export class DiskCache {
 
   /**
    * The open cache file `name` (one ref taken): the kept one unless another process evicted
-   * it (link count 0), else opened now; `create` makes it (a writer), else undefined when
-   * it is absent or its sidecar is not (yet) valid.
+   * it (link count 0), else opened now; undefined when it is absent or its sidecar is not
+   * (yet) valid. Synchronous (open of an existing file, a 64-byte read): the read paths.
    */
-  private acquire(name: string, create: boolean): Handle | undefined {
+  private acquire(name: string): Handle | undefined {
     let h = this.handles.get(name);
     if (h) {
       let gone = true;
@@ -614,23 +618,50 @@ export class DiskCache {
     let data: number | undefined;
     let map: number | undefined;
     try {
-      data = openSync(file, create ? O_RW_CREATE : fsc.O_RDWR, 0o644);
-      map = openSync(`${file}.map`, create ? O_RW_CREATE : fsc.O_RDWR, 0o644);
+      data = openSync(file, fsc.O_RDWR);
+      map = openSync(`${file}.map`, fsc.O_RDWR);
       const hdr = Buffer.alloc(HEADER_BYTES);
-      const got = preadFullSync(map, hdr, 0);
-      if (got === 0 && create) {
-        writeSync(map, this.header(name), 0, HEADER_BYTES, 0);
-        this.consumed += PAGE;
-        this.left = Math.max(0, this.left - PAGE);
-      } else if (got < HEADER_BYTES || hdr.readUInt32LE(0) !== MAGIC || hdr.readUInt32LE(4) !== this.blockSize
-        || hdr.readUInt32LE(60) !== crc32c(hdr.subarray(0, 60)) || hdr.toString('hex', 16, 48) !== name) {
-        if (got > 0) {
-          // A damaged or foreign sidecar: nothing in it can be trusted; the object starts over.
-          this.stats.checksumFailures++;
-          diskCacheChecksumFailures.inc();
-          log.warn({ file, why: 'bad sidecar header' }, 'disk tier: cache file discarded; reading it from S3');
-          try { unlinkSyncQuiet(`${file}.map`); unlinkSyncQuiet(file); } catch { /* ignore */ }
-        }
+      if (!this.headerOk(hdr, preadFullSync(map, hdr, 0), name, file)) {
+        closeSync(data);
+        closeSync(map);
+        return undefined;
+      }
+    } catch {
+      if (data !== undefined) closeSync(data);
+      if (map !== undefined) closeSync(map);
+      return undefined;
+    }
+    return this.keep({ name, data, map, refs: 1, dropped: false });
+  }
+
+  /**
+   * acquire() for the background writer, creating the cache file and its sidecar when
+   * absent, with every syscall that may touch the disk through the libuv pool, off the
+   * event loop that serves reads. Throws what open/write throw (the write is then skipped).
+   */
+  private async acquireForWrite(name: string): Promise<{ h: Handle; created: boolean } | undefined> {
+    const kept = this.handles.get(name);
+    if (kept) {
+      let gone = true;
+      try {
+        gone = fstatSync(kept.map).nlink === 0;
+      } catch { /* closed under us: reopen */ }
+      const h = gone ? undefined : this.acquire(name);
+      if (h) return { h, created: false };
+    }
+    let created = false;
+    const file = this.fileOf(name);
+    let data: number | undefined;
+    let map: number | undefined;
+    try {
+      data = await openP(file, O_RW_CREATE);
+      map = await openP(`${file}.map`, O_RW_CREATE);
+      const hdr = Buffer.alloc(HEADER_BYTES);
+      const got = await preadFull(map, hdr, 0);
+      if (got === 0) {
+        await pwriteP(map, this.header(name), 0);
+        created = true;
+      } else if (!this.headerOk(hdr, got, name, file)) {
         closeSync(data);
         closeSync(map);
         return undefined;
@@ -638,15 +669,41 @@ export class DiskCache {
     } catch (err) {
       if (data !== undefined) closeSync(data);
       if (map !== undefined) closeSync(map);
-      if (create && (err as NodeJS.ErrnoException).code === 'ENOENT') {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
         // The folder was removed under us (by hand, or a cleanup): make it again for the next blocks.
         try { makeFolders(this.root); } catch { /* still unusable: the write fails and is counted */ }
       }
-      if (create) throw err;
-      return undefined;
+      throw err;
     }
-    h = { name, data, map, refs: 1, dropped: false };
-    this.handles.set(name, h);
+    const other = this.handles.get(name);
+    if (other && !other.dropped) {
+      // Another read or write opened it meanwhile: use that one.
+      closeSync(data);
+      closeSync(map);
+      other.refs++;
+      return { h: other, created };
+    }
+    return { h: this.keep({ name, data, map, refs: 1, dropped: false }), created };
+  }
+
+  /** Whether a sidecar header (`got` bytes of it read) is this object's; a damaged or foreign one (not an empty, new one) is counted and its files removed. */
+  private headerOk(hdr: Buffer, got: number, name: string, file: string): boolean {
+    if (got >= HEADER_BYTES && hdr.readUInt32LE(0) === MAGIC && hdr.readUInt32LE(4) === this.blockSize
+      && hdr.readUInt32LE(60) === crc32c(hdr.subarray(0, 60)) && hdr.toString('hex', 16, 48) === name) return true;
+    if (got > 0) {
+      // A damaged or foreign sidecar: nothing in it can be trusted; the object starts over.
+      this.stats.checksumFailures++;
+      diskCacheChecksumFailures.inc();
+      log.warn({ file, why: 'bad sidecar header' }, 'disk tier: cache file discarded; reading it from S3');
+      unlinkSyncQuiet(`${file}.map`);
+      unlinkSyncQuiet(file);
+    }
+    return false;
+  }
+
+  /** Registers a newly opened cache file, closing the least recently used idle ones past HANDLES_KEPT. */
+  private keep(h: Handle): Handle {
+    this.handles.set(h.name, h);
     if (this.handles.size > HANDLES_KEPT) {
       for (const o of this.handles.values()) {
         if (this.handles.size <= HANDLES_KEPT) break;
@@ -722,20 +779,26 @@ export class DiskCache {
         return;
       }
     }
+    // Reserved now (writes run concurrently and await below); what is not used goes back in `finally`.
+    this.left -= size;
+    const grant = this.grantSeq;
+    let used = 0;
     let h: Handle | undefined;
     try {
-      h = this.acquire(job.name, true);
-      if (!h) return; // a damaged sidecar was just removed: the next write of this object makes a new one
+      const got = await this.acquireForWrite(job.name);
+      if (!got) return; // a damaged sidecar was just removed: the next write of this object makes a new one
+      h = got.h;
+      if (got.created) {
+        used += PAGE;
+        this.consumed += PAGE;
+      }
       const entryAt = HEADER_BYTES + job.index * ENTRY_BYTES;
-      const old = this.entries(h, job.index, 1);
+      const old = Buffer.alloc(ENTRY_BYTES);
+      await preadFull(h.map, old, entryAt);
       const oldLen = old.readUInt32LE(0);
       if (oldLen >= job.data.length && oldLen <= this.blockSize) return; // already there (another reader or process wrote it)
       const cost = pageUp(job.data.length) - pageUp(oldLen);
-      if (this.left < cost) {
-        this.skip('no_space');
-        return;
-      }
-      this.left -= cost;
+      used += cost;
       const at = job.index * this.blockSize;
       let done = 0;
       while (done < job.data.length) {
@@ -747,7 +810,7 @@ export class DiskCache {
       const ent = Buffer.allocUnsafe(ENTRY_BYTES);
       ent.writeUInt32LE(job.data.length, 0);
       ent.writeUInt32LE(crc32c(job.data), 4);
-      writeSync(h.map, ent, 0, ENTRY_BYTES, entryAt);
+      if ((await pwriteP(h.map, ent, entryAt)) !== ENTRY_BYTES) throw new Error('short write of a sidecar entry');
       this.consumed += cost;
       this.stats.written++;
       this.stats.writtenBytes += job.data.length;
@@ -761,6 +824,8 @@ export class DiskCache {
       }
       throw err;
     } finally {
+      // Back into the grant it came from (a refill meanwhile returned that grant whole to the ledger).
+      if (grant === this.grantSeq) this.left += size - used;
       if (h) this.release(h);
     }
   }
@@ -772,6 +837,7 @@ export class DiskCache {
       l.files += this.consumed;
       this.consumed = 0;
       this.left = 0;
+      this.grantSeq++;
       delete l.grants[process.pid];
       let grant = this.grantBytes;
       const free = await this.freeBytes(this.root).catch(() => 0);
