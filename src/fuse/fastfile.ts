@@ -122,7 +122,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
       owner: { uid: o.uid, gid: o.gid, fileMode: o.fileMode, dirMode: o.dirMode },
-      ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size) } : {}),
+      ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size), openDirect: (key: string, etag: string, size: number) => client.openWhole(key, etag, size) } : {}),
       // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
       kernelReadahead: o.readAheadKb * 1024,
     });
