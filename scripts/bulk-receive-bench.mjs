@@ -7,7 +7,8 @@
  * right after by the same daemon. Pipe: `sluice run` with one Pipe channel of one 512 MiB
  * object; the training command stamps sluice's CPU (/proc/$PPID/stat) around its read.
  *
- * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] NAME=DIST_DIR ...
+ * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] [--pipe-only] NAME=DIST_DIR ...
+ * --pipe-only skips the mount rounds (only the Pipe case).
  * Variants are interleaved round by round, so they see the same machine load.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -17,12 +18,13 @@ import os from 'node:os';
 import path from 'node:path';
 
 const args = process.argv.slice(2);
-let rounds = 3, sizeMiB = 512, tls = false;
+let rounds = 3, sizeMiB = 512, tls = false, pipeOnly = false;
 const variants = [];
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--rounds') rounds = Number(args[++i]);
   else if (args[i] === '--size') sizeMiB = Number(args[++i]);
   else if (args[i] === '--tls') tls = true;
+  else if (args[i] === '--pipe-only') pipeOnly = true;
   else { const [name, dist] = args[i].split('='); variants.push({ name, dist: path.resolve(dist) }); }
 }
 if (variants.length === 0) { console.error('usage: bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] NAME=DIST_DIR ...'); process.exit(2); }
@@ -113,7 +115,7 @@ async function pipeRound(v) {
 
 try {
   for (let r = 0; r < rounds; r++) {
-    for (const v of variants) { await mountRound(v); await pipeRound(v); }
+    for (const v of variants) { if (!pipeOnly) await mountRound(v); await pipeRound(v); }
     process.stderr.write(`round ${r + 1}/${rounds} done\n`);
   }
 } finally {
