@@ -7,7 +7,8 @@
  * right after by the same daemon. Pipe: `sluice run` with one Pipe channel of one 512 MiB
  * object; the training command stamps sluice's CPU (/proc/$PPID/stat) around its read.
  *
- * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] [--no-pipe] NAME=DIST_DIR ...
+ * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] [--no-pipe | --pipe-only] NAME=DIST_DIR ...
+ * --no-pipe skips the Pipe case; --pipe-only skips the mount rounds (only the Pipe case).
  * (BULK_BENCH_NODE_ARGS: node flags for the mount daemon, e.g. '--cpu-prof --cpu-prof-dir=DIR'.)
  * Variants are interleaved round by round, so they see the same machine load.
  */
@@ -18,13 +19,14 @@ import os from 'node:os';
 import path from 'node:path';
 
 const args = process.argv.slice(2);
-let rounds = 3, sizeMiB = 512, tls = false, pipe = true;
+let rounds = 3, sizeMiB = 512, tls = false, pipe = true, pipeOnly = false;
 const variants = [];
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--rounds') rounds = Number(args[++i]);
   else if (args[i] === '--size') sizeMiB = Number(args[++i]);
   else if (args[i] === '--tls') tls = true;
   else if (args[i] === '--no-pipe') pipe = false;
+  else if (args[i] === '--pipe-only') pipeOnly = true;
   else { const [name, dist] = args[i].split('='); variants.push({ name, dist: path.resolve(dist) }); }
 }
 if (variants.length === 0) { console.error('usage: bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] NAME=DIST_DIR ...'); process.exit(2); }
@@ -133,7 +135,7 @@ async function pipeRound(v) {
 
 try {
   for (let r = 0; r < rounds; r++) {
-    for (const v of variants) { await mountRound(v); if (pipe) await pipeRound(v); }
+    for (const v of variants) { if (!pipeOnly) await mountRound(v); if (pipe) await pipeRound(v); }
     process.stderr.write(`round ${r + 1}/${rounds} done\n`);
   }
 } finally {
