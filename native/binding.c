@@ -216,8 +216,10 @@ static napi_value js_unlock(napi_env env, napi_callback_info info) {
 #endif
 
 static void free_mapping(napi_env env, void *data, void *hint) {
-  (void)env;
+  int64_t ignored;
   munmap(data, (size_t)(uintptr_t)hint);
+  /* Give back what the allocation told V8 about (below). */
+  (void)napi_adjust_external_memory(env, -(int64_t)(uintptr_t)hint, &ignored);
 }
 
 static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
@@ -248,6 +250,14 @@ static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
     napi_get_last_error_info(env, &e); /* clears the pending status; nothing is thrown */
     return NULL; /* undefined: external buffers not allowed here */
   }
+  /*
+   * Tell V8 the mapping exists, as Buffer.allocUnsafe's allocator does: a slab dropped by its
+   * pool is only unmapped when the GC collects its Buffer, and V8 schedules collections by
+   * the external memory it knows of. Without this, dropped slabs could pile up past the
+   * configured memory bound while the JS heap itself stays small.
+   */
+  int64_t ignored;
+  (void)napi_adjust_external_memory(env, (int64_t)len, &ignored);
   return result;
 }
 
