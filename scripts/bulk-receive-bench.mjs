@@ -6,23 +6,31 @@
  * verified. "fresh" is the first 512 MiB read of a new daemon, "warm" a second object read
  * right after by the same daemon. Pipe: `sluice run` with one Pipe channel of one 512 MiB
  * object; the training command stamps sluice's CPU (/proc/$PPID/stat) around its read.
+ * "cached" (after fresh) reads the fresh object again from the daemon's block cache: its
+ * pages are dropped from the kernel's page cache (`dd iflag=nocache count=0`, i.e.
+ * POSIX_FADV_DONTNEED on the whole file), so every FUSE read reaches the daemon; and since
+ * a sequential reader retires the blocks it has passed (read-cursor.ts), the block cache is
+ * first filled by a handle that reads once at a random offset, which makes the random fill
+ * fetch the whole file and keep it (held open until the daemon is idle). Then `dd` makes no
+ * GET: the figure is the per-FUSE-read cost alone (issue 11's warm-cache moonshot, >= 1 GB/s).
  *
- * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] NAME=DIST_DIR ...
+ * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] [--no-pipe] NAME=DIST_DIR ...
  * Variants are interleaved round by round, so they see the same machine load.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
 const args = process.argv.slice(2);
-let rounds = 3, sizeMiB = 512, tls = false;
+let rounds = 3, sizeMiB = 512, tls = false, pipe = true;
 const variants = [];
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--rounds') rounds = Number(args[++i]);
   else if (args[i] === '--size') sizeMiB = Number(args[++i]);
   else if (args[i] === '--tls') tls = true;
+  else if (args[i] === '--no-pipe') pipe = false;
   else { const [name, dist] = args[i].split('='); variants.push({ name, dist: path.resolve(dist) }); }
 }
 if (variants.length === 0) { console.error('usage: bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] NAME=DIST_DIR ...'); process.exit(2); }
@@ -75,9 +83,31 @@ function readThrough(file, key) {
   return secs;
 }
 
+/** Puts all of `file` in the daemon's block cache and none of it in the page cache (see the top). */
+async function fillBlockCache(pid, file) {
+  spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
+  const fd = openSync(file, 'r');
+  try {
+    readSync(fd, Buffer.alloc(4096), 0, 4096, Math.floor(size / 4 / 4096) * 4096);
+    // Idle = at most 3 CPU ticks in a whole second (a profiler samples even then); bounded: 120 s.
+    for (let last = -1, t0 = Date.now(); Date.now() - t0 < 120_000;) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const c = cpu(pid);
+      if (c - last <= 0.03) break;
+      last = c;
+    }
+  } finally {
+    closeSync(fd);
+  }
+  spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
+}
+
+/** BENCH_CPU_PROF=DIR: each daemon writes a V8 CPU profile into DIR/<variant> (scripts/cpu-profile-summary.mjs). */
+const prof = (v) => (process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.join(process.env.BENCH_CPU_PROF, v.name)}`] : []);
+
 async function mountRound(v) {
   const mnt = mkdtempSync(path.join(work, 'mnt-'));
-  const child = spawn(process.execPath, [path.join(v.dist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...prof(v), path.join(v.dist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     await new Promise((resolve, reject) => {
       let out = '';
@@ -86,7 +116,9 @@ async function mountRound(v) {
       setTimeout(() => reject(new Error('mount not ready in 60 s')), 60_000);
     });
     readdirSync(mnt); // waits for the listing: lookups are then answered from it, not by HEAD
-    for (const [key, what] of [['a', 'fresh'], ['b', 'warm']]) {
+    for (const [key, what] of [['a', 'fresh'], ['a', 'cached'], ['b', 'warm']]) {
+      // Drop the file's pages so that every read reaches the daemon (its block cache holds them).
+      if (what === 'cached') await fillBlockCache(child.pid, path.join(mnt, key));
       const c0 = cpu(child.pid);
       const secs = readThrough(path.join(mnt, key), key);
       record(v.name, what, secs, cpu(child.pid) - c0);
@@ -113,7 +145,7 @@ async function pipeRound(v) {
 
 try {
   for (let r = 0; r < rounds; r++) {
-    for (const v of variants) { await mountRound(v); await pipeRound(v); }
+    for (const v of variants) { await mountRound(v); if (pipe) await pipeRound(v); }
     process.stderr.write(`round ${r + 1}/${rounds} done\n`);
   }
 } finally {
