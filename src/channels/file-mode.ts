@@ -49,6 +49,7 @@ import { channelObjects, channelSkippedBytes, servedBytes } from '../metrics/met
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
 import { BufferPool } from '../cache/buffer-pool.js';
+import { explainDeadMount } from '../fuse/mountpoint.js';
 
 export interface DownloadObject {
   key: string;
@@ -167,12 +168,18 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
     seen.set(t.file, obj.key);
     files.push({ obj, file: t.file });
   }
-  // 2. Remove what is not this run's.
-  const removed = await sweepChannel(dir, new Set(files.map((f) => f.file)), folders);
+  // 2. Remove what is not this run's. A dead FUSE mount in the folder (a killed `sluice
+  // mount` of an earlier FastFile run) fails every access with ENOTCONN: one line naming it.
+  let removed: number;
+  try {
+    removed = await sweepChannel(dir, new Set(files.map((f) => f.file)), folders);
+    await rm(legacySidecarPath(o.dataDir, o.channel), { force: true });
+    await mkdir(dir, { recursive: true });
+    for (const f of folders) await mkdir(f, { recursive: true });
+  } catch (err) {
+    throw await explainDeadMount(err, `the folder of File-mode channel ${JSON.stringify(o.channel)}:`, dir);
+  }
   if (removed > 0) log.info({ channel: o.channel, removed }, 'File mode: removed what the channel folder held that is not in this run\'s objects');
-  await rm(legacySidecarPath(o.dataDir, o.channel), { force: true });
-  await mkdir(dir, { recursive: true });
-  for (const f of folders) await mkdir(f, { recursive: true });
 
   // 3. Skip what is present with the same size and ETag.
   await mkdir(o.stateDir, { recursive: true });

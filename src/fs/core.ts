@@ -95,6 +95,8 @@ export interface SluiceFsOptions {
   listing?: readonly ObjectInfo[];
   /** Keep only keys it matches; folders it rules out are never listed (src/s3/filters.ts). */
   filter?: PruneFilter;
+  /** Record version ids when the bucket is versioned (the listing is saved by --snapshot-out). */
+  versions?: boolean;
   /** Called with the listed objects before the view is built; returns the objects to show (archived probe, --skip-archived, --snapshot-out). */
   onListing?: (objects: ObjectInfo[]) => Promise<ObjectInfo[]>;
 }
@@ -305,7 +307,7 @@ export class SluiceFs implements FsCore {
     const filter = this.opts.filter;
     if (this.opts.listing) objects.push(...this.opts.listing);
     else {
-      for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered, ...(filter ? { filter } : {}) })) {
+      for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered, ...(filter ? { filter } : {}), ...(this.opts.versions ? { versions: true } : {}) })) {
         if (!filter || filter.matches(o.key)) objects.push(o);
       }
     }
