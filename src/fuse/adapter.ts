@@ -23,6 +23,15 @@
  * The read path is the one hot path here (one call per 128 KiB; 8,192 per GB): a read
  * the cache answers at once costs the core's copy, two clock reads and the metric
  * updates, and no closure, promise, timer or array. Label objects are built once.
+ * Measured (daemon CPU s/GB and MB/s, medians of 2, 256 MiB, `dd bs=1M`, load 6-9, before
+ * = fuse-native's wrapper with a timer per read, after = the direct read path):
+ *    from the block cache, page cache dropped ("cached"): 4.51 (160) -> 3.20 (212)
+ *    fresh daemon, from S3 (s3rver, no latency):           6.07 (113) -> 4.99 (121)
+ *    warm daemon, from S3:                                  2.78 (153) -> 2.22 (192)
+ *    node scripts/bulk-receive-bench.mjs --rounds 2 --size 256 --no-pipe before=OLD/dist after=dist
+ * The metric updates were not batched: in a CPU profile prom-client's observe/inc is about
+ * 1% of busy time; most of what is left per read is the two thread hand-offs (libfuse
+ * worker -> uv_async -> main thread -> semaphore -> worker) and GC, not this file.
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore } from '../fs/types.js';
