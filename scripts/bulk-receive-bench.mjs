@@ -6,6 +6,13 @@
  * verified. "fresh" is the first 512 MiB read of a new daemon, "warm" a second object read
  * right after by the same daemon. Pipe: `sluice run` with one Pipe channel of one 512 MiB
  * object; the training command stamps sluice's CPU (/proc/$PPID/stat) around its read.
+ * "cached" (after fresh) reads the fresh object again from the daemon's block cache: its
+ * pages are dropped from the kernel's page cache (`dd iflag=nocache count=0`, i.e.
+ * POSIX_FADV_DONTNEED on the whole file), so every FUSE read reaches the daemon; and since
+ * a sequential reader retires the blocks it has passed (read-cursor.ts), the block cache is
+ * first filled by a handle that reads once at a random offset, which makes the random fill
+ * fetch the whole file and keep it (held open until the daemon is idle). Then `dd` makes no
+ * GET: the figure is the per-FUSE-read cost alone (issue 11's warm-cache moonshot, >= 1 GB/s).
  *
  * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] [--no-pipe | --pipe-only] NAME=DIST_DIR ...
  * --no-pipe skips the Pipe case; --pipe-only skips the mount rounds (only the Pipe case).
@@ -14,7 +21,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -96,6 +103,25 @@ function readThrough(file, key) {
   return secs;
 }
 
+/** Puts all of `file` in the daemon's block cache and none of it in the page cache (see the top). */
+async function fillBlockCache(pid, file) {
+  spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
+  const fd = openSync(file, 'r');
+  try {
+    readSync(fd, Buffer.alloc(4096), 0, 4096, Math.floor(size / 4 / 4096) * 4096);
+    // Idle = at most 3 CPU ticks in a whole second (a profiler samples even then); bounded: 120 s.
+    for (let last = -1, t0 = Date.now(); Date.now() - t0 < 120_000;) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const c = cpu(pid);
+      if (c - last <= 0.03) break;
+      last = c;
+    }
+  } finally {
+    closeSync(fd);
+  }
+  spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
+}
+
 async function mountRound(v) {
   const mnt = mkdtempSync(path.join(work, 'mnt-'));
   const child = spawn(process.execPath, [...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...mountArgs], { env, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -107,7 +133,9 @@ async function mountRound(v) {
       setTimeout(() => reject(new Error('mount not ready in 60 s')), 60_000);
     });
     readdirSync(mnt); // waits for the listing: lookups are then answered from it, not by HEAD
-    for (const [key, what] of [['a', 'fresh'], ['b', 'warm']]) {
+    for (const [key, what] of [['a', 'fresh'], ['a', 'cached'], ['b', 'warm']]) {
+      // Every read of `cached` reaches the daemon and is answered from its block cache.
+      if (what === 'cached') await fillBlockCache(child.pid, path.join(mnt, key));
       const c0 = cpu(child.pid), f0 = minflt(child.pid), t0 = threadCpu(child.pid);
       const secs = readThrough(path.join(mnt, key), key);
       record(v.name, what, secs, cpu(child.pid) - c0, minflt(child.pid) - f0);

@@ -40,7 +40,8 @@ export interface FsCore {
   open(path: string, flags: number): Promise<number>;
   /** Fills `dst[0..n)` with bytes at `position`; n < length only at end of file. */
   /** Sync when every block is cached (no promise on the hot path); a promise when it must wait. */
-  read(fh: number, dst: Buffer, length: number, position: number): number | Promise<number>;
+  /** `opts.signal` settles a waiting read early with AbortedError; it then never writes into `dst` (the FUSE read deadline). */
+  read(fh: number, dst: Buffer, length: number, position: number, opts?: { signal?: AbortSignal }): number | Promise<number>;
   release(fh: number): Promise<void>;
   statfs(): StatFs | Promise<StatFs>;
   /** Throws ReadOnlyError naming the operation; the adapter calls it for every write-like op. */

@@ -16,12 +16,28 @@
  * takes longer than its `timeout`. kernel-mount.ts sets that timeout from
  * deadline.ts so that it is always longer than the core's own worst case: a read
  * fails with the core's error (EIO after the S3 retries are exhausted), never on
- * fuse-native's timer.
+ * fuse-native's timer. Reads are the exception: they bypass fuse-native's wrapper
+ * (native.ts) and get the same timeout from ReadDeadlines (deadline.ts), one coarse
+ * sweep per mount instead of a timer per read.
+ *
+ * The read path is the one hot path here (one call per 128 KiB; 8,192 per GB): a read
+ * the cache answers at once costs the core's copy, two clock reads and the metric
+ * updates, and no closure, promise, timer or array. Label objects are built once.
+ * Measured (daemon CPU s/GB and MB/s, medians of 2, 256 MiB, `dd bs=1M`, load 6-9, before
+ * = fuse-native's wrapper with a timer per read, after = the direct read path):
+ *    from the block cache, page cache dropped ("cached"): 4.51 (160) -> 3.20 (212)
+ *    fresh daemon, from S3 (s3rver, no latency):           6.07 (113) -> 4.99 (121)
+ *    warm daemon, from S3:                                  2.78 (153) -> 2.22 (192)
+ *    node scripts/bulk-receive-bench.mjs --rounds 2 --size 256 --no-pipe before=OLD/dist after=dist
+ * The metric updates were not batched: in a CPU profile prom-client's observe/inc is about
+ * 1% of busy time; most of what is left per read is the two thread hand-offs (libfuse
+ * worker -> uv_async -> main thread -> semaphore -> worker) and GC, not this file.
  */
-import { Errno, errnoFor, SluiceError } from '../errors.js';
+import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore } from '../fs/types.js';
 import { fuseOps, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
-import type { NativeOps, NativeStat } from './native.js';
+import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
+import type { NativeOps, NativeStat, ReadReply } from './native.js';
 
 /** access(2) mode bit for write permission. */
 const W_OK = 2;
@@ -50,6 +66,29 @@ export function resultLabel(code: number): string {
 export interface AdapterHooks {
   /** Called for failures that are not the caller's fault (EIO and the like), for logging. */
   onUnexpectedError?: (op: string, path: string, err: unknown) => void;
+  /** The read deadline (deadline.ts); without one, a read waits for the core however long it takes. */
+  readDeadlines?: ReadDeadlines;
+}
+
+/** Metric labels of the read path, built once (prom-client takes label objects). */
+const READ_LABELS = { op: 'read' } as const;
+const READ_OK_LABELS = { op: 'read', result: 'ok' } as const;
+
+/** A read waiting for the core (a cache miss): what its answer, or its deadline, needs. */
+class WaitingRead implements PendingRead {
+  constructor(
+    readonly epoch: Epoch,
+    readonly path: string,
+    readonly startedMs: number,
+    readonly reply: ReadReply,
+    readonly token: unknown,
+    readonly buf: Buffer,
+    private readonly onExpire: (r: WaitingRead) => void,
+  ) {}
+
+  expire(): void {
+    this.onExpire(this);
+  }
 }
 
 /** Errors a caller provokes on purpose (missing path, write on a read-only mount, ...): not worth a log line. */
@@ -117,6 +156,26 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
     else done(code(result), result);
   }
 
+  const deadlines = hooks.readDeadlines;
+
+  /** Answers a read (bytes read, or a negative errno) and records it. */
+  function readAnswered(code: number, startedMs: number, reply: ReadReply, token: unknown, buf: Buffer): void {
+    fuseOpSeconds.observe(READ_LABELS, (performance.now() - startedMs) / 1000);
+    if (code >= 0) fuseOps.inc(READ_OK_LABELS);
+    else fuseOps.inc({ op: 'read', result: resultLabel(code) });
+    reply(code, token, buf);
+  }
+  function readFailed(path: string, err: unknown, startedMs: number, reply: ReadReply, token: unknown, buf: Buffer): void {
+    const errno = errnoFor(err);
+    if (!EXPECTED.has(errno) || !(err instanceof SluiceError)) hooks.onUnexpectedError?.('read', path, err);
+    readAnswered(-errno, startedMs, reply, token, buf);
+  }
+  /** The deadline passed before the core answered: ETIMEDOUT through errnoFor, like any other failure. */
+  function expired(w: WaitingRead): void {
+    const err = new TimeoutError(`read of ${w.path} not answered within ${deadlines!.timeoutMs / 1000} s`);
+    readFailed(w.path, err, w.startedMs, w.reply, w.token, w.buf);
+  }
+
   const ops: NativeOps = {
     getattr(path, cb) {
       handle('getattr', path, () => then(core.getattr(path), toNativeStat), (c, st) => cb(c, st));
@@ -145,9 +204,33 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
       // The core refuses write flags (EROFS) itself.
       handle('open', path, () => core.open(path, flags), (c, fh) => cb(c, fh));
     },
-    read(path, fd, buf, len, pos, cb) {
+    read(path, fd, buf, len, pos, reply, token) {
       fuseReadBytes.observe(len);
-      handle('read', path, () => core.read(fd, buf, len, pos), (c) => cb(c), (n) => n);
+      const started = performance.now();
+      const epoch = deadlines?.epoch();
+      let r: number | Promise<number>;
+      try {
+        r = core.read(fd, buf, len, pos, epoch?.opts);
+      } catch (err) {
+        readFailed(path, err, started, reply, token, buf);
+        return;
+      }
+      if (typeof r === 'number') {
+        readAnswered(r, started, reply, token, buf);
+        return;
+      }
+      if (!deadlines || !epoch) {
+        r.then((n) => readAnswered(n, started, reply, token, buf), (err: unknown) => readFailed(path, err, started, reply, token, buf));
+        return;
+      }
+      // The core's answer is dropped when the deadline answered first (settled() is false).
+      const w = new WaitingRead(epoch, path, started, reply, token, buf, expired);
+      deadlines.wait(w);
+      r.then((n) => {
+        if (deadlines.settled(w)) readAnswered(n, started, reply, token, buf);
+      }, (err: unknown) => {
+        if (deadlines.settled(w)) readFailed(path, err, started, reply, token, buf);
+      });
     },
     release(path, fd, cb) {
       handle('release', path, () => core.release(fd), (c) => cb(c));

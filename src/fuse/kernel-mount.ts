@@ -19,7 +19,8 @@
  *  - default_permissions: the kernel checks the owner and modes the mount shows
  *    (--uid, --gid, --file-mode, --dir-mode) itself, as for a local disk; without it a
  *    user let in by allow_other could read whatever the modes say.
- *  - fuse-native's per-operation timeout from deadline.ts (see there).
+ *  - fuse-native's per-operation timeout from deadline.ts (see there); reads get the same
+ *    timeout from one ReadDeadlines per mount (they bypass fuse-native's wrapper, native.ts).
  * A "/dev/fd/N" mount point (mountpoint.ts fuseFdOf) is served from that descriptor: the
  * mount exists already, with the options its maker chose, so none of the mount options
  * above apply except the libfuse ones (timeouts, kernel_cache); there is no folder to stat
@@ -40,6 +41,7 @@ import { FuseUnavailableError, MountpointError } from '../errors.js';
 import type { FsCore } from '../fs/types.js';
 import { log } from '../log.js';
 import { fuseOpsFor } from './adapter.js';
+import { ReadDeadlines } from './deadline.js';
 import { detachMount, checkFuseAvailable, checkFuseFdMount, fuseFdOf, readMounts } from './mountpoint.js';
 import { loadFuse, type NativeFuse } from './native.js';
 import { setReadaheadKb } from './readahead.js';
@@ -62,6 +64,8 @@ export interface KernelMount {
   readonly mountpoint: string;
   /** The readahead in effect (KiB), or undefined when it could not be read. */
   readonly readaheadKb: number | undefined;
+  /** Reads bypass fuse-native's JavaScript wrapper (native.ts); false on an unchecked fuse-native version. */
+  readonly directRead: boolean;
   /** Resolves when the mount has disappeared without unmount() (removed from outside). */
   readonly gone: Promise<void>;
   /** Unmounts (lazily if busy). Idempotent. */
@@ -145,7 +149,8 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   else checkFuseFdMount(fd);
   const fromFd = fd !== undefined;
   const Fuse = loadFuse({ fromFd });
-  const fuse: NativeFuse = new Fuse(mnt, fuseOpsFor(core, { onUnexpectedError: errorLogger() }), {
+  const readDeadlines = new ReadDeadlines(opts.fuseTimeoutMs);
+  const fuse: NativeFuse = new Fuse(mnt, fuseOpsFor(core, { onUnexpectedError: errorLogger(), readDeadlines }), {
     timeout: opts.fuseTimeoutMs,
     // Mount options: for a descriptor mount its maker chose them (libfuse would reject them here).
     fsname: fromFd ? '' : 'sluice',
@@ -178,6 +183,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   let unmounted: Promise<void> | undefined;
   const unmount = (): Promise<void> => {
     if (watch) clearInterval(watch);
+    readDeadlines.stop();
     unmounted ??= new Promise<void>((resolve) => {
       fuse.unmount((err) => {
         if (!err) return resolve();
@@ -205,11 +211,13 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     return {
       mountpoint: mnt,
       readaheadKb: undefined,
+      directRead: fuse.directRead,
       // Its mount point is unknown here, so its removal is not watched: it never resolves.
       gone: new Promise<void>(() => undefined),
       unmount: async () => {
         if (stopped) return;
         stopped = true;
+        readDeadlines.stop();
         await new Promise<void>((resolve) => fuse.unmount(() => resolve()));
       },
     };
@@ -252,5 +260,5 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
         'could not set the mount readahead (needs root and a writable /sys); sequential reads may be slower');
     }
   }
-  return { mountpoint: mnt, readaheadKb, gone, unmount };
+  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, gone, unmount };
 }

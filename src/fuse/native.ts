@@ -13,6 +13,22 @@
  * mounting. The subclass then skips what fuse-native does around a folder mount point
  * (stat it, fusermount -u it) and passes only libfuse options (no mount options: the
  * mount was made by whoever opened the descriptor).
+ *
+ * The direct read path. fuse-native wraps every operation in JavaScript (index.js
+ * `makeHandler`): per call it binds a signal function, copies the arguments into two
+ * arrays, arms a setTimeout for its per-op timeout, and answers through
+ * process.nextTick(nativeSignal, ...). For reads (8,192 per GB at libfuse 2's 128 KiB)
+ * the subclass installs its own handler in fuse-native's handler table instead: it
+ * calls ops.read with the kernel's buffer and one shared reply function, which calls
+ * fuse-native's native `fuse_native_signal_read(locals, result, 0, arraybuffer)` (the
+ * arguments fuse-native's own wrapper passes) synchronously. That is
+ * safe: the native side has read everything it needs from the thread's locals before
+ * calling JavaScript, and the FUSE thread it wakes only reuses them for its next request.
+ * The read deadline is the adapter's (deadline.ts ReadDeadlines). The handler relies on
+ * fuse-native's private layout (handler table `_handlers`, `op_read`, the handler's
+ * arguments), so it is installed only for a fuse-native version it was checked against
+ * (DIRECT_READ_VERSIONS); any other version keeps fuse-native's own read path and
+ * `directRead` is false (test/fuse/kernel-mount.ts checks it is true for ours).
  */
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -39,6 +55,9 @@ export interface NativeStatFs {
   files: number; ffree: number; favail: number; fsid?: number; flag?: number; namemax: number;
 }
 
+/** Answers one read: bytes read (>= 0) or a negative errno; `token` and `buf` as the read op got them. */
+export type ReadReply = (bytesOrErrno: number, token: unknown, buf: Buffer) => void;
+
 /** Callback convention of fuse-native: 0 or a negative errno first (read: bytes read, or negative errno). */
 export type Cb<T extends unknown[] = []> = (code: number, ...rest: T) => void;
 
@@ -51,7 +70,12 @@ export interface NativeOps {
   readdir?(path: string, cb: Cb<[string[]?, NativeStat[]?]>): void;
   open?(path: string, flags: number, cb: Cb<[number?]>): void;
   opendir?(path: string, flags: number, cb: Cb<[number?]>): void;
-  read?(path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (bytesOrErrno: number) => void): void;
+  /**
+   * `reply(bytesOrErrno, token)` answers the kernel, exactly once. On the direct read path
+   * (see readDirect below) `reply` is one shared function and `token` names the request;
+   * through fuse-native's wrapper, `reply` is its per-request callback and `token` unused.
+   */
+  read?(path: string, fd: number, buf: Buffer, len: number, pos: number, reply: ReadReply, token?: unknown): void;
   release?(path: string, fd: number, cb: Cb): void;
   releasedir?(path: string, fd: number, cb: Cb): void;
   fsync?(path: string, datasync: number, fd: number, cb: Cb): void;
@@ -83,6 +107,8 @@ export interface NativeMountOptions {
 
 export interface NativeFuse {
   readonly mnt: string;
+  /** Reads bypass fuse-native's JavaScript wrapper (see the top of this file). */
+  readonly directRead: boolean;
   mount(cb: (err: Error | null) => void): void;
   unmount(cb: (err: (Error & { unmountFailure?: boolean }) | null) => void): void;
   /**
@@ -130,9 +156,22 @@ export function loadFuseFdShim(): FuseFdShim {
   return fdShim;
 }
 
+/**
+ * fuse-native versions whose read handler arguments and signal the direct read path was
+ * checked against (index.js makeHandler/_op_read, fuse-native.c FUSE_METHOD(read)).
+ */
+const DIRECT_READ_VERSIONS = new Set(['2.2.6']);
+
 /** fuse-native's own binding (the same module object fuse-native's index.js loads). */
 interface FuseBinding {
   sizeof_fuse_thread_t: number;
+  op_read: number;
+  /**
+   * Answers a read: the FUSE thread's locals, bytes read or a negative errno, an unused
+   * slot, and the read buffer's ArrayBuffer, which it detaches (Node >= 14): a write into
+   * the kernel's buffer after the answer then lands nowhere instead of in freed memory.
+   */
+  fuse_native_signal_read(locals: unknown, result: number, unused: number, buffer: ArrayBufferLike): void;
   fuse_native_mount(mnt: string, opts: string, thread: Buffer, self: unknown, malloc: unknown, handlers: unknown, implemented: Uint32Array): void;
   fuse_native_unmount(mnt: string, thread: Buffer): void;
 }
@@ -162,8 +201,25 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
   // hands back the instance fuse-native uses).
   const index = req.resolve('fuse-native');
   const binding = createRequire(index)('node-gyp-build')(path.dirname(index)) as FuseBinding;
+  const version = (req('fuse-native/package.json') as { version: string }).version;
+  const direct = DIRECT_READ_VERSIONS.has(version) && typeof binding.fuse_native_signal_read === 'function' && binding.op_read === 23;
+  /** The one reply function of the direct read path: `token` is the FUSE thread's locals. */
+  const replyRead: ReadReply = (result, locals, buf) => binding.fuse_native_signal_read(locals, result, 0, buf.buffer);
   class SluiceFuse extends Fuse {
     private released = false;
+    readonly directRead: boolean;
+
+    constructor(mnt: string, ops: NativeOps, opts: NativeMountOptions) {
+      super(mnt, ops, opts);
+      const handlers = (this as unknown as { _handlers: unknown[] })._handlers;
+      const read = ops.read;
+      this.directRead = direct && read !== undefined && Array.isArray(handlers) && typeof handlers[binding.op_read] === 'function';
+      if (!this.directRead) return;
+      // Called by fuse-native.c as (locals, opcode, path, fh, buffer, length, offsetLow, offsetHigh).
+      handlers[binding.op_read] = (locals: unknown, _op: number, p: string, fh: number, buf: Buffer, len: number, low: number, high: number): void => {
+        read!(p, fh, buf, len, high * 4294967296 + low, replyRead, locals);
+      };
+    }
     releaseNative(): void {
       const self = this as unknown as { mnt: string; _thread: Buffer | null };
       if (this.released || !self._thread) return;

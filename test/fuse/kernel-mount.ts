@@ -94,6 +94,37 @@ t.test('an in-memory core through the kernel', async (t) => {
     t.same(await readFile(path.join(dir2, 'slow.bin')), bytes(4096, 9), 'the mount still answers afterwards');
   });
 
+  t.test('a read stuck past the deadline fails with ETIMEDOUT, and the mount goes on', async (t) => {
+    // Reads bypass fuse-native's wrapper and its timer (native.ts); the mount's
+    // ReadDeadlines (deadline.ts) answers them instead, within timeout + 2 sweep periods.
+    const core2 = new MemCore({ '/hung.bin': bytes(4096, 7), '/ok.bin': bytes(5000, 8) });
+    const dir2 = await tempMountpoint(t, 'hung');
+    const m2 = await mountCore(core2, dir2, { allowOther: false, attrTimeoutSec: 1, readaheadKb: 0, fuseTimeoutMs: 1000 });
+    t.teardown(() => m2.unmount());
+    t.equal(m2.directRead, true, "reads take the direct path with this fuse-native version (native.ts DIRECT_READ_VERSIONS)");
+
+    core2.hungRead = { path: '/hung.bin' };
+    let t0 = Date.now();
+    await t.rejects(readFile(path.join(dir2, 'hung.bin')), { code: 'ETIMEDOUT' }, 'a core that honours the signal');
+    let took = Date.now() - t0;
+    t.ok(took >= 1000, `not before the timeout (${took} ms)`);
+    t.ok(core2.aborted >= 1, "the core was told to give up (it never writes into the kernel's buffer after)");
+
+    core2.hungRead = { path: '/hung.bin', abortIgnored: true };
+    t0 = Date.now();
+    await t.rejects(readFile(path.join(dir2, 'hung.bin')), { code: 'ETIMEDOUT' }, 'a core that never answers at all');
+    took = Date.now() - t0;
+    t.ok(took >= 1000, `not before the timeout (${took} ms)`);
+
+    core2.hungRead = undefined;
+    t.same(await readFile(path.join(dir2, 'ok.bin')), bytes(5000, 8), 'other reads are answered');
+    t.same(await readFile(path.join(dir2, 'hung.bin')), bytes(4096, 7), 'and the same file, once the core answers');
+    const text = await registry.metrics();
+    t.match(text, /sluice_fuse_operations_total\{op="read",result="ETIMEDOUT"\} [1-9]/, 'counted as ETIMEDOUT');
+    await m2.unmount();
+    t.equal(await mountAt(dir2), undefined, 'no stale mount');
+  });
+
   t.test("a read slower than fuse-native's 15 s default still succeeds", async (t) => {
     // The main mount's timeout is 60 s (fuseTimeoutMs() gives 301 s with the defaults).
     // A file never read before, so the page cache cannot answer for the core.

@@ -4,7 +4,7 @@
  * or made to fail per call, to test the adapter's error path.
  */
 import {
-  BadHandleError, IsDirectoryError, NotDirectoryError, NotFoundError, ReadOnlyError,
+  AbortedError, BadHandleError, IsDirectoryError, NotDirectoryError, NotFoundError, ReadOnlyError,
 } from '../../src/errors.js';
 import type { Attr, FsCore, StatFs } from '../../src/fs/types.js';
 
@@ -20,6 +20,10 @@ export class MemCore implements FsCore {
   failRead: ((path: string) => Error | undefined) | undefined;
   /** When set, read() of these paths waits this long first (ms). */
   slowRead: { path: string; ms: number } | undefined;
+  /** A read of this path never settles, except through its signal (unless `abortIgnored`). */
+  hungRead: { path: string; abortIgnored?: boolean } | undefined;
+  /** Reads given up because their signal fired (FsCore.read's contract: no copy after that). */
+  aborted = 0;
   private readonly mtime = new Date('2024-01-01T00:00:00Z');
 
   constructor(files: Record<string, Buffer>) {
@@ -57,14 +61,28 @@ export class MemCore implements FsCore {
     return fh;
   }
 
-  async read(fh: number, dst: Buffer, length: number, position: number): Promise<number> {
+  async read(fh: number, dst: Buffer, length: number, position: number, opts: { signal?: AbortSignal } = {}): Promise<number> {
     const path = this.handles.get(fh);
     if (path === undefined) throw new BadHandleError(fh);
     const err = this.failRead?.(path);
     if (err) throw err;
     const f = this.files.get(path)!;
-    if (this.slowRead?.path === path) await new Promise((r) => setTimeout(r, this.slowRead!.ms));
-    else await new Promise((r) => setImmediate(r));
+    const hung = this.hungRead?.path === path ? this.hungRead : undefined;
+    const wait = hung ? undefined : this.slowRead?.path === path ? this.slowRead.ms : 0;
+    await new Promise<void>((resolve, reject) => {
+      const { signal } = opts;
+      const onAbort = (): void => {
+        clearTimeout(timer);
+        this.aborted++;
+        reject(new AbortedError('read aborted'));
+      };
+      const done = (): void => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const timer = wait === undefined ? undefined : setTimeout(done, wait);
+      if (signal && !hung?.abortIgnored) signal.addEventListener('abort', onAbort, { once: true });
+    });
     return f.copy(dst, 0, Math.min(position, f.length), Math.min(position + length, f.length));
   }
 
