@@ -4,7 +4,8 @@
  * read with `dd bs=1M` after its pages are dropped (`dd iflag=nocache count=0`), as the
  * "cached" row of bulk-receive-bench.mjs. CPU = utime+stime of the serving process.
  * --direct answers reads as src/fuse/native.ts does (no fuse-native wrapper, sync reply).
- * Usage: node scripts/fuse-floor.mjs [--size MiB] [--rounds N] [--read-ahead-kb K] [--direct]
+ * --sha pipes dd into sha256sum, as bulk-receive-bench.mjs's reader does (it then sets the pace).
+ * Usage: node scripts/fuse-floor.mjs [--size MiB] [--rounds N] [--read-ahead-kb K] [--direct] [--sha]
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
@@ -12,7 +13,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 const arg = (n, d) => { const i = process.argv.indexOf(n); return i < 0 ? d : Number(process.argv[i + 1]); };
-const size = arg('--size', 256) * 1048576, rounds = arg('--rounds', 3), raKb = arg('--read-ahead-kb', 1024), direct = process.argv.includes('--direct');
+const size = arg('--size', 256) * 1048576, rounds = arg('--rounds', 3), raKb = arg('--read-ahead-kb', 1024), direct = process.argv.includes('--direct'), sha = process.argv.includes('--sha');
 if (process.argv[2] === 'serve') { // child: node fuse-floor.mjs serve MNT SIZE DIRECT
   const req = createRequire(import.meta.url), Fuse = req('fuse-native'), data = Buffer.alloc(Number(process.argv[4]), 7);
   const st = (mode, s) => ({ mode, size: s, uid: 0, gid: 0, nlink: 1, mtime: new Date(0), atime: new Date(0), ctime: new Date(0), blksize: 131072, blocks: Math.ceil(s / 512) });
@@ -39,9 +40,10 @@ if (process.argv[2] === 'serve') { // child: node fuse-floor.mjs serve MNT SIZE 
     for (let r = 0; r < rounds; r++) {
       spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
       const c0 = cpu(), t0 = process.hrtime.bigint();
-      spawnSync('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M', 'status=none']);
+      if (sha) spawnSync('sh', ['-c', `dd if="${file}" bs=1M status=none | sha256sum`]);
+      else spawnSync('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M', 'status=none']);
       const secs = Number(process.hrtime.bigint() - t0) / 1e9, c = cpu() - c0;
-      console.log(`${direct ? 'direct' : 'wrapper'} ra=${raKb} round ${r + 1}: ${(size / 1e6 / secs).toFixed(0)} MB/s, ${(c / (size / 1e9)).toFixed(2)} CPU s/GB`);
+      console.log(`${direct ? 'direct' : 'wrapper'}${sha ? ' |sha256sum' : ''} ra=${raKb} round ${r + 1}: ${(size / 1e6 / secs).toFixed(0)} MB/s, ${(c / (size / 1e9)).toFixed(2)} CPU s/GB`);
     }
   } finally {
     child.kill('SIGTERM');
