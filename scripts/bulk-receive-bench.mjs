@@ -13,6 +13,9 @@
  * first filled by a handle that reads once at a random offset, which makes the random fill
  * fetch the whole file and keep it (held open until the daemon is idle). Then `dd` makes no
  * GET: the figure is the per-FUSE-read cost alone (issue 11's warm-cache moonshot, >= 1 GB/s).
+ * Its MB/s is the reader's, though: `dd | sha256sum` runs at about 170-270 MB/s on a 2-core
+ * VM, and fuse-native alone serving from one Buffer gets no more through that pipe
+ * (scripts/fuse-floor.mjs --sha); compare it with the floor under the same reader.
  *
  * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] [--no-pipe | --pipe-only] NAME=DIST_DIR ...
  * --no-pipe skips the Pipe case; --pipe-only skips the mount rounds (only the Pipe case).

@@ -32,6 +32,22 @@
  * The metric updates were not batched: in a CPU profile prom-client's observe/inc is about
  * 1% of busy time; most of what is left per read is the two thread hand-offs (libfuse
  * worker -> uv_async -> main thread -> semaphore -> worker) and GC, not this file.
+ *
+ * Against the binding's floor (scripts/fuse-floor.mjs: fuse-native serving one Buffer with
+ * this mount's options and sluice's direct read handler, same dd and page drop; load 1.7-5):
+ *    floor, `dd bs=1M` to /dev/null:            0.48-0.75 CPU s/GB,  900-1150 MB/s
+ *    floor, `dd bs=1M | sha256sum`:             0.63-1.15 CPU s/GB,  166-215 MB/s
+ *    sluice from its block cache, to /dev/null: 1.15-1.27 CPU s/GB,  930-996 MB/s (0 GETs)
+ * The kernel sends both the same requests (128 KiB each, 2,048 per 256 MiB). So the "cached"
+ * row of bulk-receive-bench.mjs (212 MB/s) is paced by its reader's sha256sum, not by sluice:
+ * the floor gets no more through the same pipe. A slow reader also raises CPU per GB on both
+ * sides: each read then wakes the main thread on its own (futex, epoll, a context switch;
+ * `perf` puts the paravirt irq-enable of those switches at about a quarter of the daemon's
+ * samples), where a fast reader's reads share wake-ups. In a `perf record` of sluice's cached
+ * read the JavaScript of adapter, core, read cursor and block cache together is a few percent
+ * (prom-client's histogram observe about 1.4%, the block cache's key strings about 1%); the
+ * 128 KiB copy (memmove, about 11%) is the floor's too. What sluice adds over the floor per
+ * read is roughly 0.5 CPU s/GB (about 60 us per 128 KiB read at 8,192 reads per GB).
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore } from '../fs/types.js';
