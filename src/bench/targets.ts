@@ -395,8 +395,8 @@ export function ensureSnapshot(e: TargetEnv, dir: string): Promise<string> {
         c.stderr!.on('data', (d: Buffer) => { stderr += d; });
         c.on('close', (status) => resolve({ status, stdout, stderr }));
       });
-      // The last line of stderr is /usr/bin/time's peak RSS: the error is the line before it.
-      if (r.status !== 0) throw new Error(`sluice snapshot failed (exit ${r.status}): ${(r.stderr || r.stdout || '').trim().split('\n').filter((l) => !/^\d+\s*$/.test(l)).pop() ?? ''}`);
+      // /usr/bin/time adds its own lines (peak RSS, "Command exited with non-zero status N"): skip them.
+      if (r.status !== 0) throw new Error(`sluice snapshot failed (exit ${r.status}): ${(r.stderr || r.stdout || '').trim().split('\n').filter((l) => !/^\d+\s*$|^Command exited with non-zero status/.test(l)).pop() ?? ''}`);
       const peakKb = Number(/^(\d+)\s*$/m.exec(r.stderr)?.[1] ?? NaN);
       process.stderr.write(`bench: snapshot of s3://${e.bucket}/${e.prefix}: ${r.stdout.trim()} (wall ${((performance.now() - t0) / 1000).toFixed(2)} s${Number.isFinite(peakKb) ? `, peak RSS ${(peakKb / 1024).toFixed(0)} MiB` : ''})\n`);
       return file;
