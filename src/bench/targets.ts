@@ -385,7 +385,11 @@ export function ensureSnapshot(e: TargetEnv, dir: string): Promise<string> {
       // Not spawnSync: the bench's proxies may share this event loop.
       const r = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
         const c = spawn('/bin/sh', ['-c', 'command -v /usr/bin/time >/dev/null && exec /usr/bin/time -f "%M" "$@" || exec "$@"', 'sh', process.execPath, CLI_PATH, 'snapshot', `s3://${e.bucket}/${e.prefix}`, file,
-          '--endpoint', e.endpoint, '--path-style', '--region', 'us-east-1', '--log-level', 'warn'], {
+          '--endpoint', e.endpoint, '--path-style', '--region', 'us-east-1', '--log-level', 'warn',
+          // s3rver walks a whole folder (a stat per file) for every LIST page: at 100,000 keys on a
+          // loaded machine a page took over the default 10 s, 10 times in a row (measured), and
+          // the snapshot failed. A slow local server is not what the scenario measures.
+          '--request-timeout', '120000'], {
           stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000,
           env: { ...process.env, AWS_ACCESS_KEY_ID: e.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: e.credentials.secretAccessKey },
         });
