@@ -7,7 +7,9 @@
  * right after by the same daemon. Pipe: `sluice run` with one Pipe channel of one 512 MiB
  * object; the training command stamps sluice's CPU (/proc/$PPID/stat) around its read.
  *
- * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] NAME=DIST_DIR ...
+ * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] [--no-pipe | --pipe-only] NAME=DIST_DIR ...
+ * --no-pipe skips the Pipe case; --pipe-only skips the mount rounds (only the Pipe case).
+ * (BULK_BENCH_NODE_ARGS: node flags for the mount daemon, e.g. '--cpu-prof --cpu-prof-dir=DIR'.)
  * Variants are interleaved round by round, so they see the same machine load.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -17,18 +19,37 @@ import os from 'node:os';
 import path from 'node:path';
 
 const args = process.argv.slice(2);
-let rounds = 3, sizeMiB = 512, tls = false;
+let rounds = 3, sizeMiB = 512, tls = false, pipe = true, pipeOnly = false;
 const variants = [];
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--rounds') rounds = Number(args[++i]);
   else if (args[i] === '--size') sizeMiB = Number(args[++i]);
   else if (args[i] === '--tls') tls = true;
+  else if (args[i] === '--no-pipe') pipe = false;
+  else if (args[i] === '--pipe-only') pipeOnly = true;
   else { const [name, dist] = args[i].split('='); variants.push({ name, dist: path.resolve(dist) }); }
 }
 if (variants.length === 0) { console.error('usage: bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] NAME=DIST_DIR ...'); process.exit(2); }
+/** Extra node flags for the mount daemon only, e.g. BULK_BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/p'. */
+const daemonNodeArgs = (process.env.BULK_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+/** Extra `sluice mount` flags, e.g. BULK_BENCH_MOUNT_ARGS='--max-prefetch 16MiB'. */
+const mountArgs = (process.env.BULK_BENCH_MOUNT_ARGS ?? '').split(' ').filter(Boolean);
 const TICK = 100; // CLOCK_TICKS_PER_SEC on Linux
 const cpuOf = (stat) => { const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); return (Number(f[11]) + Number(f[12])) / TICK; };
 const cpu = (pid) => cpuOf(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+/** Per-thread CPU (name: s), or with `since` the change since then, as text (BULK_BENCH_THREADS=1). */
+function threadCpu(pid, since) {
+  const now = {};
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    try { const st = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8'); const name = st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')); now[`${name}#${t}`] = cpuOf(st); if (process.env.BULK_BENCH_THREADS === "faults") now[`${name}#${t}`] = Number(st.slice(st.lastIndexOf(")") + 2).split(" ")[7]) / 100; } catch { /* gone */ }
+  }
+  if (since === undefined) return now;
+  const by = {};
+  for (const [k, v] of Object.entries(now)) { const n = k; by[n] = (by[n] ?? 0) + v - (since[k] ?? 0); }
+  return Object.entries(by).filter(([, v]) => v > 0).map(([n, v]) => `${n}=${v.toFixed(2)}`).join(' ');
+}
+/** Minor page faults so far: first touches of new memory (costly on a VM guest). */
+const minflt = (pid) => { const s = readFileSync(`/proc/${pid}/stat`, 'utf8'); return Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[7]); };
 
 const { startLocalS3 } = await import(path.join(variants[0].dist, 'local/s3-server.js'));
 const s3 = await startLocalS3();
@@ -62,8 +83,8 @@ for (const key of ['a', 'b', 'pipe/p']) {
   await s3.putObject('bulk', key, body);
 }
 const results = {};
-const record = (v, what, secs, cpuS) => {
-  ((results[v] ??= {})[what] ??= []).push({ mbps: size / 1e6 / secs, cpuPerGB: cpuS / (size / 1e9) });
+const record = (v, what, secs, cpuS, faults = NaN) => {
+  ((results[v] ??= {})[what] ??= []).push({ mbps: size / 1e6 / secs, cpuPerGB: cpuS / (size / 1e9), faultsPerMiB: faults / sizeMiB });
 };
 
 function readThrough(file, key) {
@@ -77,7 +98,7 @@ function readThrough(file, key) {
 
 async function mountRound(v) {
   const mnt = mkdtempSync(path.join(work, 'mnt-'));
-  const child = spawn(process.execPath, [path.join(v.dist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...mountArgs], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     await new Promise((resolve, reject) => {
       let out = '';
@@ -87,9 +108,10 @@ async function mountRound(v) {
     });
     readdirSync(mnt); // waits for the listing: lookups are then answered from it, not by HEAD
     for (const [key, what] of [['a', 'fresh'], ['b', 'warm']]) {
-      const c0 = cpu(child.pid);
+      const c0 = cpu(child.pid), f0 = minflt(child.pid), t0 = threadCpu(child.pid);
       const secs = readThrough(path.join(mnt, key), key);
-      record(v.name, what, secs, cpu(child.pid) - c0);
+      record(v.name, what, secs, cpu(child.pid) - c0, minflt(child.pid) - f0);
+      if (process.env.BULK_BENCH_THREADS) process.stderr.write(`${v.name} ${what} threads: ${threadCpu(child.pid, t0)}\n`);
     }
   } finally {
     child.kill('SIGTERM');
@@ -113,7 +135,7 @@ async function pipeRound(v) {
 
 try {
   for (let r = 0; r < rounds; r++) {
-    for (const v of variants) { await mountRound(v); await pipeRound(v); }
+    for (const v of variants) { if (!pipeOnly) await mountRound(v); if (pipe) await pipeRound(v); }
     process.stderr.write(`round ${r + 1}/${rounds} done\n`);
   }
 } finally {
@@ -123,8 +145,8 @@ try {
 }
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
 console.log(`${tls ? 'HTTPS' : 'HTTP'}, ${sizeMiB} MiB, ${rounds} rounds, medians (loadavg ${readFileSync('/proc/loadavg', 'utf8').trim()})`);
-console.log('| variant | read | daemon CPU s/GB | MB/s | runs |');
-console.log('|---|---|---|---|---|');
+console.log('| variant | read | daemon CPU s/GB | MB/s | page faults/MiB | runs |');
+console.log('|---|---|---|---|---|---|');
 for (const v of variants) for (const [what, xs] of Object.entries(results[v.name] ?? {})) {
-  console.log(`| ${v.name} | ${what} | ${median(xs.map((x) => x.cpuPerGB)).toFixed(2)} | ${median(xs.map((x) => x.mbps)).toFixed(0)} | ${xs.map((x) => x.cpuPerGB.toFixed(2)).join(' ')} |`);
+  console.log(`| ${v.name} | ${what} | ${median(xs.map((x) => x.cpuPerGB)).toFixed(2)} | ${median(xs.map((x) => x.mbps)).toFixed(0)} | ${median(xs.map((x) => x.faultsPerMiB)).toFixed(0)} | ${xs.map((x) => x.cpuPerGB.toFixed(2)).join(' ')} |`);
 }

@@ -7,7 +7,7 @@
  *   undici-dispatch  undici Pool.dispatch with a handler: no stream, no promise per chunk;
  *   wire             sluice's own client (src/s3/wire.ts) via S3ObjectClient.getRange(into).
  * Each mode runs in its own process; "fresh" is its first pass over the object, "warm" the second.
- * Every pass is sha256-verified. Usage: node scripts/receive-floor.mjs [--size MiB] [--rounds N]
+ * Every pass is sha256-verified. Usage: node scripts/receive-floor.mjs [--size MiB] [--rounds N] [--modes wire,undici-request,...]
  */
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -74,11 +74,14 @@ if (process.argv[2] === '--child') {
 }
 
 const args = process.argv.slice(2);
-let sizeMiB = 512, rounds = 3;
+let sizeMiB = 512, rounds = 3, modes = ['undici-request', 'undici-dispatch', 'wire'];
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--size') sizeMiB = Number(args[++i]);
   if (args[i] === '--rounds') rounds = Number(args[++i]);
+  if (args[i] === '--modes') modes = args[++i].split(',');
 }
+/** Node flags for the measured child processes, e.g. RECEIVE_FLOOR_NODE_ARGS='--cpu-prof --cpu-prof-dir=DIR'. */
+const childArgs = (process.env.RECEIVE_FLOOR_NODE_ARGS ?? '').split(' ').filter(Boolean);
 const { startLocalS3 } = await import(path.join(dist, 'local/s3-server.js'));
 const s3 = await startLocalS3();
 try {
@@ -86,10 +89,9 @@ try {
   const body = randomBytes(sizeMiB * 1024 * 1024);
   const want = createHash('sha256').update(body).digest('hex');
   const etag = await s3.putObject('floor', 'obj', body);
-  const modes = ['undici-request', 'undici-dispatch', 'wire'];
   const res = {};
   for (let r = 0; r < rounds; r++) for (const m of modes) {
-    const out = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--child', m, s3.endpoint, etag, String(body.length), want], { encoding: 'utf8', timeout: 600_000 });
+    const out = spawnSync(process.execPath, [...childArgs, fileURLToPath(import.meta.url), '--child', m, s3.endpoint, etag, String(body.length), want], { encoding: 'utf8', timeout: 600_000 });
     if (out.status !== 0) throw new Error(`${m}: ${out.stderr}`);
     (res[m] ??= []).push(JSON.parse(out.stdout.trim().split('\n').pop()));
   }

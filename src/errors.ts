@@ -48,7 +48,9 @@ export type ErrorCode =
   // issue 15: snapshots, archived objects, partition filters
   | 'SLUICE_SNAPSHOT'
   | 'SLUICE_OBJECT_ARCHIVED'
-  | 'SLUICE_ARCHIVED_OBJECTS';
+  | 'SLUICE_ARCHIVED_OBJECTS'
+  // a dead FUSE mount in sluice's way
+  | 'SLUICE_DEAD_MOUNT';
 
 export interface SluiceErrorOptions {
   hint?: string;
@@ -327,6 +329,23 @@ export class ArchivedObjectsError extends SluiceError {
 }
 /** Archived keys named in ArchivedObjectsError: enough to find them, short enough for one line. */
 const ARCHIVED_NAMED = 3;
+
+// ---- dead FUSE mounts in sluice's folders ------------------------------------------
+
+/**
+ * A path sluice must use is, or lies under, a FUSE mount whose daemon is gone (a killed
+ * `sluice mount`): every access fails with ENOTCONN until it is unmounted.
+ */
+export class DeadMountError extends SluiceError {
+  /** `what` names the path's role (e.g. 'the folder of File-mode channel "train"'). */
+  constructor(what: string, readonly path: string, readonly mountpoint: string, opts: SluiceErrorOptions = {}) {
+    const where = mountpoint === path ? 'is a dead FUSE mount' : `is under a dead FUSE mount at ${mountpoint}`;
+    super('SLUICE_DEAD_MOUNT', `${what} ${path} ${where} (ENOTCONN: the daemon that served it is gone)`, {
+      hint: `Unmount it: fusermount -u ${mountpoint} (or umount -l ${mountpoint} as root), then retry`,
+      ...opts,
+    }, true);
+  }
+}
 
 // ---- the two mapping points -------------------------------------------------------
 

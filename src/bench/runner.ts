@@ -318,7 +318,7 @@ async function tierFigures(
   const figs = new Map<TierPhase, Figure>();
   for (const phase of TIER_PHASES) {
     const fig: Figure = {
-      scenario: `${sc.name}.${phase}`, title: `${sc.title}: ${phase}`, kind: sc.kind, profile: profName, target: phase === 'local' ? 'File' : 'FastFile',
+      scenario: `${sc.name}.${phase}`, title: `${sc.title}: ${phase}`, kind: sc.kind, profile: profName, target: phase.startsWith('local') ? 'File' : 'FastFile',
       role: 'sluice', readers, unit, higherIsBetter, value: null, mbps: null, fractionOfLimit: null, peakRssBytes: null, cpuSecondsPerGB: null,
       readerCpuSecondsPerGB: null, serverCpuSecondsPerGB: null,
       verified: false, s3Gets: null, runs: [],
@@ -331,7 +331,7 @@ async function tierFigures(
     const runDir = path.join(root, `run-tier-${sc.name}-${readers}-${rep}`);
     const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials, runDir, config };
     try {
-      const res = await runTier(sc, readers, objs, env, rep, stops, () => proxy.stats());
+      const res = await runTier(sc, readers, objs, env, rep, stops, () => proxy.stats(), o.log);
       for (const phase of TIER_PHASES) {
         const r = res[phase];
         figs.get(phase)!.runs.push(r);

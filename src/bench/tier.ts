@@ -1,23 +1,39 @@
 /**
  * The disk tier scenario (kind: tier): epoch 2 and a restarted job, against reading the
  * same files from a local folder. One run, in this order, all on the same proxy:
- *   local         File mode downloads the dataset; the readers then read the folder
- *                 (the figure is the read alone: local disk, what File mode gives a job);
- *   no-tier       a FastFile mount without --cache-dir, one epoch (epoch 1 as before);
- *   epoch1        a FastFile mount with --cache-dir (a fresh folder), first epoch;
- *   epoch2        the same mount, second epoch (the memory cache is 4x smaller than
- *                 the dataset in the scenario files, so this reads from the tier);
- *   restarted     a new mount process on the same --cache-dir, one epoch;
- *   direct        the same tier read without FUSE (./tier-direct.ts, a process reading
- *                 through TieredClient, `readers` objects at a time): restarted against
- *                 direct is what the FUSE hop costs, direct against local what the tier
- *                 costs over plain files (its CPU includes the sha256 of the bytes).
+ *   local           File mode downloads the dataset; the readers then read the folder
+ *                   (the figure is the read alone: local disk, what File mode gives a job);
+ *                   its files are in the page cache (File mode just wrote them);
+ *   local-cold      the same, after the folder's pages are evicted (below);
+ *   no-tier         a FastFile mount without --cache-dir, one epoch (epoch 1 as before);
+ *   epoch1          a FastFile mount with --cache-dir (a fresh folder), first epoch;
+ *   epoch2          the same mount, second epoch, after the mount's own pages of the
+ *                   files are evicted (else the kernel answers from its page cache and
+ *                   sluice never sees a read); the memory cache is 4x smaller than the
+ *                   dataset, so this reads from the tier;
+ *   restarted       a new mount process on the same --cache-dir, one epoch; the tier's
+ *                   files are in the page cache (written and read by the epochs before);
+ *   restarted-cold  another new mount process, after the tier's files' pages are evicted;
+ *   direct          the tier read without FUSE (./tier-direct.ts, a process reading each
+ *                   object through DiskCache.openWhole in 128 KiB reads, FUSE's read size,
+ *                   `readers` objects at a time): restarted against direct is what the FUSE
+ *                   hop costs; direct against local what the tier costs over plain files
+ *                   (its CPU includes the sha256 of the bytes, as the readers' does).
+ * Fairness: the comparisons are warm against warm (local, restarted: every byte already in
+ * the page cache, written back to disk first so neither races the kernel's writeback of the
+ * phase that wrote it; both measure the software path) and cold against cold (local-cold,
+ * restarted-cold). The page cache cannot be dropped as a whole here (/proc/sys/vm/drop_caches
+ * needs the host), so cold means each file's clean pages evicted with
+ * posix_fadvise(POSIX_FADV_DONTNEED) (`dd iflag=nocache count=0`); the log says how many
+ * bytes stayed resident (fincore). "Cold" is cold for the guest's page cache only: the
+ * hypervisor may still cache the disk, equally for both.
  * Each phase's readers are the sequential scenario's (reader.ts, BATCH_FILES batches),
  * every byte checked by sha256. Per phase: MB/s and files/s over the readers' span, the
  * sluice process's CPU seconds in it (none for `local`: no daemon), and the object GETs
  * the latency proxy saw during it (listings not counted).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { readdir } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { sourceBytes, type SeededObject } from '../local/dataset.js';
@@ -28,7 +44,7 @@ import { DIST_DIR, runDownload, startMount, type TargetEnv } from './targets.js'
 import type { DirectArgs } from './tier-direct.js';
 import { tierNamespace } from '../cache/tiered-client.js';
 
-export const TIER_PHASES = ['local', 'no-tier', 'epoch1', 'epoch2', 'restarted', 'direct'] as const;
+export const TIER_PHASES = ['local', 'local-cold', 'no-tier', 'epoch1', 'epoch2', 'restarted', 'restarted-cold', 'direct'] as const;
 export type TierPhase = (typeof TIER_PHASES)[number];
 
 /** Grace beyond maxSeconds before readers are killed (as run-once.ts). */
@@ -43,7 +59,7 @@ export interface TierRunResult extends RunResult {
 
 export async function runTier(
   sc: ScenarioDef, readers: number, objs: SeededObject[], env: TargetEnv, rep: number, stops: Set<() => Promise<void>>,
-  proxyStats: () => Promise<LatencyProxyStats>,
+  proxyStats: () => Promise<LatencyProxyStats>, logLine?: (s: string) => void,
 ): Promise<Record<TierPhase, TierRunResult>> {
   const killAfter = sc.maxSeconds * 1000 + READER_GRACE_MS;
   const rel = (key: string) => key.slice(env.prefix.length);
@@ -82,8 +98,8 @@ export async function runTier(
     return r;
   };
 
-  /** One mount, `epochs` phases on it. */
-  const mounted = async (e: TargetEnv, tags: string[]): Promise<TierRunResult[]> => {
+  /** One mount, `epochs` phases on it; `before` runs ahead of each phase (with the mount's folder). */
+  const mounted = async (e: TargetEnv, tags: string[], before?: (tag: string, dir: string) => Promise<void>): Promise<TierRunResult[]> => {
     const m = await startMount('FastFile', e);
     const stopM = () => m.stop();
     stops.add(stopM);
@@ -91,6 +107,7 @@ export async function runTier(
       await m.ready;
       const out: TierRunResult[] = [];
       for (const tag of tags) {
+        await before?.(tag, m.dir);
         const res = await phase(m.dir, tag, () => m.stats()?.cpuSeconds);
         res.peakRssBytes = m.stats()?.peakRssBytes;
         out.push(res);
@@ -103,15 +120,26 @@ export async function runTier(
   };
 
   const d = await runDownload('File', env, killAfter);
+  const localFiles = objs.map((o) => path.join(d.dir, rel(o.key)));
+  // Warm phases start after writeback (their files stay cached): else a phase right after the one that wrote the files races the kernel's writeback of them.
+  await writeBack(localFiles);
   const local = await phase(d.dir, 'local', () => undefined);
+  await evictPages(localFiles, 'local folder', logLine);
+  const localCold = await phase(d.dir, 'local-cold', () => undefined);
   const [noTier] = await mounted(withArgs([]), ['no-tier']);
-  const [epoch1, epoch2] = await mounted(withArgs(tierArgs), ['epoch1', 'epoch2']);
+  const [epoch1, epoch2] = await mounted(withArgs(tierArgs), ['epoch1', 'epoch2'], async (tag, dir) => {
+    if (tag === 'epoch2') await evictPages(objs.map((o) => path.join(dir, rel(o.key))), 'mount (its own pages of the files)', logLine);
+  });
+  await writeBack(await filesUnder(cacheDir));
   const [restarted] = await mounted(withArgs(tierArgs), ['restarted']);
+  const [restartedCold] = await mounted(withArgs(tierArgs), ['restarted-cold'], async () => {
+    await evictPages(await filesUnder(cacheDir), 'disk tier', logLine);
+  });
   const direct = await directPhase({
     cacheDir, cacheDirSize: sc.tier.cacheDirSize ?? 4 * bytes, ns: tierNamespace({ endpoint: env.endpoint, cacheDirWriteRate: 1 }, env.bucket), bucket: env.bucket,
     objects: objs.map((o) => ({ key: o.key, etag: o.etag, size: o.size })), concurrency: readers,
   }, objs, rep, sc, killAfter, proxyStats);
-  return { local, 'no-tier': noTier!, epoch1: epoch1!, epoch2: epoch2!, restarted: restarted!, direct };
+  return { local, 'local-cold': localCold, 'no-tier': noTier!, epoch1: epoch1!, epoch2: epoch2!, restarted: restarted!, 'restarted-cold': restartedCold!, direct };
 }
 
 /** The `direct` phase: ./tier-direct.ts in its own process. */
@@ -134,4 +162,55 @@ async function directPhase(
   r.filesPerSec = r.items / r.seconds;
   r.value = sc.metric === 'files/s' ? r.filesPerSec : r.mbps;
   return r;
+}
+
+/** Every file under `dir` (the tier's cache files and sidecars). */
+async function filesUnder(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(dir, { recursive: true, withFileTypes: true })) if (e.isFile()) out.push(path.join(e.parentPath, e.name));
+  return out;
+}
+
+/** Writes back the dirty pages of `files` (fdatasync each), leaving them cached. */
+async function writeBack(files: string[]): Promise<void> {
+  for (let i = 0; i < files.length; i += EVICT_BATCH) {
+    await new Promise<void>((resolve, reject) => execFile('sync', ['--data', ...files.slice(i, i + EVICT_BATCH)], (err) => (err ? reject(err) : resolve())));
+  }
+}
+
+/** Files evicted at once per dd/fincore command line. */
+const EVICT_BATCH = 256;
+
+/**
+ * Evicts the page-cache pages of `files`: fdatasync (dirty pages cannot be evicted, and
+ * these files were just written), then posix_fadvise DONTNEED through `dd iflag=nocache
+ * count=0` (which does exactly that for the whole file); then logs how many of their bytes
+ * are still resident (fincore), so a failed eviction shows.
+ */
+async function evictPages(files: string[], what: string, logLine?: (s: string) => void): Promise<void> {
+  const run = (cmd: string, args: string[]) => new Promise<string>((resolve, reject) => {
+    const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    c.stdout.on('data', (b: Buffer) => { out += b.toString(); });
+    c.stderr.on('data', (b: Buffer) => { err += b.toString(); });
+    c.on('error', reject);
+    c.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} failed (${code}): ${err.trim().slice(0, 300)}`))));
+  });
+  let resident = 0;
+  let bytes = 0;
+  for (let i = 0; i < files.length; i += EVICT_BATCH) {
+    const batch = files.slice(i, i + EVICT_BATCH);
+    // Dirty pages cannot be evicted (File mode and the tier just wrote these files): write them back first (sync --data: fdatasync per file).
+    await run('sync', ['--data', ...batch]);
+    // One shell per batch: a dd per file (dd takes one input).
+    await run('sh', ['-c', 'for f in "$@"; do dd if="$f" iflag=nocache count=0 status=none || exit 1; done', 'evict', ...batch]);
+    const rows = await run('fincore', ['--bytes', '--noheadings', '--raw', '--output', 'RES,SIZE', ...batch]).catch(() => '');
+    for (const line of rows.trim().split('\n')) {
+      const [res, size] = line.trim().split(/\s+/).map(Number);
+      if (Number.isFinite(res)) resident += res!;
+      if (Number.isFinite(size)) bytes += size!;
+    }
+  }
+  logLine?.(`evicted the page cache of ${files.length} files (${what}): ${resident} of ${bytes} bytes still resident`);
 }

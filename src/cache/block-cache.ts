@@ -50,6 +50,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import { BufferPool, type Slab } from './buffer-pool.js';
+import { prefaultedAlloc } from '../pipe/native.js';
 import { cacheBytes, cacheCapacityBytes, cacheEvictions, cacheHits, cacheMisses, prefetchBytes, prefetchEvictedUnreadBytes } from '../metrics/metrics.js';
 
 /**
@@ -179,7 +180,11 @@ export class BlockCache implements BlockStore {
     this.blockSize = opts.blockSize;
     this.capacityBytes = opts.capacityBytes;
     this.aheadLimit = Math.floor(opts.capacityBytes * AHEAD_SHARE);
-    this.pool = opts.poolBytes !== undefined ? new BufferPool({ maxBytes: opts.poolBytes, unit: opts.blockSize }) : undefined;
+    // Slabs mapped up front where the addon can (one huge-page fault instead of 512 small
+    // ones per 2 MiB; ../pipe/native.ts): a fresh daemon's first GB otherwise pays ~2 CPU s
+    // of page faults on this kind of VM.
+    const alloc = opts.poolBytes !== undefined ? prefaultedAlloc() : undefined;
+    this.pool = opts.poolBytes !== undefined ? new BufferPool({ maxBytes: opts.poolBytes, unit: opts.blockSize, ...(alloc ? { alloc } : {}) }) : undefined;
     this.resident = new LRUCache<string, Resident>({
       maxSize: opts.capacityBytes,
       // lru-cache rejects size 0; an empty block cannot exist (blocks past EOF are never made).

@@ -29,6 +29,8 @@ export interface BufferPoolOptions {
   maxBytes: number;
   /** Only multiples of this length (and at least it) are pooled: the cache's block size. */
   unit: number;
+  /** Makes a new slab's buffer (default Buffer.allocUnsafe), e.g. one whose pages are mapped up front. */
+  alloc?: (n: number) => Buffer;
 }
 
 export interface BufferPoolStats {
@@ -71,6 +73,7 @@ export class Slab {
 export class BufferPool {
   readonly maxBytes: number;
   readonly unit: number;
+  private readonly alloc: (n: number) => Buffer;
   readonly stats: BufferPoolStats = { allocated: 0, reused: 0, dropped: 0 };
   /** Idle slabs by length. INVARIANT: every slab here has refCount 0. */
   private readonly idle = new Map<number, Slab[]>();
@@ -83,6 +86,7 @@ export class BufferPool {
     if (!(Number.isSafeInteger(opts.unit) && opts.unit > 0)) throw new RangeError('pool unit must be a positive integer');
     this.maxBytes = opts.maxBytes;
     this.unit = opts.unit;
+    this.alloc = opts.alloc ?? Buffer.allocUnsafe;
   }
 
   /** Whether buffers of length n are pooled. */
@@ -113,7 +117,7 @@ export class BufferPool {
     }
     this.held += n;
     this.stats.allocated++;
-    return new Slab(Buffer.allocUnsafe(n), this);
+    return new Slab(this.alloc(n), this);
   }
 
   /** Bytes in idle slabs. */

@@ -2,69 +2,88 @@
  * The disk tier: blocks of S3 objects kept on local disk (--cache-dir), under the memory
  * block cache, shared by every sluice process on the node and kept across restarts.
  *
- * Layout (DIR/sluice-tier-v1/):
- *   blocks/XX/<sha256 hex>   one file per block; XX = the name's first two hex digits
- *                            (256 folders keep each folder's listing small)
- *   tmp/<pid>-<n>            a block being written; renamed into blocks/ once whole
- *   ledger.json              bytes in block files, and space granted to live writers
- *   lock                     flock(2) target guarding ledger.json and eviction
+ * Layout (DIR/sluice-tier-v2/), one cache file per object version:
+ *   objects/XX/<h>       the object's bytes, sparse: block i at its own offset i * B, so a
+ *                        whole-present file is the object, byte for byte (and a range of
+ *                        blocks is one pread); XX = h's first two hex digits
+ *   objects/XX/<h>.map   its sidecar: a 64-byte header, then one 8-byte entry per block
+ *   tmp/ledger-<pid>     the ledger being replaced (write then rename)
+ *   ledger.json          bytes of cache files, and space granted to live writers
+ *   lock                 flock(2) target guarding ledger.json and eviction
+ * h = sha256 of (layout, block size, endpoint, bucket, key, ETag, version id). Blocks are
+ * only ever found under the ETag they were fetched for, so an object changed in S3 (new
+ * ETag) never reads old blocks; old versions simply age out by LRU. B = 256 KiB, the
+ * memory cache's block (a random read costs no more from the tier than from S3).
+ * Sidecar header (little-endian): magic "SLM2", block size u32, 8 reserved, the 32-byte h
+ * (so a misplaced sidecar is refused), 12 reserved, CRC32C of the 60 bytes before it.
+ * Entry i: stored length u32 (0: absent; < B: a prefix, e.g. the object's last block or a
+ * GET that ended inside the block; a read needing more is a miss), CRC32C of those bytes.
  *
- * Key: sha256 of (block size, endpoint, bucket, key, ETag, version id, block index). A
- * block is only ever found under the ETag it was fetched for, so an object changed in S3
- * (new ETag) never reads old blocks; old versions simply age out by LRU.
- * Block i covers object bytes [i * B, (i + 1) * B), B = blockSize (256 KiB, the memory
- * cache's block: a random read costs no more from the tier than from S3). A file may
- * hold a prefix of its block (the bytes of a GET that ended inside it, e.g. the object's
- * last block); a read that needs more of the block than is stored is a miss, and the
- * next GET stores the longer prefix.
+ * Checksum: CRC32C (@node-rs/crc32, SIMD): 0.16 CPU s/GiB measured here against 0.67 for
+ * sha256; it catches every torn write, truncation and zeroing, and bit flips of up to 3
+ * bits in a block. Every read from disk checks each block it returns against its entry;
+ * a bad block's entry is zeroed, counted (sluice_disk_cache_checksum_failures_total) and
+ * reported as a miss, so the caller fetches it from S3 again. Never served.
  *
- * File format: a 64-byte header, then the data. Header (little-endian): magic "SLB1",
- * data length u32, CRC32C of the data u32, 4 reserved, the 32-byte key hash (the file
- * name, so a misplaced file is refused), 12 reserved, CRC32C of the 60 bytes before it.
- * Checksum: CRC32C (@node-rs/crc32, SIMD): 0.16 CPU s/GiB measured here against 0.67
- * for sha256 (node:crypto); it catches every torn write, truncation, and bit flip of
- * up to 3 bits in a block. Every read from disk verifies the header and the data; a bad
- * block is deleted, counted (sluice_disk_cache_checksum_failures_total) and reported
- * as a miss, so the caller fetches it from S3 again. Never served.
+ * Writes: per block, pwrite of the bytes at i * B, then pwrite of the entry (8 bytes) —
+ * a block is marked present only after its bytes are written. No rename, no fsync: a
+ * kill -9 between the two leaves bytes without an entry (absent, rewritten by the next
+ * GET); a power loss may leave an entry whose bytes never reached the disk, and its CRC
+ * catches that. Two processes writing one block write the same bytes (same ETag), so
+ * their races are harmless, and a torn entry fails its CRC. Correctness never rests on
+ * the sidecar being right, only on the CRC: a lost sidecar makes the object absent; a
+ * sidecar paired with a recreated data file fails its CRCs. Writes happen off the read
+ * path, in the background: a queue of at most WRITE_QUEUE_BYTES (full: the block is not
+ * cached; never waits), WRITE_CONCURRENCY at once, paced by --cache-dir-write-rate.
  *
- * Writes are atomic: tmp file (O_EXCL), one writev, close, rename(2) into blocks/. A
- * kill -9 leaves at worst a tmp file, which the next scan deletes once its pid is gone.
- * No fsync: after a power loss a block may be torn, and the checksum catches that.
- * Writes happen off the read path, in the background: a queue of at most
- * WRITE_QUEUE_BYTES (full: the block is not cached; never waits), WRITE_CONCURRENCY
- * writes at once, paced by --cache-dir-write-rate (a token bucket).
+ * Reads take few syscalls: a cache file's two fds stay open in this process (HANDLES_KEPT
+ * objects, more while in use); a range of present blocks is one pread (entries: one small
+ * pread of the sidecar). openWhole() is the whole-file fast path FastFile uses for a file
+ * all of whose blocks are present: it reads WINDOW bytes at a time (one pread, CRC of each
+ * block) into a buffer of its own and answers the kernel's reads from it synchronously,
+ * reading the next window ahead; no memory cache, no prefetcher, no S3 client.
  *
  * Accounting across processes (the size bound holds for all of them together): writers
  * take space from ledger.json in grants of GRANT_BYTES under the lock, then write that
- * much without locking. ledger = { files: bytes of block files, grants: { pid: bytes } }.
+ * much without locking. ledger = { files: bytes of cache files, grants: { pid: bytes } }.
  * When files + all grants would pass --cache-dir-size, the grantee evicts, under the
- * lock, least recently used blocks first (file mtime: a hit touches it, at most once
- * per TOUCH_INTERVAL_MS), until the total is at LOW_WATER of the bound. Grants of pids
- * that no longer run are dropped and trigger a rescan; so does a missing or corrupt
- * ledger, and a ledger older than RESCAN_MS (a rescan recounts the files: it is the
- * recovery, there is no other index). Space is counted in 4 KiB pages per file.
- * Processes sharing a folder must share a pid namespace (one container / pod).
- * Blocks in use: a process's open files are protected from its own eviction (pin());
- * another process's are protected by recency (each hit touches the block), and a
- * block deleted under a reader that has it open is still read whole (POSIX unlink).
+ * lock, least recently used objects first (the sidecar's mtime: a hit touches it, at
+ * most once per TOUCH_INTERVAL_MS), until the total is at LOW_WATER of the bound. Grants
+ * of pids that no longer run are dropped and trigger a rescan; so does a missing or
+ * corrupt ledger, and a ledger older than RESCAN_MS (a rescan recounts the files' real
+ * allocation, st_blocks: it is the recovery, there is no other index). Processes sharing
+ * a folder must share a pid namespace (one container / pod).
+ * Objects in use: a process's open files are protected from its own eviction (pin());
+ * another process's are protected by recency (each hit touches the sidecar), and an
+ * object evicted under a reader that has it open is still read whole (POSIX unlink).
+ * A writer whose cache file was evicted (link count 0) reopens a new one.
  * Free space: no grant is made while the filesystem has less than MIN_FREE_BYTES free
  * (another process filling the disk stops our writes; reads go on).
  *
- * Whole-file fast path and FUSE passthrough (not built yet; for a later issue): the
- * tier stores blocks, so a FUSE read of a cached file still goes kernel -> sluice ->
- * open/readv/close of block files -> kernel. Linux >= 6.9 FUSE passthrough lets open()
- * hand the kernel a backing fd, after which reads go straight to that file with no
- * trip through sluice. It would take: (1) a whole-file layout: one file per object
- * version (data only, checksum verified once when assembled, as each block is now);
- * (2) libfuse >= 3.16 (fuse_passthrough_open / FOPEN_PASSTHROUGH): fuse-native is
- * libfuse 2, so our own small low-level FUSE binding in native/; (3) CAP_SYS_ADMIN in
- * the daemon (the kernel requires it for passthrough); (4) giving up the per-read
- * checksum, since the kernel reads the file directly: verify at assembly and rely on
- * the file being immutable (0444, renamed in once whole). bench: `sluice bench
- * --scenario tier` measures the FUSE hop against reading the same files from local disk.
+ * Why this layout (measured, BENCHMARKS.md "Disk tier"): v1 kept one file per block
+ * (write to tmp, rename); a restarted job then read at 13-14% of the local-folder rate,
+ * and even without FUSE reading many 256 KiB files ran at 61.8 MB/s: open + readv + read
+ * + close and a path lookup per block, all through the libuv pool. One file per object
+ * turns that into one pread per WINDOW and keeps the bytes where a later FUSE passthrough
+ * can hand them to the kernel as they are.
+ *
+ * FUSE passthrough (not built; for a later issue): a whole-present file still goes kernel
+ * -> sluice -> pread -> kernel for each read. Linux >= 6.9 FUSE passthrough lets open()
+ * hand the kernel a backing fd, after which reads go straight to that file with no trip
+ * through sluice. With this layout the backing file exists already (the data file is the
+ * object at offset 0). It would take: (1) libfuse >= 3.16 (fuse_passthrough_open /
+ * FOPEN_PASSTHROUGH): fuse-native is libfuse 2, so our own small low-level FUSE binding in
+ * native/; (2) CAP_SYS_ADMIN in the daemon (the kernel requires it to register a backing
+ * fd); (3) giving up the per-read CRC, since the kernel reads the file directly: verify
+ * every block once at open (one sequential read of the file, which also warms the page
+ * cache), and keep the data file from being written while passed through (it is already
+ * only ever written with the same bytes, but a sidecar-less rewrite of a corrupt block
+ * would race the kernel's reads); (4) eviction would still unlink it safely (the kernel
+ * holds the fd). `sluice bench bench/scenarios/tier.yaml` measures what the FUSE hop costs
+ * (`restarted` through the mount against `direct`, the same tier read in-process).
  */
 import { createHash } from 'node:crypto';
-import { close, closeSync, futimesSync, mkdirSync, open, openSync, read, readv, statfs as statfsCb, writeFileSync, writev } from 'node:fs';
+import { closeSync, constants as fsc, fstatSync, futimesSync, mkdirSync, open, openSync, read, readSync, statfs as statfsCb, unlinkSync as rmSyncFile, write, writeFileSync, writeSync } from 'node:fs';
 import { readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
@@ -80,10 +99,14 @@ import { DiskLock, pidAlive } from './disk-lock.js';
 /** Block size of the tier: the memory cache's largest block (src/fs/core.ts MAX_BLOCK_SIZE). */
 export const DISK_BLOCK_SIZE = 256 * 1024;
 /** Folder of this layout's version inside --cache-dir: a later format gets a new folder. */
-export const TIER_FOLDER = 'sluice-tier-v1';
+export const TIER_FOLDER = 'sluice-tier-v2';
+/** The previous layout's folder (one file per block): removed at open, its space given back. */
+const OLD_TIER_FOLDERS = ['sluice-tier-v1'];
+/** Sidecar header bytes; entry i is at HEADER_BYTES + ENTRY_BYTES * i. */
 export const HEADER_BYTES = 64;
-const MAGIC = 0x31424c53; // "SLB1" little-endian
-/** Disk space is allocated in pages: a file is counted as its size rounded up to 4 KiB. */
+export const ENTRY_BYTES = 8;
+const MAGIC = 0x324d4c53; // "SLM2" little-endian
+/** Disk space is allocated in pages: a block is counted as its length rounded up to 4 KiB. */
 const PAGE = 4096;
 /**
  * Space a writer takes from the ledger at once: 1/32 of the bound, between 1 and 64 MiB.
@@ -98,11 +121,11 @@ const GRANT_SHARE = 1 / 32;
 const LOW_WATER = 0.9;
 /** A ledger older than this is recounted from the files (drift from overwrites, deletions of bad blocks). */
 const RESCAN_MS = 5 * 60_000;
-/** Oldest blocks a scan keeps as eviction candidates: 8192 x 256 KiB = 2 GiB to evict before the next scan. */
+/** Oldest objects a scan keeps as eviction candidates: enough for several grants' worth of eviction before the next scan. */
 const CANDIDATES_KEPT = 8192;
-/** A hit moves a block's mtime (its LRU age) at most once a minute: one utimes per block per minute. */
+/** A hit moves an object's sidecar mtime (its LRU age) at most once a minute: one futimes per object per minute. */
 const TOUCH_INTERVAL_MS = 60_000;
-/** Blocks whose last touch is remembered (for TOUCH_INTERVAL_MS): 64 Ki x ~100 B. */
+/** Objects whose last touch is remembered (for TOUCH_INTERVAL_MS): 64 Ki x ~100 B. */
 const TOUCH_MEMORY = 65_536;
 /** Bytes waiting to be written: 64 MiB of copies, the tier's whole share of memory. */
 export const WRITE_QUEUE_BYTES = 64 * 1024 * 1024;
@@ -119,13 +142,32 @@ const ENOSPC_PAUSE_MS = 5_000;
 export const DEFAULT_FREE_SHARE = 0.5;
 /** Smallest default bound: 64 MiB (a full disk then simply gets no grant; reads go on). */
 const DEFAULT_MIN_BYTES = 64 * 1024 * 1024;
+/** Cache files whose fds stay open when no read or write uses them: 64 x 2 fds, far below any fd limit, and a reader of a folder of small files reuses them within an epoch's working set. */
+const HANDLES_KEPT = 64;
+/**
+ * openWhole's read size: 1 MiB (4 blocks), one pread and 4 CRCs per 8 kernel reads of
+ * 128 KiB; two windows per open file (the one read, the one read ahead). Larger windows
+ * gained nothing measurable (BENCHMARKS.md) and cost memory per open file.
+ */
+export const WINDOW = 4 * DISK_BLOCK_SIZE;
+/** Buffers of all openWhole() files together: 64 MiB (32 large files open at once); past it a file is read the usual way. */
+const WHOLE_BUFFER_BYTES = 64 * 1024 * 1024;
+/**
+ * A window this small is read synchronously: a page-cache-hot 256 KiB pread takes ~20 us
+ * on the event loop, less than a trip through the libuv pool and a promise. Larger
+ * windows go through the pool, read ahead of the reader.
+ */
+const SYNC_READ_MAX = DISK_BLOCK_SIZE;
 
-export interface DiskBlockId {
+export interface DiskObjectId {
   /** Where the object lives: endpoint and bucket (TieredClient makes it). */
   ns: string;
   key: string;
   etag: string;
   versionId?: string;
+}
+
+export interface DiskBlockId extends DiskObjectId {
   index: number;
 }
 
@@ -150,23 +192,45 @@ export interface DiskCacheStats {
   skipped: number;
 }
 
+/** A whole-present object read straight from its cache file (openWhole). */
+export interface WholeFile {
+  /**
+   * Fills dst[0..n) with the object's bytes at `position` (n < length only at its end),
+   * verified. A number when the bytes were in a window already; -1 (or a promise of it)
+   * when a block failed its CRC: the caller reads the usual way from then on.
+   */
+  read(dst: Buffer, length: number, position: number): number | Promise<number>;
+  close(): void;
+}
+
 interface Ledger {
-  version: 1;
+  version: 2;
   files: number;
   grants: Record<string, number>;
   scannedAt: number;
 }
 
-interface Candidate { file: string; name: string; mtimeMs: number; alloc: number }
+interface Candidate { name: string; dir: string; mtimeMs: number; alloc: number }
 
-interface WriteJob { name: string; data: Buffer }
+interface WriteJob { name: string; index: number; data: Buffer }
 
-const alloc = (n: number) => Math.ceil((HEADER_BYTES + n) / PAGE) * PAGE;
+/** An open cache file: its data and sidecar fds, shared by reads and writes of this process. */
+interface Handle {
+  name: string;
+  data: number;
+  map: number;
+  /** Reads and writes using the fds now; they are closed only at 0 once dropped. */
+  refs: number;
+  dropped: boolean;
+}
 
-/** The file name (hex sha256) of a block. */
-export function blockName(id: DiskBlockId, blockSize = DISK_BLOCK_SIZE): string {
+const pageUp = (n: number) => Math.ceil(n / PAGE) * PAGE;
+const O_RW_CREATE = fsc.O_RDWR | fsc.O_CREAT;
+
+/** The cache file name (hex sha256) of an object version. */
+export function objectName(id: DiskObjectId, blockSize = DISK_BLOCK_SIZE): string {
   // NUL cannot appear in any field (keys are checked, ETags are quoted hex), so they cannot run together.
-  return createHash('sha256').update(`v1\0${blockSize}\0${id.ns}\0${id.key}\0${id.etag}\0${id.versionId ?? ''}\0${id.index}`).digest('hex');
+  return createHash('sha256').update(`v2\0${blockSize}\0${id.ns}\0${id.key}\0${id.etag}\0${id.versionId ?? ''}`).digest('hex');
 }
 
 /** Free bytes for an unprivileged writer on the filesystem of `dir`. */
@@ -174,10 +238,30 @@ function statfsFree(dir: string): Promise<number> {
   return new Promise((resolve, reject) => statfsCb(dir, (err, s) => (err ? reject(err) : resolve(s.bavail * s.bsize))));
 }
 
-const openP = (file: string, flags: string) => new Promise<number>((res, rej) => open(file, flags, (e, fd) => (e ? rej(e) : res(fd))));
-const closeP = (fd: number) => new Promise<void>((res) => close(fd, () => res()));
-const readvP = (fd: number, bufs: Buffer[], pos: number) => new Promise<number>((res, rej) => readv(fd, bufs, pos, (e, n) => (e ? rej(e) : res(n))));
-const readP = (fd: number, buf: Buffer, pos: number) => new Promise<number>((res, rej) => read(fd, buf, 0, buf.length, pos, (e, n) => (e ? rej(e) : res(n))));
+const openP = (file: string, flags: number) => new Promise<number>((res, rej) => open(file, flags, 0o644, (e, fd) => (e ? rej(e) : res(fd))));
+const preadP = (fd: number, buf: Buffer, pos: number) => new Promise<number>((res, rej) => read(fd, buf, 0, buf.length, pos, (e, n) => (e ? rej(e) : res(n))));
+const pwriteP = (fd: number, buf: Buffer, pos: number) => new Promise<number>((res, rej) => write(fd, buf, 0, buf.length, pos, (e, n) => (e ? rej(e) : res(n))));
+
+/** Reads until `buf` is full or the file ends; returns the bytes read. */
+async function preadFull(fd: number, buf: Buffer, pos: number): Promise<number> {
+  let done = 0;
+  while (done < buf.length) {
+    const n = await preadP(fd, buf.subarray(done), pos + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return done;
+}
+
+function preadFullSync(fd: number, buf: Buffer, pos: number): number {
+  let done = 0;
+  while (done < buf.length) {
+    const n = readSync(fd, buf, done, buf.length - done, pos + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return done;
+}
 
 export class DiskCache {
   readonly blockSize = DISK_BLOCK_SIZE;
@@ -187,31 +271,35 @@ export class DiskCache {
   readonly grantBytes: number;
 
   private readonly lock: DiskLock;
-  private readonly blocksDir: string;
+  private readonly objectsDir: string;
   private readonly tmpDir: string;
   private readonly freeBytes: (dir: string) => Promise<number>;
   private readonly writeRate: number;
   /** Grant left to write into, and bytes written from it (not yet in the ledger's files). */
   private left = 0;
   private consumed = 0;
+  /** Bumped by each refill: a write's unused reservation goes back only into the grant it was taken from. */
+  private grantSeq = 0;
   private refilling: Promise<void> | undefined;
   private candidates: Candidate[] = [];
   private readonly touched = new LRUCache<string, number>({ max: TOUCH_MEMORY });
   private readonly pins = new Map<string, number>();
+  /** Open cache files, least recently used first. */
+  private readonly handles = new Map<string, Handle>();
+  private wholeBufferBytes = 0;
   private readonly queue: WriteJob[] = [];
   private queuedBytes = 0;
   private writing = 0;
   private idle: (() => void)[] = [];
   private paceAt = 0;
   private pausedUntil = 0;
-  private tmpSeq = 0;
   private closed = false;
   /** Last used bytes seen in the ledger (files + grants), for the gauge. */
   private reportedUsed = 0;
 
   private constructor(dir: string, maxBytes: number, o: DiskCacheOptions) {
     this.root = path.join(dir, TIER_FOLDER);
-    this.blocksDir = path.join(this.root, 'blocks');
+    this.objectsDir = path.join(this.root, 'objects');
     this.tmpDir = path.join(this.root, 'tmp');
     this.maxBytes = maxBytes;
     this.lock = new DiskLock(this.root);
@@ -230,8 +318,7 @@ export class DiskCache {
   static async open(o: DiskCacheOptions): Promise<DiskCache> {
     const root = path.join(o.dir, TIER_FOLDER);
     try {
-      for (let i = 0; i < 256; i++) mkdirSync(path.join(root, 'blocks', i.toString(16).padStart(2, '0')), { recursive: true });
-      mkdirSync(path.join(root, 'tmp'), { recursive: true });
+      makeFolders(root);
       const probe = path.join(root, 'tmp', `probe-${process.pid}`);
       writeFileSync(probe, '');
       await unlink(probe);
@@ -239,6 +326,10 @@ export class DiskCache {
       throw new InvalidArgumentError(`--cache-dir ${o.dir} is not a writable folder: ${(err as Error).message}`, { hint: 'Point --cache-dir at a local folder sluice may write to (e.g. on the instance NVMe), or leave it unset' });
     }
     if (!(Number.isSafeInteger(o.writeBytesPerSec) && o.writeBytesPerSec > 0)) throw new InvalidArgumentError(`--cache-dir-write-rate must be > 0, got ${o.writeBytesPerSec}`);
+    for (const old of OLD_TIER_FOLDERS) {
+      // An earlier sluice's layout: its files are not counted by this one, so give their space back.
+      rm(path.join(o.dir, old), { recursive: true, force: true }).catch(() => undefined);
+    }
     let maxBytes = o.maxBytes;
     if (maxBytes === undefined) {
       const free = await (o.freeBytes ?? statfsFree)(o.dir);
@@ -246,7 +337,7 @@ export class DiskCache {
       // At least DEFAULT_MIN_BYTES, so a nearly full disk still starts (no grant is made below MIN_FREE_BYTES free anyway).
       maxBytes = Math.max(DEFAULT_MIN_BYTES, Math.floor(Math.max(0, free - MIN_FREE_BYTES) * DEFAULT_FREE_SHARE) + (ledger?.files ?? 0));
     }
-    if (!(Number.isSafeInteger(maxBytes) && maxBytes >= HEADER_BYTES + PAGE)) {
+    if (!(Number.isSafeInteger(maxBytes) && maxBytes >= 2 * PAGE)) {
       throw new InvalidArgumentError(`--cache-dir-size is ${maxBytes} bytes: too small to hold a block`, { hint: 'Set --cache-dir-size to a few GiB (or free space on the disk of --cache-dir)' });
     }
     const c = new DiskCache(o.dir, maxBytes, o);
@@ -263,85 +354,164 @@ export class DiskCache {
     return this.lock.kind;
   }
 
+  /** Paths of an object's cache file and sidecar (for tests and tools). */
+  filesOf(id: DiskObjectId): { data: string; map: string } {
+    const name = objectName(id, this.blockSize);
+    const data = this.fileOf(name);
+    return { data, map: `${data}.map` };
+  }
+
   /**
    * Fills `dst` with bytes [offset, offset + dst.length) of the block, verified. Returns
-   * false (a miss) when the block is absent, holds fewer bytes, or fails its checksum
-   * (then it is deleted). Never throws: a disk error is a miss. `dst` may be written to
-   * even on a miss.
+   * false (a miss) when the block is absent, holds fewer bytes, or fails its checksum.
+   * Never throws: a disk error is a miss. `dst` may be written to even on a miss.
    */
   async readInto(id: DiskBlockId, dst: Buffer, offset = 0): Promise<boolean> {
-    const name = blockName(id, this.blockSize);
-    const file = this.fileOf(name);
-    // open and close synchronously: both are metadata operations of a few microseconds (no data
-    // I/O), and each would otherwise cost a trip through the libuv pool; only the read goes there.
-    let fd: number;
+    const start = id.index * this.blockSize + offset;
+    if (dst.length === 0 || offset + dst.length > this.blockSize) return false;
+    return (await this.readRange(id, start, start + dst.length, dst))[0]!;
+  }
+
+  /**
+   * Fills out[0..end - start) with the object's bytes [start, end) where the tier has them:
+   * one verified pread per run of present blocks. Returns, per block from floor(start / B)
+   * to floor((end - 1) / B), whether its part of `out` was filled. Never throws.
+   */
+  async readRange(id: DiskObjectId, start: number, end: number, out: Buffer): Promise<boolean[]> {
+    const B = this.blockSize;
+    const first = Math.floor(start / B);
+    const n = Math.floor((end - 1) / B) - first + 1;
+    const found = new Array<boolean>(n).fill(false);
+    const h = this.acquire(objectName(id, B));
+    if (h) {
+      try {
+        await this.readRuns(h, first, n, start, end, out, found);
+      } catch (err) {
+        log.debug({ err, object: h.name }, 'disk tier read failed; reading from S3');
+      } finally {
+        this.release(h);
+      }
+    }
+    let hits = 0;
+    for (const f of found) if (f) hits++;
+    this.stats.hits += hits;
+    this.stats.misses += n - hits;
+    if (hits > 0) diskCacheHits.inc(hits);
+    if (hits < n) diskCacheMisses.inc(n - hits);
+    return found;
+  }
+
+  private async readRuns(h: Handle, first: number, n: number, start: number, end: number, out: Buffer, found: boolean[]): Promise<void> {
+    const B = this.blockSize;
+    const ents = this.entries(h, first, n);
+    const len = (i: number) => ents.readUInt32LE(i * ENTRY_BYTES);
+    const need = (i: number) => Math.min(end, (first + i + 1) * B) - (first + i) * B;
+    let read = 0;
+    for (let i = 0; i < n; i++) {
+      if (len(i) < need(i) || len(i) > B) continue;
+      let j = i;
+      while (j + 1 < n && len(j) === B && len(j + 1) >= need(j + 1) && len(j + 1) <= B) j++;
+      const a = (first + i) * B;
+      const b = (first + j) * B + len(j);
+      // Straight into `out` when the run lies within it; else through a scratch buffer.
+      const direct = a >= start && b <= end;
+      const buf = direct ? out.subarray(a - start, b - start) : Buffer.allocUnsafe(b - a);
+      const got = await preadFull(h.data, buf, a);
+      for (let k = i; k <= j; k++) {
+        const at = (k - i) * B;
+        const l = len(k);
+        if (got < at + l) {
+          this.corrupt(h, first + k, 'truncated data');
+          continue;
+        }
+        if (crc32c(buf.subarray(at, at + l)) !== ents.readUInt32LE(k * ENTRY_BYTES + 4)) {
+          this.corrupt(h, first + k, 'checksum mismatch');
+          continue;
+        }
+        if (!direct) {
+          const from = Math.max(start, a + at);
+          const to = Math.min(end, a + at + l);
+          buf.copy(out, from - start, from - a, to - a);
+        }
+        found[k] = true;
+        read += Math.min(end, a + at + B) - Math.max(start, a + at);
+      }
+      i = j;
+    }
+    if (read > 0) {
+      diskCacheReadBytes.inc(read);
+      this.touch(h);
+    }
+  }
+
+  /**
+   * The whole-file fast path: a reader of the object's cache file when every one of its
+   * blocks is present (entries say so; each window is still verified as it is read), else
+   * undefined (as when the buffer budget is spent). Holds the fds until close().
+   */
+  openWhole(id: DiskObjectId, size: number): WholeFile | undefined {
+    const B = this.blockSize;
+    if (this.closed || size <= 0) return undefined;
+    const n = Math.ceil(size / B);
+    const windowBytes = Math.min(WINDOW, n * B);
+    const slots = size > windowBytes ? 2 : 1;
+    if (this.wholeBufferBytes + slots * windowBytes > WHOLE_BUFFER_BYTES) return undefined;
+    const h = this.acquire(objectName(id, B));
+    if (!h) return undefined;
+    let ents: Buffer;
     try {
-      fd = openSync(file, 'r');
+      ents = this.entries(h, 0, n);
     } catch {
-      this.miss();
-      return false;
+      this.release(h);
+      return undefined;
     }
-    let ok = false;
-    try {
-      ok = await this.readOpen(fd, name, file, dst, offset);
-      if (ok) this.touch(name, fd);
-    } catch (err) {
-      log.debug({ err, file }, 'disk tier read failed; reading from S3');
-    } finally {
-      closeSync(fd);
+    for (let i = 0; i < n; i++) {
+      if (ents.readUInt32LE(i * ENTRY_BYTES) !== Math.min(B, size - i * B)) {
+        this.release(h);
+        return undefined;
+      }
     }
-    if (!ok) {
-      this.miss();
-      return false;
+    this.wholeBufferBytes += slots * windowBytes;
+    return new WholeReader(this, h, ents, size, windowBytes, slots, () => {
+      this.wholeBufferBytes -= slots * windowBytes;
+      this.release(h);
+    });
+  }
+
+  /** Checks blocks [first, first + count) of `buf` (read from block `first`) against `ents`; false after zeroing the first bad one. (WholeReader) */
+  verifyWindow(h: Handle, ents: Buffer, first: number, count: number, buf: Buffer, got: number, size: number): boolean {
+    const B = this.blockSize;
+    for (let k = 0; k < count; k++) {
+      const i = first + k;
+      const l = Math.min(B, size - i * B);
+      if (got < k * B + l) return this.corrupt(h, i, 'truncated data');
+      if (crc32c(buf.subarray(k * B, k * B + l)) !== ents.readUInt32LE(i * ENTRY_BYTES + 4)) return this.corrupt(h, i, 'checksum mismatch');
     }
-    this.stats.hits++;
-    diskCacheHits.inc();
-    diskCacheReadBytes.inc(dst.length);
+    this.stats.hits += count;
+    diskCacheHits.inc(count);
+    diskCacheReadBytes.inc(Math.min(got, size - first * B));
+    this.touch(h);
     return true;
   }
 
-  private async readOpen(fd: number, name: string, file: string, dst: Buffer, offset: number): Promise<boolean> {
-    const hdr = Buffer.allocUnsafe(HEADER_BYTES);
-    const need = offset + dst.length;
-    // Straight into dst when it starts the block; else the block into a scratch buffer.
-    const direct = offset === 0;
-    const first = direct ? dst : Buffer.allocUnsafe(Math.min(this.blockSize, need));
-    const n = await readvP(fd, [hdr, first], 0);
-    if (n < HEADER_BYTES) return this.corrupt(file, 'truncated header');
-    if (hdr.readUInt32LE(0) !== MAGIC || hdr.readUInt32LE(60) !== crc32c(hdr.subarray(0, 60)) || hdr.toString('hex', 16, 48) !== name) {
-      return this.corrupt(file, 'bad header');
-    }
-    const len = hdr.readUInt32LE(4);
-    if (len > this.blockSize) return this.corrupt(file, 'bad length');
-    if (len < need) return false; // a shorter prefix of the block: not enough, not corrupt
-    if (n < HEADER_BYTES + first.length) return this.corrupt(file, 'truncated data');
-    let crc = crc32c(first);
-    let rest: Buffer | undefined;
-    if (len > first.length) {
-      rest = Buffer.allocUnsafe(len - first.length);
-      const m = await readP(fd, rest, HEADER_BYTES + first.length);
-      if (m < rest.length) return this.corrupt(file, 'truncated data');
-      crc = crc32c(rest, crc);
-    }
-    if (crc !== hdr.readUInt32LE(8)) return this.corrupt(file, 'checksum mismatch');
-    if (!direct) {
-      const whole = rest ? Buffer.concat([first, rest]) : first;
-      whole.copy(dst, 0, offset, need);
-    }
-    return true;
+  /** Entries [first, first + n) of the sidecar, read now (other processes add blocks); absent ones are zero. */
+  private entries(h: Handle, first: number, n: number): Buffer {
+    const ents = Buffer.alloc(n * ENTRY_BYTES);
+    preadFullSync(h.map, ents, HEADER_BYTES + first * ENTRY_BYTES);
+    return ents;
   }
 
-  private corrupt(file: string, why: string): false {
+  /** A block that failed its check: its entry is zeroed (so nobody serves it), counted, reported as a miss. */
+  private corrupt(h: Handle, index: number, why: string): false {
     this.stats.checksumFailures++;
     diskCacheChecksumFailures.inc();
-    log.warn({ file, why }, 'disk tier: bad block discarded; reading it from S3');
-    unlink(file).catch(() => undefined);
+    log.warn({ file: this.fileOf(h.name), block: index, why }, 'disk tier: bad block discarded; reading it from S3');
+    try {
+      writeSync(h.map, Buffer.alloc(ENTRY_BYTES), 0, ENTRY_BYTES, HEADER_BYTES + index * ENTRY_BYTES);
+    } catch {
+      /* read-only: it stays refused by its CRC at every read */
+    }
     return false;
-  }
-
-  private miss(): void {
-    this.stats.misses++;
-    diskCacheMisses.inc();
   }
 
   /**
@@ -356,7 +526,7 @@ export class DiskCache {
       return;
     }
     const copy = owned ? data : Buffer.from(data);
-    this.queue.push({ name: blockName(id, this.blockSize), data: copy });
+    this.queue.push({ name: objectName(id, this.blockSize), index: id.index, data: copy });
     this.queuedBytes += copy.length;
     this.pump();
   }
@@ -367,23 +537,19 @@ export class DiskCache {
   }
 
   /**
-   * Keeps an object's blocks from this process's eviction while it is open (a FastFile
+   * Keeps an object's cache file from this process's eviction while it is open (a FastFile
    * handle, a Pipe or File mode transfer). Returns the matching unpin.
    */
-  pin(ns: string, key: string, etag: string, size: number, versionId?: string): () => void {
-    const names: string[] = [];
-    const blocks = Math.ceil(size / this.blockSize);
-    for (let i = 0; i < blocks; i++) names.push(blockName(versionId !== undefined ? { ns, key, etag, versionId, index: i } : { ns, key, etag, index: i }, this.blockSize));
-    for (const n of names) this.pins.set(n, (this.pins.get(n) ?? 0) + 1);
+  pin(ns: string, key: string, etag: string, _size: number, versionId?: string): () => void {
+    const name = objectName(versionId !== undefined ? { ns, key, etag, versionId } : { ns, key, etag }, this.blockSize);
+    this.pins.set(name, (this.pins.get(name) ?? 0) + 1);
     let done = false;
     return () => {
       if (done) return;
       done = true;
-      for (const n of names) {
-        const c = (this.pins.get(n) ?? 1) - 1;
-        if (c <= 0) this.pins.delete(n);
-        else this.pins.set(n, c);
-      }
+      const c = (this.pins.get(name) ?? 1) - 1;
+      if (c <= 0) this.pins.delete(name);
+      else this.pins.set(name, c);
     };
   }
 
@@ -392,7 +558,7 @@ export class DiskCache {
     while (this.queue.length > 0 || this.writing > 0) await new Promise<void>((r) => this.idle.push(r));
   }
 
-  /** Finishes queued writes, gives the unused grant back, and closes the lock. Idempotent. */
+  /** Finishes queued writes, gives the unused grant back, closes idle fds and the lock. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     await this.flush();
@@ -403,13 +569,15 @@ export class DiskCache {
       delete l.grants[process.pid];
       this.consumed = 0;
       this.left = 0;
+      this.grantSeq++;
       await this.saveLedger(l);
     }).catch((err: unknown) => log.warn({ err }, 'disk tier: could not update the ledger at close (the next process recounts)'));
+    for (const h of [...this.handles.values()]) this.drop(h);
     this.lock.close();
     diskCacheCapacityBytes.dec(this.maxBytes);
   }
 
-  /** Bytes of block files and grants as the ledger says (runs a locked read). */
+  /** Bytes of cache files and grants as the ledger says (runs a locked read). */
   async usedBytes(): Promise<number> {
     const r = await this.lock.with(async () => {
       const l = await this.loadLedger(false);
@@ -418,10 +586,158 @@ export class DiskCache {
     return r?.value ?? this.reportedUsed;
   }
 
-  /** Recounts the block files on disk (bytes, files), without the lock: for tests and `status`. */
+  /** Recounts the cache files on disk (bytes allocated, objects), without the lock: for tests and `status`. */
   async scanBytes(): Promise<{ bytes: number; files: number }> {
     const s = await this.scan(false);
     return { bytes: s.bytes, files: s.files };
+  }
+
+  // ---- open cache files ----
+
+  /**
+   * The open cache file `name` (one ref taken): the kept one unless another process evicted
+   * it (link count 0), else opened now; undefined when it is absent or its sidecar is not
+   * (yet) valid. Synchronous (open of an existing file, a 64-byte read): the read paths.
+   */
+  private acquire(name: string): Handle | undefined {
+    let h = this.handles.get(name);
+    if (h) {
+      let gone = true;
+      try {
+        gone = fstatSync(h.map).nlink === 0;
+      } catch { /* closed under us: reopen */ }
+      if (!gone) {
+        this.handles.delete(name); // to the recent end
+        this.handles.set(name, h);
+        h.refs++;
+        return h;
+      }
+      this.drop(h);
+    }
+    const file = this.fileOf(name);
+    let data: number | undefined;
+    let map: number | undefined;
+    try {
+      data = openSync(file, fsc.O_RDWR);
+      map = openSync(`${file}.map`, fsc.O_RDWR);
+      const hdr = Buffer.alloc(HEADER_BYTES);
+      if (!this.headerOk(hdr, preadFullSync(map, hdr, 0), name, file)) {
+        closeSync(data);
+        closeSync(map);
+        return undefined;
+      }
+    } catch {
+      if (data !== undefined) closeSync(data);
+      if (map !== undefined) closeSync(map);
+      return undefined;
+    }
+    return this.keep({ name, data, map, refs: 1, dropped: false });
+  }
+
+  /**
+   * acquire() for the background writer, creating the cache file and its sidecar when
+   * absent, with every syscall that may touch the disk through the libuv pool, off the
+   * event loop that serves reads. Throws what open/write throw (the write is then skipped).
+   */
+  private async acquireForWrite(name: string): Promise<{ h: Handle; created: boolean } | undefined> {
+    const kept = this.handles.get(name);
+    if (kept) {
+      let gone = true;
+      try {
+        gone = fstatSync(kept.map).nlink === 0;
+      } catch { /* closed under us: reopen */ }
+      const h = gone ? undefined : this.acquire(name);
+      if (h) return { h, created: false };
+    }
+    let created = false;
+    const file = this.fileOf(name);
+    let data: number | undefined;
+    let map: number | undefined;
+    try {
+      data = await openP(file, O_RW_CREATE);
+      map = await openP(`${file}.map`, O_RW_CREATE);
+      const hdr = Buffer.alloc(HEADER_BYTES);
+      const got = await preadFull(map, hdr, 0);
+      if (got === 0) {
+        await pwriteP(map, this.header(name), 0);
+        created = true;
+      } else if (!this.headerOk(hdr, got, name, file)) {
+        closeSync(data);
+        closeSync(map);
+        return undefined;
+      }
+    } catch (err) {
+      if (data !== undefined) closeSync(data);
+      if (map !== undefined) closeSync(map);
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        // The folder was removed under us (by hand, or a cleanup): make it again for the next blocks.
+        try { makeFolders(this.root); } catch { /* still unusable: the write fails and is counted */ }
+      }
+      throw err;
+    }
+    const other = this.handles.get(name);
+    if (other && !other.dropped) {
+      // Another read or write opened it meanwhile: use that one.
+      closeSync(data);
+      closeSync(map);
+      other.refs++;
+      return { h: other, created };
+    }
+    return { h: this.keep({ name, data, map, refs: 1, dropped: false }), created };
+  }
+
+  /** Whether a sidecar header (`got` bytes of it read) is this object's; a damaged or foreign one (not an empty, new one) is counted and its files removed. */
+  private headerOk(hdr: Buffer, got: number, name: string, file: string): boolean {
+    if (got >= HEADER_BYTES && hdr.readUInt32LE(0) === MAGIC && hdr.readUInt32LE(4) === this.blockSize
+      && hdr.readUInt32LE(60) === crc32c(hdr.subarray(0, 60)) && hdr.toString('hex', 16, 48) === name) return true;
+    if (got > 0) {
+      // A damaged or foreign sidecar: nothing in it can be trusted; the object starts over.
+      this.stats.checksumFailures++;
+      diskCacheChecksumFailures.inc();
+      log.warn({ file, why: 'bad sidecar header' }, 'disk tier: cache file discarded; reading it from S3');
+      unlinkSyncQuiet(`${file}.map`);
+      unlinkSyncQuiet(file);
+    }
+    return false;
+  }
+
+  /** Registers a newly opened cache file, closing the least recently used idle ones past HANDLES_KEPT. */
+  private keep(h: Handle): Handle {
+    this.handles.set(h.name, h);
+    if (this.handles.size > HANDLES_KEPT) {
+      for (const o of this.handles.values()) {
+        if (this.handles.size <= HANDLES_KEPT) break;
+        if (o.refs === 0) this.drop(o);
+      }
+    }
+    return h;
+  }
+
+  private release(h: Handle): void {
+    h.refs--;
+    if (h.dropped && h.refs === 0) this.closeFds(h);
+  }
+
+  /** Forgets an open cache file; its fds close once no read or write uses them. */
+  private drop(h: Handle): void {
+    if (this.handles.get(h.name) === h) this.handles.delete(h.name);
+    if (h.dropped) return;
+    h.dropped = true;
+    if (h.refs === 0) this.closeFds(h);
+  }
+
+  private closeFds(h: Handle): void {
+    try { closeSync(h.data); } catch { /* ignore */ }
+    try { closeSync(h.map); } catch { /* ignore */ }
+  }
+
+  private header(name: string): Buffer {
+    const hdr = Buffer.alloc(HEADER_BYTES);
+    hdr.writeUInt32LE(MAGIC, 0);
+    hdr.writeUInt32LE(this.blockSize, 4);
+    hdr.write(name, 16, 'hex');
+    hdr.writeUInt32LE(crc32c(hdr.subarray(0, 60)), 60);
+    return hdr;
   }
 
   // ---- writing ----
@@ -453,7 +769,8 @@ export class DiskCache {
     this.paceAt = Math.max(now, this.paceAt) + (job.data.length / this.writeRate) * 1000;
     const wait = this.paceAt - now - (job.data.length / this.writeRate) * 1000;
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    const size = alloc(job.data.length);
+    // Space for the block and its sidecar page (taken back if the file already exists).
+    const size = pageUp(job.data.length) + PAGE;
     if (this.left < size) {
       this.refilling ??= this.refill().finally(() => { this.refilling = undefined; });
       await this.refilling;
@@ -462,53 +779,54 @@ export class DiskCache {
         return;
       }
     }
+    // Reserved now (writes run concurrently and await below); what is not used goes back in `finally`.
     this.left -= size;
-    const hdr = Buffer.alloc(HEADER_BYTES);
-    hdr.writeUInt32LE(MAGIC, 0);
-    hdr.writeUInt32LE(job.data.length, 4);
-    hdr.writeUInt32LE(crc32c(job.data), 8);
-    hdr.write(job.name, 16, 'hex');
-    hdr.writeUInt32LE(crc32c(hdr.subarray(0, 60)), 60);
-    const tmp = path.join(this.tmpDir, `${process.pid}-${this.tmpSeq++}`);
-    let fd: number | undefined;
+    const grant = this.grantSeq;
+    let used = 0;
+    let h: Handle | undefined;
     try {
-      fd = await openP(tmp, 'wx');
-      const bufs = [hdr, job.data];
-      const total = HEADER_BYTES + job.data.length;
-      let done = 0;
-      while (done < total) {
-        const n = await new Promise<number>((res, rej) => writev(fd!, bufs, done, (e, w) => (e ? rej(e) : res(w))));
-        if (n <= 0) throw new Error('writev wrote nothing');
-        done += n;
-        if (done < total) dropFront(bufs, n);
+      const got = await this.acquireForWrite(job.name);
+      if (!got) return; // a damaged sidecar was just removed: the next write of this object makes a new one
+      h = got.h;
+      if (got.created) {
+        used += PAGE;
+        this.consumed += PAGE;
       }
-      await closeP(fd);
-      fd = undefined;
-      await rename(tmp, this.fileOf(job.name));
-      this.consumed += size;
+      const entryAt = HEADER_BYTES + job.index * ENTRY_BYTES;
+      const old = Buffer.alloc(ENTRY_BYTES);
+      await preadFull(h.map, old, entryAt);
+      const oldLen = old.readUInt32LE(0);
+      if (oldLen >= job.data.length && oldLen <= this.blockSize) return; // already there (another reader or process wrote it)
+      const cost = pageUp(job.data.length) - pageUp(oldLen);
+      used += cost;
+      const at = job.index * this.blockSize;
+      let done = 0;
+      while (done < job.data.length) {
+        const n = await pwriteP(h.data, job.data.subarray(done), at + done);
+        if (n <= 0) throw new Error('pwrite wrote nothing');
+        done += n;
+      }
+      // The bytes are in the file: only now is the block marked present.
+      const ent = Buffer.allocUnsafe(ENTRY_BYTES);
+      ent.writeUInt32LE(job.data.length, 0);
+      ent.writeUInt32LE(crc32c(job.data), 4);
+      if ((await pwriteP(h.map, ent, entryAt)) !== ENTRY_BYTES) throw new Error('short write of a sidecar entry');
+      this.consumed += cost;
       this.stats.written++;
       this.stats.writtenBytes += job.data.length;
       diskCacheWrittenBytes.inc(job.data.length);
     } catch (err) {
-      this.left += size; // nothing (kept) was written
-      if (fd !== undefined) closeSync(fd);
-      await unlink(tmp).catch(() => undefined);
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        // The folder was removed under us (by hand, or a cleanup): make it again for the next blocks.
-        try {
-          mkdirSync(this.tmpDir, { recursive: true });
-          mkdirSync(path.dirname(this.fileOf(job.name)), { recursive: true });
-          for (let i = 0; i < 256; i++) mkdirSync(path.join(this.blocksDir, i.toString(16).padStart(2, '0')), { recursive: true });
-        } catch {
-          /* still unusable: the next write fails the same way and is counted */
-        }
-      }
-      if ((err as NodeJS.ErrnoException).code === 'ENOSPC' || (err as NodeJS.ErrnoException).code === 'EDQUOT') {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOSPC' || code === 'EDQUOT') {
         this.pausedUntil = Date.now() + ENOSPC_PAUSE_MS;
         this.skip('no_space');
         return;
       }
       throw err;
+    } finally {
+      // Back into the grant it came from (a refill meanwhile returned that grant whole to the ledger).
+      if (grant === this.grantSeq) this.left += size - used;
+      if (h) this.release(h);
     }
   }
 
@@ -519,6 +837,7 @@ export class DiskCache {
       l.files += this.consumed;
       this.consumed = 0;
       this.left = 0;
+      this.grantSeq++;
       delete l.grants[process.pid];
       let grant = this.grantBytes;
       const free = await this.freeBytes(this.root).catch(() => 0);
@@ -558,7 +877,7 @@ export class DiskCache {
     this.candidates = s.oldest;
     // A rescan counts what this process wrote too.
     this.consumed = 0;
-    return { version: 1, files: s.bytes, grants, scannedAt: Date.now() };
+    return { version: 2, files: s.bytes, grants, scannedAt: Date.now() };
   }
 
   private async saveLedger(l: Ledger): Promise<void> {
@@ -569,7 +888,7 @@ export class DiskCache {
     diskCacheUsedBytes.set(this.reportedUsed);
   }
 
-  /** Evicts least recently used blocks until files + grants + `extra` is at most LOW_WATER of the bound (or nothing is left to evict). */
+  /** Evicts least recently used objects until files + grants + `extra` is at most LOW_WATER of the bound (or nothing is left to evict). */
   private async fit(l: Ledger, extra: number): Promise<void> {
     const over = () => l.files + sumGrants(l) + extra > this.maxBytes;
     if (!over()) return;
@@ -586,40 +905,48 @@ export class DiskCache {
         continue;
       }
       if (this.pins.has(c.name)) continue;
-      const st = await stat(c.file).catch(() => undefined);
-      if (!st || st.mtimeMs > c.mtimeMs) continue; // gone, or used since the scan: no longer among the oldest
-      try {
-        await unlink(c.file);
-      } catch {
-        continue;
-      }
+      const file = path.join(c.dir, c.name);
+      const st = await stat(`${file}.map`).catch(() => undefined);
+      if (st && st.mtimeMs > c.mtimeMs) continue; // used since the scan: no longer among the oldest
+      // The sidecar first: once it is gone nobody finds the object, so the data file can follow.
+      await unlink(`${file}.map`).catch(() => undefined);
+      await unlink(file).catch(() => undefined);
+      const h = this.handles.get(c.name);
+      if (h) this.drop(h);
       l.files = Math.max(0, l.files - c.alloc);
       this.stats.evictions++;
       diskCacheEvictions.inc();
     }
   }
 
-  /** Counts block files; keeps the CANDIDATES_KEPT oldest; with `cleanTmp`, deletes tmp files of dead pids. */
+  /** Counts cache files (their real allocation); keeps the CANDIDATES_KEPT oldest objects; with `cleanTmp`, deletes tmp files of dead pids. */
   private async scan(cleanTmp: boolean): Promise<{ bytes: number; files: number; oldest: Candidate[] }> {
     let bytes = 0;
     let files = 0;
     let oldest: Candidate[] = [];
     for (let i = 0; i < 256; i++) {
-      const sub = path.join(this.blocksDir, i.toString(16).padStart(2, '0'));
+      const sub = path.join(this.objectsDir, i.toString(16).padStart(2, '0'));
       const names = await readdir(sub).catch(() => [] as string[]);
-      const here: Candidate[] = [];
-      for (const name of names) {
-        if (!/^[0-9a-f]{64}$/.test(name)) continue; // not ours: neither counted nor deleted
-        const file = path.join(sub, name);
-        const st = await stat(file).catch(() => undefined);
+      const here = new Map<string, Candidate>();
+      for (const entry of names) {
+        const m = /^([0-9a-f]{64})(\.map)?$/.exec(entry);
+        if (!m) continue; // not ours: neither counted nor deleted
+        const st = await stat(path.join(sub, entry)).catch(() => undefined);
         if (!st?.isFile()) continue;
-        const a = Math.ceil(st.size / PAGE) * PAGE;
+        const a = Math.max(st.blocks * 512, 0);
         bytes += a;
-        files++;
-        here.push({ file, name, mtimeMs: st.mtimeMs, alloc: a });
+        let c = here.get(m[1]!);
+        if (!c) {
+          c = { name: m[1]!, dir: sub, mtimeMs: st.mtimeMs, alloc: 0 };
+          here.set(m[1]!, c);
+          files++;
+        }
+        c.alloc += a;
+        // An object's age is its sidecar's (touched by hits); a data file without one ages from its own mtime.
+        if (m[2]) c.mtimeMs = st.mtimeMs;
       }
-      if (here.length > 0) {
-        oldest = oldest.concat(here).sort((x, y) => x.mtimeMs - y.mtimeMs);
+      if (here.size > 0) {
+        oldest = oldest.concat([...here.values()]).sort((x, y) => x.mtimeMs - y.mtimeMs);
         if (oldest.length > CANDIDATES_KEPT) oldest.length = CANDIDATES_KEPT;
       }
     }
@@ -633,27 +960,159 @@ export class DiskCache {
   }
 
   private fileOf(name: string): string {
-    return path.join(this.blocksDir, name.slice(0, 2), name);
+    return path.join(this.objectsDir, name.slice(0, 2), name);
   }
 
   /**
-   * A hit makes the block recent for LRU: its mtime is set to now, at most once per
-   * TOUCH_INTERVAL_MS per block, through the fd already open (futimes: one syscall on the
-   * event loop; utimes by path through the libuv pool cost ~2x the CPU of the read itself).
+   * A hit makes the object recent for LRU: its sidecar's mtime is set to now, at most once
+   * per TOUCH_INTERVAL_MS per object, through the fd already open (futimes: one syscall).
    */
-  private touch(name: string, fd: number): void {
+  private touch(h: Handle): void {
     const now = Date.now();
-    const last = this.touched.get(name);
+    const last = this.touched.get(h.name);
     if (last !== undefined && now - last < TOUCH_INTERVAL_MS) return;
-    this.touched.set(name, now);
+    this.touched.set(h.name, now);
     const t = now / 1000;
     try {
-      futimesSync(fd, t, t);
+      futimesSync(h.map, t, t);
     } catch {
       /* a read-only or odd filesystem: LRU age stays the write time */
     }
   }
+}
 
+/**
+ * openWhole()'s reader: `slots` windows of `windowBytes` (block-aligned); a read inside a
+ * filled window is a copy, answered synchronously; a read past it fills a window (one
+ * pread, each block's CRC) and, for a file larger than a window, starts filling the next
+ * window in the other slot, so a sequential reader finds it ready.
+ */
+class WholeReader implements WholeFile {
+  private readonly slots: { first: number; count: number; got: number; buf: Buffer; filling?: Promise<boolean> | undefined; ok: boolean }[];
+  private failed = false;
+  private closed = false;
+
+  constructor(
+    private readonly cache: DiskCache, private readonly h: Handle, private readonly ents: Buffer,
+    private readonly size: number, private readonly windowBytes: number, slots: number, private readonly onClose: () => void,
+  ) {
+    this.slots = Array.from({ length: slots }, () => ({ first: -1, count: 0, got: 0, buf: Buffer.allocUnsafe(windowBytes), ok: false }));
+  }
+
+  read(dst: Buffer, length: number, position: number): number | Promise<number> {
+    if (this.failed || this.closed) return -1;
+    const n = Math.max(0, Math.min(length, this.size - position));
+    if (n === 0) return 0;
+    if (n > this.windowBytes) return this.readLarge(dst, n, position);
+    const B = this.cache.blockSize;
+    const block = Math.floor(position / B);
+    // Bytes past the first window that covers `position` come from the next one.
+    let s = this.slotFor(position);
+    if (!s) {
+      const free = this.freeSlot();
+      // Both windows are being filled: wait for one (never reuse a buffer a pread is writing into).
+      if (!free) return Promise.race(this.slots.map((x) => x.filling)).then(() => this.read(dst, length, position));
+      s = this.fill(block, free);
+    }
+    if (s.filling) return s.filling.then(() => this.read(dst, length, position));
+    if (!s.ok) return this.fail();
+    const off = position - s.first * B;
+    const inWin = Math.min(n, s.count * B - off);
+    s.buf.copy(dst, 0, off, off + inWin);
+    const next = (s.first + s.count) * B;
+    if (this.slots.length > 1 && next < this.size && position + n >= s.first * B + (s.count * B) / 2 && !this.slotFor(next)) {
+      const free = this.freeSlot(s);
+      if (free) this.fill(s.first + s.count, free);
+    }
+    if (inWin === n) return n;
+    const rest = this.read(dst.subarray(inWin), n - inWin, position + inWin);
+    if (typeof rest === 'number') return rest < 0 ? rest : inWin + rest;
+    return rest.then((r) => (r < 0 ? r : inWin + r));
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    // A fill still in flight reads into its buffer: give the fds back once it settles.
+    const pending = this.slots.map((s) => s.filling).filter(Boolean);
+    if (pending.length === 0) this.onClose();
+    else void Promise.allSettled(pending).then(() => this.onClose());
+  }
+
+  /** A block failed its check: from now on -1 (the caller reads the usual way), and the fds and buffers go back. */
+  private fail(): number {
+    this.failed = true;
+    this.close();
+    return -1;
+  }
+
+  private slotFor(position: number) {
+    const B = this.cache.blockSize;
+    for (const s of this.slots) if (s.first >= 0 && position >= s.first * B && position < (s.first + s.count) * B) return s;
+    return undefined;
+  }
+
+  /** A slot no pread is writing into, other than `keep` (the window being read). */
+  private freeSlot(keep?: WholeReader['slots'][number]) {
+    return this.slots.find((x) => !x.filling && x !== keep);
+  }
+
+  /** Fills slot `s` with the window from `block`: synchronously when small, else through the pool (s.filling). */
+  private fill(block: number, s: WholeReader['slots'][number]) {
+    const B = this.cache.blockSize;
+    const count = Math.min(this.windowBytes / B, Math.ceil(this.size / B) - block);
+    s.first = block;
+    s.count = count;
+    s.ok = false;
+    const bytes = Math.min(count * B, this.size - block * B);
+    const buf = s.buf.subarray(0, bytes);
+    if (bytes <= SYNC_READ_MAX) {
+      try {
+        s.got = preadFullSync(this.h.data, buf, block * B);
+        s.ok = this.cache.verifyWindow(this.h, this.ents, block, count, s.buf, s.got, this.size);
+      } catch {
+        s.ok = false;
+      }
+      return s;
+    }
+    const p = preadFull(this.h.data, buf, block * B).then((got) => {
+      s.got = got;
+      return this.cache.verifyWindow(this.h, this.ents, block, count, s.buf, got, this.size);
+    }, () => false).then((ok) => {
+      if (s.filling === p) {
+        s.ok = ok;
+        s.filling = undefined;
+      }
+      return ok;
+    });
+    s.filling = p;
+    return s;
+  }
+
+  /** A read larger than a window (a kernel with a large max_read): window by window. */
+  private async readLarge(dst: Buffer, n: number, position: number): Promise<number> {
+    let done = 0;
+    while (done < n) {
+      const r = await this.read(dst.subarray(done), Math.min(this.windowBytes, n - done), position + done);
+      if (r < 0) return r;
+      if (r === 0) break;
+      done += r;
+    }
+    return done;
+  }
+}
+
+function makeFolders(root: string): void {
+  for (let i = 0; i < 256; i++) mkdirSync(path.join(root, 'objects', i.toString(16).padStart(2, '0')), { recursive: true });
+  mkdirSync(path.join(root, 'tmp'), { recursive: true });
+}
+
+function unlinkSyncQuiet(file: string): void {
+  try {
+    rmSyncFile(file);
+  } catch {
+    /* gone already */
+  }
 }
 
 function sumGrants(l: Ledger): number {
@@ -665,20 +1124,9 @@ function sumGrants(l: Ledger): number {
 async function readLedger(file: string): Promise<Ledger | undefined> {
   try {
     const l = JSON.parse(await readFile(file, 'utf8')) as Ledger;
-    if (l.version !== 1 || !Number.isSafeInteger(l.files) || typeof l.grants !== 'object' || l.grants === null || !Number.isFinite(l.scannedAt)) return undefined;
+    if (l.version !== 2 || !Number.isSafeInteger(l.files) || typeof l.grants !== 'object' || l.grants === null || !Number.isFinite(l.scannedAt)) return undefined;
     return l;
   } catch {
     return undefined;
-  }
-}
-
-/** Drops the first `n` bytes of `bufs` in place. */
-function dropFront(bufs: Buffer[], n: number): void {
-  while (n > 0 && bufs.length > 0) {
-    if (n >= bufs[0]!.length) n -= bufs.shift()!.length;
-    else {
-      bufs[0] = bufs[0]!.subarray(n);
-      n = 0;
-    }
   }
 }

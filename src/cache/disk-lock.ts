@@ -11,8 +11,8 @@
  * whose pid no longer runs is stale and is taken over; that take-over is not atomic
  * against a third process doing the same at the same instant, which is why flock is
  * preferred. The worst outcome is two processes evicting at once, which wastes a little
- * of the cache (and the next rescan corrects the ledger), never a wrong byte: block files
- * are written whole and renamed into place, and every read is checksummed.
+ * of the cache (and the next rescan corrects the ledger), never a wrong byte: a block is
+ * marked present only once its bytes are written, and every read is checksummed.
  *
  * Waiting is bounded (LOCK_WAIT_MS): a caller that cannot get the lock skips what it
  * wanted to do (a write to the tier), it never fails a read.

@@ -6,7 +6,8 @@
  * all read through an ObjectClient, and with --cache-dir that client is this one.
  *
  * getRange(start, end): the tier's blocks that cover [start, end) are read from disk
- * (each verified) concurrently, straight into the caller's buffer; the missing ones are
+ * (one pread per run of present blocks, each block verified), straight into the
+ * caller's buffer; the missing ones are
  * grouped into runs of contiguous blocks and each run is one ranged GET of the inner
  * client (pinned to the ETag as always), read into the caller's buffer too when the run
  * starts on a block boundary. A run's start is moved back to its block's start (at most
@@ -14,7 +15,8 @@
  * end is never moved (the object's size is not known here), so a GET that ends inside
  * a block stores a prefix of it (see the tier's layout). Fetched blocks are queued for
  * writing in the background. With nothing on disk, that is the same one GET as without
- * the tier, plus one failed open(2) per block.
+ * the tier, plus one failed open(2) of the object's cache file.
+ * openWhole(): FastFile's direct hop for a file whole on disk (src/fs/core.ts).
  * getStream(): windows of STREAM_WINDOW bytes, each a getRange(). Parts of File mode
  * and Pipe are --part-size long, so each is one window.
  * The tier never fails a read: a block it cannot read is a miss, and a write that fails
@@ -22,7 +24,7 @@
  * close() closes the inner client and lets go of the shared tier (the last user closes it).
  */
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
-import { DiskCache, type DiskBlockId } from './disk-cache.js';
+import { DiskCache, type DiskBlockId, type WholeFile } from './disk-cache.js';
 
 /** getStream() window: 8 MiB, the default --part-size (one window per Pipe / File mode part). */
 const STREAM_WINDOW = 8 * 1024 * 1024;
@@ -71,6 +73,11 @@ export class TieredClient implements ObjectClient {
     return this.tier.pin(this.ns, key, etag, size, this.versions?.get(key));
   }
 
+  /** The whole-file fast path (DiskCache.openWhole): a reader of the object's cache file when all of it is on disk. */
+  openWhole(key: string, etag: string, size: number): WholeFile | undefined {
+    return this.tier.openWhole(this.blockId(key, etag, 0), size);
+  }
+
   async getRange(key: string, start: number, end: number, etag: string, opts?: RangeOptions): Promise<Buffer> {
     const n = end - start;
     if (!(n > 0)) return this.inner.getRange(key, start, end, etag, opts);
@@ -78,14 +85,7 @@ export class TieredClient implements ObjectClient {
     const out = opts?.into && opts.into.length === n ? opts.into : Buffer.allocUnsafe(n);
     const first = Math.floor(start / B);
     const last = Math.floor((end - 1) / B);
-    const id = (index: number): DiskBlockId => this.blockId(key, etag, index);
-    const probes: Promise<boolean>[] = [];
-    for (let i = first; i <= last; i++) {
-      const from = Math.max(start, i * B);
-      const to = Math.min(end, (i + 1) * B);
-      probes.push(this.tier.readInto(id(i), out.subarray(from - start, to - start), from - i * B));
-    }
-    const found = await Promise.all(probes);
+    const found = await this.tier.readRange(this.blockId(key, etag, first), start, end, out);
     const runs: Promise<void>[] = [];
     for (let i = first; i <= last; i++) {
       if (found[i - first]) continue;

@@ -34,7 +34,11 @@
  *     the socket (../s3/wire.ts), then one pwritev writes it from that very buffer, and
  *     the slab carries the next part. So no byte is copied in user space, and after the
  *     first --max-inflight bytes no fresh memory is touched (fresh pages cost a page
- *     fault per 4 KiB on our VMs). Tails and small files get a buffer of their own.
+ *     fault per 4 KiB on our VMs). The slabs come from the addon's allocPrefaulted: 2 MiB
+ *     aligned, huge pages where THP allows, mapped in one call, so even the first ones
+ *     (on a channel smaller than the budget: all of them) cost no fault per 4 KiB.
+ *     Measured (4 x 64 MiB, no latency): see BENCHMARKS.md "File mode and Pipe slabs".
+ *     Tails and small files get a buffer of their own.
  *  6. Progress: a cli-progress bar on a TTY (bytes, files, MB/s, ETA); otherwise a log
  *     line every LOG_INTERVAL_MS.
  * The bytes are written as stored: CompressionType does not apply to File mode.
@@ -49,6 +53,8 @@ import { channelObjects, channelSkippedBytes, servedBytes } from '../metrics/met
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
 import { BufferPool } from '../cache/buffer-pool.js';
+import { prefaultedAlloc } from '../pipe/native.js';
+import { explainDeadMount } from '../fuse/mountpoint.js';
 
 export interface DownloadObject {
   key: string;
@@ -167,12 +173,18 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
     seen.set(t.file, obj.key);
     files.push({ obj, file: t.file });
   }
-  // 2. Remove what is not this run's.
-  const removed = await sweepChannel(dir, new Set(files.map((f) => f.file)), folders);
+  // 2. Remove what is not this run's. A dead FUSE mount in the folder (a killed `sluice
+  // mount` of an earlier FastFile run) fails every access with ENOTCONN: one line naming it.
+  let removed: number;
+  try {
+    removed = await sweepChannel(dir, new Set(files.map((f) => f.file)), folders);
+    await rm(legacySidecarPath(o.dataDir, o.channel), { force: true });
+    await mkdir(dir, { recursive: true });
+    for (const f of folders) await mkdir(f, { recursive: true });
+  } catch (err) {
+    throw await explainDeadMount(err, `the folder of File-mode channel ${JSON.stringify(o.channel)}:`, dir);
+  }
   if (removed > 0) log.info({ channel: o.channel, removed }, 'File mode: removed what the channel folder held that is not in this run\'s objects');
-  await rm(legacySidecarPath(o.dataDir, o.channel), { force: true });
-  await mkdir(dir, { recursive: true });
-  for (const f of folders) await mkdir(f, { recursive: true });
 
   // 3. Skip what is present with the same size and ETag.
   await mkdir(o.stateDir, { recursive: true });
@@ -298,7 +310,9 @@ function conflict(key: string, err: unknown): Error {
 /** Fetch and write parts under the connection and in-flight byte bounds. */
 async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, progress: Progress, finish: (j: Job) => Promise<void>): Promise<void> {
   // Part buffers in use are bounded by the in-flight budget (plus the one part that may exceed it).
-  const pool = new BufferPool({ maxBytes: o.maxInflight + o.partSize, unit: o.partSize });
+  // Slabs mapped up front, in huge pages where THP allows (../pipe/native.ts): see step 5 above.
+  const alloc = prefaultedAlloc();
+  const pool = new BufferPool({ maxBytes: o.maxInflight + o.partSize, unit: o.partSize, ...(alloc ? { alloc } : {}) });
   let next = 0;
   let running = 0;
   let inflight = 0;

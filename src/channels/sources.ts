@@ -19,7 +19,7 @@ import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import type { ChannelConfig } from './input-config.js';
 import { parseAugmentedManifest, parseManifestFile, type ManifestEntry } from './manifest.js';
-import { openDataset, refuseArchived, settle, snapshotObjectsFor } from '../snapshot/dataset.js';
+import { listOptionsFor, openDataset, refuseArchived, settle, snapshotObjectsFor } from '../snapshot/dataset.js';
 
 /** One thing a unit streams: an object, or inline bytes (a non-"-ref" attribute). */
 export type ChannelItem = PipeItem;
@@ -83,7 +83,7 @@ export async function listChannel(channel: ChannelConfig, clientFor: ClientFor, 
     if (ds.snapshot) listed = snapshotObjectsFor(ds, client);
     else {
       listed = [];
-      for await (const o of client.list(prefix, { ...(signal ? { signal } : {}), ...(ds.filter ? { filter: ds.filter } : {}) })) {
+      for await (const o of client.list(prefix, { ...(signal ? { signal } : {}), ...listOptionsFor(ds) })) {
         if (!ds.filter || ds.filter.matches(o.key)) listed.push(o);
       }
     }

@@ -27,7 +27,7 @@ import { InvalidArgumentError, SluiceError } from '../errors.js';
 import { detachMount, mountAt } from '../fuse/mountpoint.js';
 import { seedDataset, type SeededObject } from '../local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../local/s3-server.js';
-import { setLogLevel } from '../log.js';
+import { configureLogging } from '../log.js';
 
 export const summary = 'Start a local S3 server with sample data, mount it, read it like a training loop, print the figures.';
 
@@ -66,6 +66,7 @@ function help(): string {
     `  --large-size BYTES   Size of each shard (default 48MiB).`,
     `  --workers N          Concurrent readers of the small files, like DataLoader workers (default ${DEFAULTS.workers}).`,
     '  --log-level LEVEL    Log level of the demo and the mount (default warn).',
+    '  --log-format FORMAT  Log format of the demo and the mount: text, json or auto (default auto: text on a terminal).',
     '  --help, -h           Show this help.',
   ].join('\n');
 }
@@ -160,11 +161,11 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(help() + '\n');
     return 0;
   }
-  const { options, extra, positionals, rest } = parseOptions('demo', argv, ['logLevel'], {
+  const { options, extra, positionals, rest } = parseOptions('demo', argv, ['logLevel', 'logFormat'], {
     small: { type: 'string' }, 'small-size': { type: 'string' }, large: { type: 'string' }, 'large-size': { type: 'string' }, workers: { type: 'string' },
   }, { ...process.env, SLUICE_LOG_LEVEL: process.env.SLUICE_LOG_LEVEL || 'warn' });
   if (positionals.length > 0) throw new InvalidArgumentError(`sluice demo takes no arguments, got ${JSON.stringify(positionals[0])}`, { hint: 'See sluice demo --help' });
-  setLogLevel(options.logLevel);
+  configureLogging(options);
   const small = count(extra.small as string | undefined, DEFAULTS.small, 'small', 0);
   const smallSize = extra['small-size'] === undefined ? DEFAULTS.smallSize : parseSize(String(extra['small-size']), '--small-size');
   const large = count(extra.large as string | undefined, DEFAULTS.large, 'large', 0);
@@ -213,7 +214,7 @@ export async function run(argv: string[]): Promise<number> {
     t0 = performance.now();
     const started = await startMount([
       `s3://${BUCKET}/${PREFIX}`, mnt, '--endpoint', s3.endpoint, '--path-style',
-      '--metrics-port', String(metricsPort), '--log-level', options.logLevel, ...rest,
+      '--metrics-port', String(metricsPort), '--log-level', options.logLevel, '--log-format', options.logFormat, ...rest,
     ], env).catch((err: Error & { child?: ChildProcess }) => { mountChild = err.child; throw err; });
     mountChild = started.child;
     const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;

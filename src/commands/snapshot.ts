@@ -6,14 +6,14 @@
  */
 import { helpFor, parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
-import { log, setLogLevel } from '../log.js';
+import { configureLogging, log } from '../log.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
-import { openDataset, settle } from '../snapshot/dataset.js';
+import { listOptionsFor, openDataset, settle } from '../snapshot/dataset.js';
 import { diffSnapshots, readSnapshot } from '../snapshot/snapshot.js';
 
 export const summary = 'Save the listing of an S3 prefix as a snapshot file (or --diff two snapshots).';
 
-const NAMES = ['endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle', 'filter', 'skipArchived', 'logLevel'] as const;
+const NAMES = ['endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle', 'filter', 'skipArchived', 'logLevel', 'logFormat', 'logFile'] as const;
 
 function help(): string {
   return [
@@ -23,10 +23,12 @@ function help(): string {
     summary,
     '',
     'Lists the prefix once and writes every key with its size, ETag, storage class and',
-    'last-modified time, the listing\'s parameters and a checksum, as JSON lines (gzip-compressed',
+    'last-modified time (and version id when the bucket is versioned: ListObjectVersions),',
+    'the listing\'s parameters and a checksum, as JSON lines (gzip-compressed',
     'when FILE ends in .gz; format in docs/SNAPSHOTS.md). Pass it to sluice mount --snapshot FILE',
-    'or a channel\'s snapshot=FILE to read exactly these objects again, with no listing; an object',
-    'overwritten since then fails its reads instead of serving new bytes.',
+    'or a channel\'s snapshot=FILE to read exactly these objects again, with no listing. An object',
+    'overwritten or deleted since is read at its recorded version when there is one (needs',
+    's3:GetObjectVersion), else its reads fail (ESTALE); never with new bytes.',
     'Objects in archive classes are HEADed to find those not restored; they are counted on the',
     'summary line (and left out with --skip-archived).',
     '',
@@ -63,7 +65,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const { options, positionals, extra } = parseOptions('snapshot', argv, NAMES, { diff: { type: 'boolean' } });
-  setLogLevel(options.logLevel);
+  configureLogging(options);
   if (positionals.length !== 2) {
     throw new InvalidArgumentError(`sluice snapshot takes ${extra.diff ? 'two snapshot files' : 'an S3 URI and a file'}, got ${positionals.length} argument${positionals.length === 1 ? '' : 's'}`, {
       hint: 'Example: sluice snapshot s3://bucket/prefix/ data.snap.gz (see sluice snapshot --help)',
@@ -76,7 +78,7 @@ export async function run(argv: string[]): Promise<number> {
   const client = createObjectClient({ ...clientOptionsFrom(ds.bucket, options) });
   try {
     const objects = [];
-    for await (const o of client.list(ds.prefix, ds.filter ? { filter: ds.filter } : {})) {
+    for await (const o of client.list(ds.prefix, listOptionsFor(ds))) {
       if (!ds.filter || ds.filter.matches(o.key)) objects.push(o);
     }
     const listedMs = performance.now() - t0;

@@ -88,6 +88,13 @@ export interface SluiceFsOptions {
   owner?: { uid?: number | undefined; gid?: number | undefined; fileMode?: number | undefined; dirMode?: number | undefined };
   /** Keeps an open file's blocks in the disk tier from eviction until the returned function is called (src/cache/disk-cache.ts). */
   pinObject?: (key: string, etag: string, size: number) => () => void;
+  /**
+   * The disk tier's whole-file fast path (src/cache/disk-cache.ts openWhole): at open, a
+   * reader of the file's cache file when the whole file is on disk. Its reads bypass the
+   * block cache and read-ahead; a read it cannot verify returns -1 and the handle goes the
+   * usual way from then on.
+   */
+  openDirect?: (key: string, etag: string, size: number) => { read(dst: Buffer, length: number, position: number): number | Promise<number>; close(): void } | undefined;
   /** The mount's kernel readahead in bytes (--read-ahead-kb), so its out-of-order requests keep a reader sequential; default 0 (the cursor's own tolerances). */
   kernelReadahead?: number;
   // ---- issue 15: snapshots, filters, archived objects ----
@@ -95,6 +102,8 @@ export interface SluiceFsOptions {
   listing?: readonly ObjectInfo[];
   /** Keep only keys it matches; folders it rules out are never listed (src/s3/filters.ts). */
   filter?: PruneFilter;
+  /** Record version ids when the bucket is versioned (the listing is saved by --snapshot-out). */
+  versions?: boolean;
   /** Called with the listed objects before the view is built; returns the objects to show (archived probe, --skip-archived, --snapshot-out). */
   onListing?: (objects: ObjectInfo[]) => Promise<ObjectInfo[]>;
 }
@@ -179,6 +188,8 @@ interface Handle {
   served?: boolean;
   /** Lets the disk tier evict the file's blocks again (see SluiceFsOptions.pinObject). */
   unpin?: () => void;
+  /** The file read straight from the disk tier (see SluiceFsOptions.openDirect). */
+  direct?: ReturnType<NonNullable<SluiceFsOptions['openDirect']>>;
 }
 
 function checkOptions(o: SluiceFsOptions): void {
@@ -305,7 +316,7 @@ export class SluiceFs implements FsCore {
     const filter = this.opts.filter;
     if (this.opts.listing) objects.push(...this.opts.listing);
     else {
-      for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered, ...(filter ? { filter } : {}) })) {
+      for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered, ...(filter ? { filter } : {}), ...(this.opts.versions ? { versions: true } : {}) })) {
         if (!filter || filter.matches(o.key)) objects.push(o);
       }
     }
@@ -388,9 +399,11 @@ export class SluiceFs implements FsCore {
     const fh = this.nextFh++;
     // An early file (index -1) has no known siblings, so no cross-file prefetch follows it.
     const file = node.index >= 0 ? node.parent.files[node.index]! : { key: node.info.key, etag: node.info.etag, size: node.info.size };
-    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0), unpin: this.opts.pinObject?.(file.key, file.etag, file.size) });
+    const direct = this.opts.openDirect?.(file.key, file.etag, file.size);
+    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0), unpin: this.opts.pinObject?.(file.key, file.etag, file.size), direct });
     openHandles.set({ channel: this.channel }, this.handles.size);
-    if (node.index >= 0) this.crossFile.onOpen(node.parent.files, node.index);
+    // A file whole on disk: its neighbours most likely are too (same epoch), so no cross-file prefetch (it would copy them into memory for nothing).
+    if (node.index >= 0 && !direct) this.crossFile.onOpen(node.parent.files, node.index);
     return fh;
   }
 
@@ -407,6 +420,19 @@ export class SluiceFs implements FsCore {
     }
     // Blocks in cache answer synchronously: no promise, no await on the hot path.
     const t0 = performance.now();
+    if (h.direct) {
+      const r = h.direct.read(dst, length, position);
+      if (typeof r === 'number') {
+        if (r >= 0) return this.served(h, r, false, t0);
+        h.direct = undefined;
+      } else {
+        return r.then((n) => {
+          if (n >= 0) return this.served(h, n, true, t0);
+          h.direct = undefined;
+          return this.read(fh, dst, length, position, opts);
+        });
+      }
+    }
     const r = h.cursor.readNow(dst, length, position, opts.signal);
     if (typeof r === 'number') return this.served(h, r, false, t0);
     return r.then((res) => this.served(h, res.bytes, res.waited, t0));
@@ -432,6 +458,7 @@ export class SluiceFs implements FsCore {
     const h = this.handles.get(fh);
     if (!h || !this.handles.delete(fh)) throw new BadHandleError(fh);
     h.cursor.close();
+    h.direct?.close();
     h.unpin?.();
     this.readStats.sequentialReads += h.cursor.stats.sequentialReads;
     this.readStats.randomReads += h.cursor.stats.randomReads;

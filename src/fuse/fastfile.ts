@@ -29,7 +29,7 @@ import { TieredClient, withDiskTier } from '../cache/tiered-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import type { ObjectInfo } from '../s3/object-client.js';
 import { restoreHint } from '../errors.js';
-import { openDataset, settle, snapshotObjectsFor, type DatasetOptions } from '../snapshot/dataset.js';
+import { listOptionsFor, openDataset, settle, snapshotObjectsFor, type DatasetOptions } from '../snapshot/dataset.js';
 import { fuseTimeoutMs } from './deadline.js';
 import { mountCore } from './kernel-mount.js';
 import { checkFuseAvailable, checkFuseFdMount, fuseFdOf, prepareMountpoint } from './mountpoint.js';
@@ -116,13 +116,13 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
     const fs = SluiceFs.start({
       client, prefix, onListing,
       ...(ds.snapshot ? { listing: snapshotObjectsFor(ds, client) } : {}),
-      ...(ds.filter ? { filter: ds.filter } : {}),
+      ...listOptionsFor(ds),
       ...(opts.channel !== undefined ? { channel: opts.channel } : {}),
       cacheSize: o.cacheSize, partSize: o.partSize, maxPrefetch: o.maxPrefetch, maxInflight: o.maxInflight,
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
       owner: { uid: o.uid, gid: o.gid, fileMode: o.fileMode, dirMode: o.dirMode },
-      ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size) } : {}),
+      ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size), openDirect: (key: string, etag: string, size: number) => client.openWhole(key, etag, size) } : {}),
       // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
       kernelReadahead: o.readAheadKb * 1024,
     });

@@ -25,9 +25,9 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
-import { Errno, FuseUnavailableError, MountpointError } from '../errors.js';
+import { DeadMountError, Errno, FuseUnavailableError, MountpointError } from '../errors.js';
 import { loadFuseFdShim } from './native.js';
 
 /** The FUSE device; SLUICE_DEV_FUSE is a test hook. */
@@ -170,6 +170,31 @@ function staleError(abs: string, code: string): MountpointError {
 }
 
 /**
+ * The dead FUSE mount at `p` or at the nearest folder above it that is one: a FUSE entry
+ * of /proc/self/mountinfo whose statfs fails with ENOTCONN (its daemon is gone; statfs,
+ * unlike stat, is never answered from the kernel's attribute cache). Only asked after an
+ * ENOTCONN, to name the folder to unmount.
+ */
+export async function deadMountAt(p: string): Promise<string | undefined> {
+  const fuse = new Set((await readMounts()).filter((m) => m.fstype === 'fuse' || m.fstype.startsWith('fuse.')).map((m) => m.mountpoint));
+  for (let d = path.resolve(p); ; d = path.dirname(d)) {
+    if (fuse.has(d) && isStale(await statfs(d).then(() => undefined, errCode))) return d;
+    if (d === path.dirname(d)) return undefined;
+  }
+}
+
+/**
+ * `err` as a one-line DeadMountError when it is an ENOTCONN from a dead FUSE mount at or
+ * above the path it names (else `fallback`'s); any other error is returned unchanged.
+ */
+export async function explainDeadMount(err: unknown, what: string, fallback: string): Promise<unknown> {
+  if (!isStale(errCode(err))) return err;
+  const at = (err as NodeJS.ErrnoException).path ?? fallback;
+  const dead = await deadMountAt(at);
+  return dead === undefined ? err : new DeadMountError(what, at, dead, { cause: err });
+}
+
+/**
  * Makes `dir` ready to mount on, or throws MountpointError with the fix.
  * A stale FUSE mount is detached and the folder reused. `stat` alone does not reveal
  * one: the kernel may answer it from attributes it cached before the daemon died,
@@ -196,7 +221,12 @@ async function prepare(abs: string, detachesLeft: number): Promise<void> {
     st = await stat(abs);
   } catch (err) {
     const code = errCode(err);
-    if (isStale(code)) return recoverStale(abs, code, detachesLeft);
+    if (isStale(code)) {
+      // A dead mount above the mount point is not ours to detach: name it and the fix.
+      const dead = await deadMountAt(abs);
+      if (dead !== undefined && dead !== abs) throw new DeadMountError('mount point', abs, dead, { cause: err });
+      return recoverStale(abs, code, detachesLeft);
+    }
     if (code === 'ENOENT') throw new MountpointError(`mount point ${abs} does not exist`, { hint: `Create it first: mkdir -p ${abs}` });
     if (code === 'EACCES' || code === 'EPERM') throw new MountpointError(`mount point ${abs} is not accessible (${code})`, { hint: 'Run as a user who can read the folder, or choose another one' });
     if (code === 'ENOTDIR') throw new MountpointError(`mount point ${abs} is not a directory (a parent is a file)`, { hint: 'Choose a folder path' });

@@ -275,7 +275,7 @@ export const diskCacheReadBytes = new client.Counter({
 });
 export const diskCacheWrittenBytes = new client.Counter({
   name: 'sluice_disk_cache_written_bytes_total',
-  help: 'Block bytes written to the disk tier (headers not included).',
+  help: 'Block bytes written to the disk tier (sidecars not included).',
   registers: [registry],
 });
 export const diskCacheWriteSkipped = new client.Counter({
@@ -286,17 +286,17 @@ export const diskCacheWriteSkipped = new client.Counter({
 });
 export const diskCacheEvictions = new client.Counter({
   name: 'sluice_disk_cache_evictions_total',
-  help: 'Block files deleted by this process to keep the disk tier within --cache-dir-size (least recently used first).',
+  help: 'Objects (cache files with all their blocks) deleted by this process to keep the disk tier within --cache-dir-size (least recently used first).',
   registers: [registry],
 });
 export const diskCacheChecksumFailures = new client.Counter({
   name: 'sluice_disk_cache_checksum_failures_total',
-  help: 'Blocks read from the disk tier that failed verification (torn, truncated, corrupt); each was deleted and read from S3 instead. Above 0 points at a failing disk.',
+  help: 'Blocks read from the disk tier that failed verification (torn, truncated, corrupt, or a damaged sidecar); each was discarded and read from S3 instead. Above 0 points at a failing disk.',
   registers: [registry],
 });
 export const diskCacheUsedBytes = new client.Gauge({
   name: 'sluice_disk_cache_used_bytes',
-  help: 'Bytes the disk tier holds across all processes sharing the folder (block files plus space granted to writers), as last seen in its ledger.',
+  help: 'Bytes the disk tier holds across all processes sharing the folder (cache files plus space granted to writers), as last seen in its ledger.',
   registers: [registry],
 });
 export const diskCacheCapacityBytes = new client.Gauge({

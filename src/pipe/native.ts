@@ -30,6 +30,8 @@ interface NativeAddon {
   /** flock(fd, LOCK_EX or LOCK_SH | LOCK_NB): false when another open file holds it (absent from an old build). */
   tryLock?(fd: number, exclusive: boolean): boolean;
   unlock?(fd: number): void;
+  /** A buffer whose pages are mapped (huge pages where allowed) before first use; undefined when external buffers are not allowed (absent from an old build). */
+  allocPrefaulted?(bytes: number): Buffer | undefined;
 }
 
 export type FifoBackend = 'native' | 'mkfifo-command';
@@ -75,6 +77,25 @@ export function flockOps(): { tryLock(fd: number, exclusive: boolean): boolean; 
   const a = loadAddon();
   if (!a?.tryLock || !a.unlock) return undefined;
   return { tryLock: a.tryLock.bind(a), unlock: a.unlock.bind(a) };
+}
+
+/**
+ * An allocator for large receive slabs whose pages are mapped up front (native/binding.c
+ * js_alloc_prefaulted), falling back to Buffer.allocUnsafe per call when the addon cannot
+ * give one; undefined when the addon is not built, is an older build, or is forced off.
+ */
+export function prefaultedAlloc(): ((bytes: number) => Buffer) | undefined {
+  if (nativeForcedOff()) return undefined;
+  const a = loadAddon();
+  const alloc = a?.allocPrefaulted?.bind(a);
+  if (alloc === undefined) return undefined;
+  return (n) => {
+    try {
+      return alloc(n) ?? Buffer.allocUnsafe(n);
+    } catch {
+      return Buffer.allocUnsafe(n); // ENOMEM from mmap: let V8 try (and report) as it would anyway
+    }
+  };
 }
 
 /** Why the addon is not in use (undefined when it is, or was not tried yet). For logs. */

@@ -11,7 +11,10 @@
  *     larger than the budget cannot stall the pipe;
  *   - GETs in flight <= maxRequests.
  * The byte bound ramps up: it starts at RAMP_START_PARTS parts and doubles with every
- * part taken, up to maxInflightBytes. Without the ramp, the first take() of an epoch
+ * part the consumer had to wait for, up to maxInflightBytes. A consumer slower than S3
+ * (the usual case: the training script reads slower than the link) never waits, so the
+ * window stays at a few parts: fewer slabs to allocate and map, less memory held, the
+ * same throughput. A consumer that waits is starved, and the window grows until it is not. Without the ramp, the first take() of an epoch
  * would start the whole window at once (16 parts of 8 MiB), every GET would share
  * the link, and the first part (which the reader waits for) would complete only
  * when about half the window had arrived: seconds of time to first byte.
@@ -27,7 +30,11 @@
  * own, kept as received (no copy). Measured before (4 x 64 MiB, 16 GETs at once): ~10.5
  * CPU s/GB with a fresh part buffer per part (a page fault per 4 KiB), ~8 with undici's
  * body chunks kept as received, ~5 with pooled getRange buffers; BENCHMARKS.md "Bulk
- * receive path (issue 11)" has the figures of this path. Without `recycleParts` (a
+ * receive path (issue 11)" has the figures of this path. The pool's slabs come from the
+ * addon's allocPrefaulted (native.ts): 2 MiB aligned, huge pages where THP allows, mapped in
+ * one call. A malloc'd slab instead faults once per 4 KiB on its first fill, inside the
+ * socket read: measured 0.6 CPU s per 136 MiB window here (0.02 prefaulted), about 0.45 of
+ * Pipe mode's daemon CPU s/GB on a 512 MiB object. Without `recycleParts` (a
  * consumer that may hold the bytes longer, e.g. gunzip) no slab is offered. A part must
  * come to exactly its range's length (BadRangeReplyError otherwise); the client pins the
  * ETag of every GET (If-Match, and the reply's ETag checked), on retries too.
@@ -40,6 +47,7 @@ import { setMaxListeners } from 'node:events';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
 import { BufferPool } from '../cache/buffer-pool.js';
+import { prefaultedAlloc } from './native.js';
 
 /** One thing to write to a pipe: an S3 object, or bytes given inline (augmented manifest attributes). */
 export type PipeItem =
@@ -85,6 +93,8 @@ interface Task {
   last: boolean;
   bytes: number;
   result: Promise<Fetched>;
+  /** The GET has settled: take() gets the part without waiting. */
+  ready: boolean;
 }
 
 const NOTHING_TO_RELEASE = (): void => {};
@@ -121,7 +131,8 @@ export class Readahead {
     this.items = items;
     this.opts = opts;
     this.window = Math.min(opts.maxInflightBytes, RAMP_START_PARTS * opts.partSize);
-    this.pool = opts.recycleParts ? new BufferPool({ maxBytes: opts.maxInflightBytes + opts.partSize, unit: opts.partSize }) : undefined;
+    const alloc = opts.recycleParts ? prefaultedAlloc() : undefined;
+    this.pool = opts.recycleParts ? new BufferPool({ maxBytes: opts.maxInflightBytes + opts.partSize, unit: opts.partSize, ...(alloc ? { alloc } : {}) }) : undefined;
     // Every GET in flight listens on this signal; more than Node's default 10 is expected, not a leak.
     setMaxListeners(opts.maxRequests + 10, this.abort.signal);
     if (opts.signal?.aborted) this.close();
@@ -139,13 +150,14 @@ export class Readahead {
     this.fill();
     const task = this.queue.shift();
     if (task === undefined) return undefined; // fill() queues a task whenever one remains
+    const waited = !task.ready;
     try {
       const { chunks, release } = await task.result;
       return { itemIndex: task.itemIndex, chunks, bytes: task.bytes, last: task.last, release };
     } finally {
       if (!this.closed) {
         this.heldBytes -= task.bytes;
-        this.window = Math.min(this.opts.maxInflightBytes, this.window * 2);
+        if (waited) this.window = Math.min(this.opts.maxInflightBytes, this.window * 2);
         this.fill();
       }
     }
@@ -173,7 +185,9 @@ export class Readahead {
       if (this.heldBytes > 0 && this.heldBytes + bytes > this.window) return;
       if (needsRequest && this.activeRequests >= this.opts.maxRequests) return;
       const last = this.nextPart === parts - 1;
-      this.queue.push({ itemIndex: this.nextItem, last, bytes, result: this.fetch(item, start, end) });
+      const task: Task = { itemIndex: this.nextItem, last, bytes, result: this.fetch(item, start, end), ready: false };
+      task.result.then(() => { task.ready = true; }, () => { task.ready = true; });
+      this.queue.push(task);
       this.heldBytes += bytes;
       if (last) {
         this.nextItem += 1;

@@ -40,9 +40,19 @@ export interface ListPage {
   objects: ObjectInfo[];
   prefixes: string[];
   nextToken?: string | undefined;
+  /**
+   * The greatest key the page covered, when it covered keys it does not return in `objects`
+   * (a versions page drops noncurrent versions and delete markers): a range ends on it too.
+   */
+  lastKey?: string | undefined;
 }
 
-/** One ListObjectsV2 request (with retries and error mapping done by the caller's client). */
+/**
+ * One listing request (with retries and error mapping done by the caller's client):
+ * ListObjectsV2, or ListObjectVersions when a snapshot records version ids (s3-client.ts).
+ * `startAfter` and `continuationToken` mean the same for both: keys after this one, and
+ * where the previous page stopped (opaque).
+ */
 export type ListPageFn = (q: ListQuery, signal?: AbortSignal) => Promise<ListPage>;
 
 export interface ListerOptions {
@@ -128,6 +138,7 @@ async function listRange(prefix: string, lo: string, hi: string | undefined, pag
       if (hi !== undefined && compareKeys(o.key, hi) >= 0) { reachedEnd = true; continue; }
       keep.push(o);
     }
+    if (hi !== undefined && pg.lastKey !== undefined && compareKeys(pg.lastKey, hi) >= 0) reachedEnd = true;
     if (keep.length > 0) await emit(keep);
     if (reachedEnd || pg.nextToken === undefined) return;
     token = pg.nextToken;

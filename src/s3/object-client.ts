@@ -48,6 +48,11 @@ export interface ListOptions extends RequestOptions {
   onPage?: () => void;
   /** Issue 15: keep only the keys it matches, and do not list folders that cannot match (src/s3/filters.ts). */
   filter?: PruneFilter;
+  /**
+   * Issue 15: record each object's version id when the bucket is versioned (a snapshot's
+   * listing): one GetBucketVersioning, then ListObjectVersions instead of ListObjectsV2.
+   */
+  versions?: boolean;
 }
 
 export interface RangeOptions extends RequestOptions {

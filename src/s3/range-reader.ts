@@ -241,7 +241,8 @@ export class RangeReader {
   }
 
   private ctx(key: string, etag: string): FailureContext {
-    return { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag };
+    const versionId = this.versions?.get(key);
+    return { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag, ...(versionId !== undefined ? { versionId } : {}) };
   }
 
   /**

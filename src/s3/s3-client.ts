@@ -15,13 +15,14 @@
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
-import { HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { GetBucketVersioningCommand, HeadObjectCommand, ListObjectVersionsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import type { Pool } from 'undici';
 import { OPTIONS, type Options } from '../config/options.js';
-import { AbortedError, InvalidArgumentError, ObjectChangedError, S3Error } from '../errors.js';
+import { AbortedError, AccessDeniedError, InvalidArgumentError, ObjectChangedError, S3Error } from '../errors.js';
+import { log } from '../log.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, regionFromEnv, type Addressing } from './addressing.js';
-import { listAll, listPruned, type ListPage, type ListQuery } from './lister.js';
+import { compareKeys, listAll, listPruned, type ListPage, type ListPageFn, type ListQuery } from './lister.js';
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
@@ -115,6 +116,8 @@ export class S3ObjectClient implements ObjectClient {
   private closed = false;
   /** Versions GETs and HEADs are pinned to, by key (from a snapshot: pinVersions). */
   private versions: ReadonlyMap<string, string> | undefined;
+  /** The bucket's versioning state, asked once (versioning()). */
+  private versioningState: Promise<string | undefined> | undefined;
 
   constructor(opts: S3ClientOptions) {
     if (typeof opts.bucket !== 'string' || opts.bucket.length === 0) throw new InvalidArgumentError('bucket must be a non-empty string');
@@ -248,15 +251,119 @@ export class S3ObjectClient implements ObjectClient {
   }
 
   list(prefix: string, opts: ListOptions = {}): AsyncIterable<ObjectInfo> {
+    if (opts.versions) return this.listVersioned(prefix, opts);
+    return this.listWith(prefix, opts, (q, s) => this.listPage(q, s));
+  }
+
+  private listWith(prefix: string, opts: ListOptions, listPage: ListPageFn): AsyncIterable<ObjectInfo> {
     const { beforeRequest, onPage, filter } = opts;
     const page = async (q: ListQuery, s?: AbortSignal) => {
       if (beforeRequest) await beforeRequest();
-      const pg = await this.listPage(q, s);
+      const pg = await listPage(q, s);
       onPage?.();
       return pg;
     };
     if (filter) return listPruned(prefix, page, { concurrency: this.listConcurrency, signal: opts.signal }, filter);
     return listAll(prefix, page, { concurrency: this.listConcurrency, signal: opts.signal });
+  }
+
+  // ---- issue 15: version ids for snapshots -------------------------------------------
+  //
+  // A snapshot of a versioned bucket records each object's version id, so that a rerun
+  // GETs exactly those bytes (?versionId=) even after an overwrite. ListObjectsV2 does not
+  // return version ids and a HEAD per key costs too much, so: ask GetBucketVersioning once;
+  // when versioning is Enabled or Suspended, list with ListObjectVersions and keep, of each
+  // key, the version S3 marks IsLatest unless it is a delete marker (then the key is deleted).
+  // A version id of "null" (an object written before versioning was enabled, or while it
+  // was suspended) is kept: S3 serves that version on GET ?versionId=null, so it stays
+  // readable after an overwrite in an Enabled bucket. ListObjectVersions also returns every
+  // noncurrent version, so it costs more pages than ListObjectsV2 on a bucket with history:
+  // only snapshots ask for it (ListOptions.versions).
+
+  /**
+   * The bucket's versioning status ('Enabled', 'Suspended'), or undefined when it was never
+   * enabled, or when the server refuses to say (no s3:GetBucketVersioning; a server without
+   * versioning may answer 501 NotImplemented, or, as s3rver does, ignore the parameter and
+   * answer with a listing, which has no Status): then the listing records no version ids and
+   * reads stay pinned by ETag. Counted as a 'list' request in the metrics.
+   */
+  versioning(signal?: AbortSignal): Promise<string | undefined> {
+    this.versioningState ??= this.withRetries('list', undefined, (s) => this.sdk.send(new GetBucketVersioningCommand({ Bucket: this.bucket }), { abortSignal: s }), signal)
+      .then((out) => out.Status, (err: unknown) => {
+        // Only a refusal by a server that answered means "unversioned"; an unreachable
+        // endpoint or an abort fails the listing as it would have anyway.
+        if (!(err instanceof AccessDeniedError || (err instanceof S3Error && err.status !== undefined))) throw err;
+        log.debug({ bucket: this.bucket, err: err.message }, 'GetBucketVersioning refused: listing without version ids');
+        return undefined;
+      });
+    const state = this.versioningState;
+    state.catch(() => { if (this.versioningState === state) this.versioningState = undefined; });
+    return state;
+  }
+
+  private async *listVersioned(prefix: string, opts: ListOptions): AsyncGenerator<ObjectInfo> {
+    const status = await this.versioning(opts.signal);
+    if (status !== 'Enabled' && status !== 'Suspended') {
+      log.debug({ bucket: this.bucket }, 'bucket versioning is off or not visible: listing without version ids');
+      yield* this.listWith(prefix, opts, (q, s) => this.listPage(q, s));
+      return;
+    }
+    let yielded = false;
+    try {
+      for await (const o of this.listWith(prefix, opts, (q, s) => this.listVersionsPage(q, s))) {
+        yielded = true;
+        yield o;
+      }
+    } catch (err) {
+      // Versioned, but these credentials may not list versions (s3:ListBucketVersions is a
+      // permission of its own): list without version ids rather than fail the snapshot.
+      if (yielded || !(err instanceof AccessDeniedError)) throw err;
+      log.warn({ bucket: this.bucket }, `s3://${this.bucket} is versioned but ListObjectVersions was refused: the listing records no version ids (reads stay pinned by ETag). Grant s3:ListBucketVersions to record them`);
+      yield* this.listWith(prefix, opts, (q, s) => this.listPage(q, s));
+    }
+  }
+
+  /**
+   * One ListObjectVersions page, as a ListPage of the current versions. Paging: S3 returns
+   * keys in order and the versions of a key newest first; a truncated page names where it
+   * stopped with NextKeyMarker and NextVersionIdMarker, carried together as our opaque
+   * continuation token. `startAfter` is KeyMarker alone: keys after it.
+   */
+  private async listVersionsPage(q: ListQuery, signal?: AbortSignal): Promise<ListPage> {
+    let markers: { KeyMarker?: string; VersionIdMarker?: string } = {};
+    if (q.continuationToken !== undefined) markers = JSON.parse(q.continuationToken) as typeof markers;
+    else if (q.startAfter !== undefined) markers = { KeyMarker: q.startAfter };
+    const out = await this.withRetries('list', q.prefix, (s) => this.sdk.send(new ListObjectVersionsCommand({
+      Bucket: this.bucket, Prefix: q.prefix, ...markers,
+      ...(q.delimiter !== undefined ? { Delimiter: q.delimiter } : {}),
+      ...(q.maxKeys !== undefined ? { MaxKeys: q.maxKeys } : {}),
+    }), { abortSignal: s }), signal);
+    if (out.IsTruncated && out.NextKeyMarker === undefined) {
+      throw new S3Error(`S3 version listing of s3://${this.bucket}/${q.prefix} is truncated but has no NextKeyMarker`, 200, undefined);
+    }
+    let lastKey: string | undefined;
+    for (const e of [...(out.Versions ?? []), ...(out.DeleteMarkers ?? [])]) {
+      if (e.Key !== undefined && (lastKey === undefined || compareKeys(e.Key, lastKey) > 0)) lastKey = e.Key;
+    }
+    const objects: ObjectInfo[] = [];
+    for (const v of out.Versions ?? []) {
+      if (v.IsLatest !== true) continue;
+      const o: ObjectInfo = {
+        key: v.Key ?? '', size: v.Size ?? 0, etag: v.ETag ?? '', lastModified: v.LastModified ?? new Date(0),
+        storageClass: v.StorageClass ?? 'STANDARD',
+      };
+      if (v.VersionId !== undefined && v.VersionId !== '') o.versionId = v.VersionId;
+      objects.push(o);
+    }
+    const next = out.IsTruncated
+      ? JSON.stringify({ KeyMarker: out.NextKeyMarker, ...(out.NextVersionIdMarker !== undefined ? { VersionIdMarker: out.NextVersionIdMarker } : {}) })
+      : undefined;
+    return {
+      objects,
+      prefixes: (out.CommonPrefixes ?? []).map((p) => p.Prefix ?? '').filter((p) => p !== ''),
+      nextToken: next,
+      lastKey,
+    };
   }
 
   async head(key: string, opts: RequestOptions = {}): Promise<ObjectInfo> {

@@ -25,6 +25,8 @@ export interface FailureContext {
   endpoint: string;
   /** The pinned ETag of a GET, for ObjectChangedError. */
   etag?: string | undefined;
+  /** The version a GET is pinned to (a snapshot's, issue 15). */
+  versionId?: string | undefined;
 }
 
 /** Internal: a transient failure detected by our own code (short body, stalled attempt). */
@@ -62,12 +64,18 @@ export function judgeReply(status: number, code: string | undefined, message: st
   if (code === 'RequestTimeout') return { retry: 'timeout', cause };
   if (code === 'NoSuchBucket') return { fail: new NoSuchBucketError(ctx.bucket, { cause }) };
   if (code === 'NoSuchKey') return { fail: new NoSuchKeyError(ctx.bucket, ctx.key ?? '', { cause }) };
+  // GET ?versionId= of a version deleted for good (e.g. a lifecycle rule expiring noncurrent versions).
+  if (code === 'NoSuchVersion') {
+    return { fail: new NoSuchKeyError(ctx.bucket, ctx.key ?? '', { cause, hint: `Its version ${ctx.versionId ?? ''} recorded in the snapshot was deleted; take a new snapshot` }) };
+  }
   // GET of a GLACIER / DEEP_ARCHIVE / archive-tier object that is not restored (issue 15).
   if (code === 'InvalidObjectState') return { fail: new ObjectArchivedError(ctx.bucket, ctx.key ?? '', 'archived', { cause }) };
   if (code && CREDENTIAL_CODES.has(code)) {
     return { fail: new InvalidCredentialsError(`S3 rejected the credentials for ${where(ctx)} (${code}${message ? `: ${message}` : ''})`, { cause }) };
   }
   if (code === 'AccessDenied' || (status === 403 && (code === undefined || code === 'Forbidden'))) {
+    // A GET of a given version needs s3:GetObjectVersion, not s3:GetObject.
+    if (ctx.versionId !== undefined) return { fail: new AccessDeniedError(ctx.bucket, ctx.key, { cause, hint: 'Reading the versions a snapshot recorded (GET ?versionId=) needs s3:GetObjectVersion: grant it to these credentials' }) };
     return { fail: new AccessDeniedError(ctx.bucket, ctx.key, { cause }) };
   }
   if (status === 404 && (code === undefined || code === 'NotFound')) {

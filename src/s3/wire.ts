@@ -21,6 +21,30 @@
  * So this module owns the socket for ranged GETs only; listing, HEAD and streams keep undici
  * and the SDK.
  *
+ * Where the rest of a mount's CPU goes (follow-up, 2026-11-30, load 8-20 on the 2-core VM;
+ * `BULK_BENCH_THREADS=1 node scripts/bulk-receive-bench.mjs --no-pipe ...`, daemon profiled
+ * with BULK_BENCH_NODE_ARGS='--cpu-prof ...'; per 512 MiB read, HTTP, no latency):
+ *  - Fresh daemon 3.7-4.0 s/GB against warm 2.2-2.6: the difference is start-up work charged
+ *    to the first GB, not per-byte work. (a) First touch of new memory: the daemon's minor
+ *    page faults are 55/MiB fresh against 14/MiB warm, and a fault costs ~10-19 us on this VM
+ *    (filling 512 MiB of fresh Buffers costs 2.1-2.6 CPU s; refilling them 0.03). The slabs
+ *    of a sequential read are recycled (read-cursor retires blocks behind the reader), so
+ *    the slabs first touched are its read-ahead working set: --max-prefetch (64 MiB) plus
+ *    about two parts. `--max-prefetch 16MiB` nearly halved the faults; huge pages
+ *    (GLIBC_TUNABLES=glibc.malloc.hugetlb=1) halved them too; neither lowered CPU beyond the
+ *    noise of that load. (b) JIT: V8's worker threads use ~0.26 s in the fresh read against
+ *    ~0.1 s warm, and the main thread runs unoptimised code at first.
+ *  - Main thread, warm: ~0.76 of 1.22 CPU s per 512 MiB. By self time: fuse-native's per-op
+ *    dispatch (the native reply it calls through process.nextTick; an op per 128 KiB) ~45%,
+ *    the slab -> FUSE buffer copy ~11%, FUSE adapter and prom-client per op ~8%; this module
+ *    plus ./range-reader.ts ~6%. The rest is the fuse-native worker threads and V8's.
+ *  - Receive path alone (scripts/receive-floor.mjs --modes wire): reads average 82 KB
+ *    (6,534 reads for 2 x 256 MiB), so per-read work (a landing view, a performance.now())
+ *    is ~4 ms per GB. The largest per-GET cost was copying the whole first read (a 64 KiB
+ *    Buffer.from, ~0.4 ms) to parse the head; the head is now parsed where it lies.
+ * So the gap to s3fs over HTTP is FUSE per-op work and a fresh process's warm-up, not this
+ * receive path.
+ *
  * How it works:
  *  - WirePool keeps up to `connections` keep-alive connections to one origin, hands an idle
  *    one (most recently used first) to each request or queues it.
@@ -253,16 +277,26 @@ class Conn {
 
   private parseHead(buf: Buffer, off: number, end: number): number {
     const piece = buf.subarray(off, end);
-    // The terminator may straddle reads: search from 3 bytes before the new piece.
     const prev = this.headLen;
-    this.head.push(Buffer.from(piece)); // copy: the bounce buffer is reused by the next read
-    this.headLen += piece.length;
-    const all = this.head.length === 1 ? this.head[0]! : Buffer.concat(this.head, this.headLen);
-    this.head = [all];
-    const at = all.indexOf(CRLFCRLF, Math.max(0, prev - 3));
+    // The usual case: the whole head is in this read (with the first body bytes behind it),
+    // so it is parsed where it lies. Copying the read instead cost ~0.4 ms per GET (a 64 KiB
+    // Buffer.from, mostly body bytes), measured 4% of the receive path's CPU.
+    let all = piece;
+    let at = prev === 0 ? piece.indexOf(CRLFCRLF) : -1;
     if (at < 0) {
-      if (this.headLen > MAX_HEAD) this.fail(new WireProtocolError(`reply headers longer than ${MAX_HEAD} bytes`));
-      return end;
+      // The head goes on in the next read: keep what may be head (a copy: the bounce buffer
+      // is reused by the next read), and search again from 3 bytes before the new piece,
+      // as the terminator may straddle reads.
+      const keep = piece.subarray(0, Math.min(piece.length, MAX_HEAD + 4));
+      this.head.push(Buffer.from(keep));
+      this.headLen += keep.length;
+      all = this.head.length === 1 ? this.head[0]! : Buffer.concat(this.head, this.headLen);
+      this.head = [all];
+      at = all.indexOf(CRLFCRLF, Math.max(0, prev - 3));
+      if (at < 0) {
+        if (this.headLen > MAX_HEAD) this.fail(new WireProtocolError(`reply headers longer than ${MAX_HEAD} bytes`));
+        return end;
+      }
     }
     const used = at + 4 - prev; // bytes of this piece that belong to the head
     const lines = all.toString('latin1', 0, at).split('\r\n');

@@ -16,7 +16,7 @@ import { log } from '../log.js';
 import { archivedObjects, archivedSkipped, snapshotInfo, snapshotObjects } from '../metrics/metrics.js';
 import { partitionArchived, probeArchived } from '../s3/archive.js';
 import { KeyFilter } from '../s3/filters.js';
-import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
+import type { ListOptions, ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { checkSnapshotUri, readSnapshot, snapshotId, writeSnapshot, type Snapshot } from './snapshot.js';
 
@@ -53,6 +53,16 @@ export async function openDataset(uri: string | undefined, opts: DatasetOptions,
     log.info({ channel, snapshot: snapshot.file, checksum: id.checksum, objects: snapshot.objects.length, createdAt: snapshot.header.createdAt }, `reading from snapshot ${id.name} (${id.checksum}) of ${snapshot.header.uri}: no listing`);
   }
   return { uri: uri!, bucket, prefix, snapshot, filter, opts, channel };
+}
+
+/**
+ * Step 2 for a listing: what to ask of the client's list(). --filter prunes folders while
+ * listing; a listing saved as a snapshot (--snapshot-out, `sluice snapshot`) records version
+ * ids when the bucket is versioned. The run itself stays pinned by ETag: GET ?versionId=
+ * needs s3:GetObjectVersion, which a role that only lists and reads may lack.
+ */
+export function listOptionsFor(ds: Dataset): Pick<ListOptions, 'filter' | 'versions'> {
+  return { ...(ds.filter ? { filter: ds.filter } : {}), ...(ds.opts.snapshotOut !== undefined ? { versions: true } : {}) };
 }
 
 /** Step 2 for a snapshot: its objects, with the client pinned to their version ids. */

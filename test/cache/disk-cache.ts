@@ -3,12 +3,13 @@
  * here; test/cache/disk-tier-e2e.ts runs it against the local S3 server and a real mount).
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readdir, readFile, rm, truncate, unlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { blockName, DISK_BLOCK_SIZE, DiskCache, HEADER_BYTES, TIER_FOLDER } from '../../src/cache/disk-cache.js';
+import { crc32c } from '@node-rs/crc32';
+import { DISK_BLOCK_SIZE, DiskCache, ENTRY_BYTES, HEADER_BYTES, TIER_FOLDER, WINDOW } from '../../src/cache/disk-cache.js';
 import { TieredClient } from '../../src/cache/tiered-client.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
@@ -25,14 +26,6 @@ async function tempDir(t: { teardown(fn: () => unknown): void }): Promise<string
 }
 
 const openTier = (dir: string, maxBytes = 64 * MiB, freeBytes = BIG_FREE) => DiskCache.open({ dir, maxBytes, writeBytesPerSec: 1024 * MiB, freeBytes });
-
-/** Every block file of a tier folder. */
-async function blockFiles(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  const blocks = path.join(dir, TIER_FOLDER, 'blocks');
-  for (const sub of await readdir(blocks)) for (const f of await readdir(path.join(blocks, sub))) out.push(path.join(blocks, sub, f));
-  return out;
-}
 
 t.test('a block written is read back whole and verified; prefixes and offsets work', async (t) => {
   const dir = await tempDir(t);
@@ -59,38 +52,125 @@ t.test('a block written is read back whole and verified; prefixes and offsets wo
   t.equal(c.stats.checksumFailures, 0);
 });
 
-t.test('a corrupt, truncated or foreign block is discarded, never served', async (t) => {
+t.test('a corrupt, truncated, zeroed or foreign block, a torn entry and a lost or damaged sidecar: discarded, never served', async (t) => {
   const dir = await tempDir(t);
   const c = await openTier(dir);
   t.teardown(() => c.close());
-  const cases: [string, (f: string) => Promise<void>][] = [
-    ['a flipped data byte', async (f) => { const b = await readFile(f); b[HEADER_BYTES + 777]! ^= 0x01; await writeFile(f, b); }],
-    ['a flipped header byte', async (f) => { const b = await readFile(f); b[5]! ^= 0x10; await writeFile(f, b); }],
-    ['truncated data', async (f) => { const b = await readFile(f); await writeFile(f, b.subarray(0, b.length - 10)); }],
-    ['truncated header', async (f) => { const b = await readFile(f); await writeFile(f, b.subarray(0, 20)); }],
-    ['zeroed', async (f) => { const b = await readFile(f); await writeFile(f, Buffer.alloc(b.length)); }],
+  // Object k<i> holds 3 whole blocks; the damage hits block 1 (its bytes at B..2B of the cache file, its entry in the sidecar).
+  const entryAt = HEADER_BYTES + ENTRY_BYTES;
+  const cases: [string, (f: { data: string; map: string }) => Promise<void>][] = [
+    ['a flipped data byte', async (f) => { const b = await readFile(f.data); b[B + 777]! ^= 0x01; await writeFile(f.data, b); }],
+    ['a torn block (its second half never written)', async (f) => { const b = await readFile(f.data); b.fill(0, B + B / 2, 2 * B); await writeFile(f.data, b); }],
+    ['zeroed block', async (f) => { const b = await readFile(f.data); b.fill(0, B, 2 * B); await writeFile(f.data, b); }],
+    ['a flipped CRC in its entry', async (f) => { const b = await readFile(f.map); b[entryAt + 5]! ^= 0x10; await writeFile(f.map, b); }],
+    // Two writers' entries torn together: this one's length with the CRC of a shorter prefix written before it.
+    ['a torn entry', async (f) => { const b = await readFile(f.map); b.writeUInt32LE(crc32c((await readFile(f.data)).subarray(B, 2 * B - 4096)), entryAt + 4); await writeFile(f.map, b); }],
+    ['truncated data file', async (f) => { await truncate(f.data, B + 1000); }],
   ];
   let failures = 0;
   for (const [i, [what, damage]] of cases.entries()) {
-    const id = { ns: NS, key: `k${i}`, etag: '"e"', index: 0 };
-    c.write(id, patternBytes(B, i));
+    const id = { ns: NS, key: `k${i}`, etag: '"e"' };
+    const body = patternBytes(3 * B, i);
+    for (let k = 0; k < 3; k++) c.write({ ...id, index: k }, body.subarray(k * B, (k + 1) * B));
     await c.flush();
-    const file = path.join(dir, TIER_FOLDER, 'blocks', blockName(id).slice(0, 2), blockName(id));
-    await damage(file);
-    t.equal(await c.readInto(id, Buffer.alloc(B)), false, `${what}: a miss`);
+    const files = c.filesOf(id);
+    await damage(files);
+    const out = Buffer.alloc(2 * B);
+    t.same(await c.readRange(id, 0, 2 * B, out), [true, false], `${what}: block 0 served, block 1 a miss`);
+    t.ok(out.subarray(0, B).equals(body.subarray(0, B)), `${what}: block 0 right`);
     t.equal(c.stats.checksumFailures, ++failures, `${what}: counted`);
-    await new Promise((r) => setTimeout(r, 20));
-    await t.rejects(stat(file), `${what}: deleted`);
+    t.equal((await readFile(files.map)).readUInt32LE(entryAt), 0, `${what}: its entry zeroed, so no process serves it`);
+    t.equal(c.openWhole(id, 3 * B), undefined, `${what}: not whole any more`);
+    // Written again (the refetch), it is served again.
+    c.write({ ...id, index: 1 }, body.subarray(B, 2 * B));
+    await c.flush();
+    const again = Buffer.alloc(B);
+    t.equal(await c.readInto({ ...id, index: 1 }, again), true, `${what}: rewritten, a hit`);
+    t.ok(again.equals(body.subarray(B, 2 * B)), `${what}: rewritten, right`);
   }
-  // Another block's file renamed over this one's name: the key hash in its header refuses it.
-  const a = { ns: NS, key: 'x', etag: '"e"', index: 0 };
-  const b = { ns: NS, key: 'y', etag: '"e"', index: 0 };
-  c.write(a, patternBytes(B, 10));
+  // A whole file whose block goes bad after openWhole: the read returns -1 (the caller goes to S3), never the bytes.
+  const wid = { ns: NS, key: 'w', etag: '"e"' };
+  const wbody = patternBytes(2 * WINDOW + 100, 77);
+  for (let k = 0; k * B < wbody.length; k++) c.write({ ...wid, index: k }, wbody.subarray(k * B, Math.min(wbody.length, (k + 1) * B)));
   await c.flush();
-  const fa = path.join(dir, TIER_FOLDER, 'blocks', blockName(a).slice(0, 2), blockName(a));
-  const fb = path.join(dir, TIER_FOLDER, 'blocks', blockName(b).slice(0, 2), blockName(b));
-  await writeFile(fb, await readFile(fa));
-  t.equal(await c.readInto(b, Buffer.alloc(B)), false, 'a misplaced file is refused');
+  const w = c.openWhole(wid, wbody.length)!;
+  t.ok(w, 'whole on disk');
+  const wf = c.filesOf(wid);
+  const b = await readFile(wf.data);
+  b[WINDOW + 5]! ^= 0x80;
+  await writeFile(wf.data, b);
+  const dst = Buffer.alloc(4096);
+  t.equal(await w.read(dst, 4096, 0), 4096, 'the first window is fine');
+  t.ok(dst.equals(wbody.subarray(0, 4096)));
+  t.equal(await w.read(dst, 4096, WINDOW), -1, 'the bad window is refused');
+  t.equal(c.stats.checksumFailures, ++failures);
+  w.close();
+  // A damaged sidecar header: the object is refused and starts over.
+  const hid = { ns: NS, key: 'h', etag: '"e"' };
+  c.write({ ...hid, index: 0 }, patternBytes(B, 5));
+  await c.flush();
+  const hf = c.filesOf(hid);
+  const hb = await readFile(hf.map);
+  hb[20]! ^= 0x01;
+  await writeFile(hf.map, hb);
+  // Our own process keeps the file open: a fresh process (a new DiskCache) opens it anew.
+  const c2 = await openTier(dir);
+  t.equal(await c2.readInto({ ...hid, index: 0 }, Buffer.alloc(B)), false, 'a damaged sidecar header: a miss');
+  t.equal(c2.stats.checksumFailures, 1, 'counted');
+  // A lost sidecar: the object is absent (nothing to verify against), and it is written anew.
+  const lid = { ns: NS, key: 'l', etag: '"e"' };
+  c2.write({ ...lid, index: 0 }, patternBytes(B, 6));
+  await c2.flush();
+  await c2.close();
+  await unlink(c.filesOf(lid).map);
+  const c3 = await openTier(dir);
+  t.teardown(() => c3.close());
+  t.equal(await c3.readInto({ ...lid, index: 0 }, Buffer.alloc(B)), false, 'sidecar lost: a miss');
+  c3.write({ ...lid, index: 0 }, patternBytes(B, 6));
+  await c3.flush();
+  const lb = Buffer.alloc(B);
+  t.equal(await c3.readInto({ ...lid, index: 0 }, lb), true, 'written anew');
+  t.ok(lb.equals(patternBytes(B, 6)));
+  // Another object's cache file and sidecar copied over this one's: the name in the sidecar header refuses them.
+  const x = { ns: NS, key: 'x', etag: '"e"' };
+  const y = { ns: NS, key: 'y', etag: '"e"' };
+  c3.write({ ...x, index: 0 }, patternBytes(B, 10));
+  await c3.flush();
+  await copyFile(c3.filesOf(x).data, c3.filesOf(y).data);
+  await copyFile(c3.filesOf(x).map, c3.filesOf(y).map);
+  t.equal(await c3.readInto({ ...y, index: 0 }, Buffer.alloc(B)), false, 'a misplaced file is refused');
+});
+
+t.test('openWhole: a file whole on disk is read window by window, concurrent reads included; a partial one is not whole', async (t) => {
+  const dir = await tempDir(t);
+  const c = await openTier(dir);
+  t.teardown(() => c.close());
+  for (const size of [1, 40_000, B, B + 1, WINDOW, 3 * WINDOW + 12345]) {
+    const id = { ns: NS, key: `s${size}`, etag: '"e"' };
+    const body = patternBytes(size, size);
+    const n = Math.ceil(size / B);
+    for (let k = 0; k < n - 1; k++) c.write({ ...id, index: k }, body.subarray(k * B, (k + 1) * B));
+    await c.flush();
+    t.equal(c.openWhole(id, size), undefined, `${size}: last block missing, not whole`);
+    c.write({ ...id, index: n - 1 }, body.subarray((n - 1) * B));
+    await c.flush();
+    const w = c.openWhole(id, size);
+    t.ok(w, `${size}: whole`);
+    // The kernel's reads: 128 KiB each, several in flight at once, then one past the end.
+    const out = Buffer.alloc(size);
+    const reads: Promise<number>[] = [];
+    for (let at = 0; at < size; at += 128 * 1024) {
+      const len = 128 * 1024;
+      const dst = Buffer.alloc(len);
+      reads.push(Promise.resolve(w!.read(dst, len, at)).then((r) => { dst.copy(out, at, 0, r); return r; }));
+    }
+    const got = await Promise.all(reads);
+    t.equal(got.reduce((a, b) => a + b, 0), size, `${size}: every byte`);
+    t.ok(out.equals(body), `${size}: right bytes`);
+    t.equal(await w!.read(Buffer.alloc(10), 10, size), 0, `${size}: end of file`);
+    w!.close();
+  }
+  t.equal(c.stats.checksumFailures, 0);
 });
 
 t.test('TieredClient: second read from disk, no GET; mixed runs; unaligned ranges; into honoured', async (t) => {
@@ -227,7 +307,7 @@ t.test('an unusable --cache-dir is a user error naming it', async (t) => {
   await t.rejects(DiskCache.open({ dir, maxBytes: 100, writeBytesPerSec: 1 }), InvalidArgumentError);
 });
 
-t.test('blocks of an object in use (pinned) are kept by eviction; unpinned they go', async (t) => {
+t.test('an object in use (pinned) is kept by eviction; unpinned it goes', async (t) => {
   const dir = await tempDir(t);
   const c = await openTier(dir, 4 * MiB);
   t.teardown(() => c.close());
@@ -244,8 +324,7 @@ t.test('blocks of an object in use (pinned) are kept by eviction; unpinned they 
   unpin();
   // Make it the oldest again, then push more: now it may go.
   const { utimes } = await import('node:fs/promises');
-  const name = blockName(keep);
-  await utimes(path.join(dir, TIER_FOLDER, 'blocks', name.slice(0, 2), name), 1, 1);
+  await utimes(c.filesOf(keep).map, 1, 1);
   for (let i = 40; i < 80; i++) {
     c.write({ ns: NS, key: `other${i}`, etag: '"e"', index: 0 }, patternBytes(B, i));
     await c.flush();
@@ -270,4 +349,60 @@ t.test('TieredClient passes a snapshot\'s version pins to S3 and keys those bloc
   await c.flush();
   t.equal(await c.readInto({ ns: NS, key: 'v', etag, versionId: 'ver-1', index: 0 }, Buffer.alloc(B)), true, 'stored under its version');
   t.equal(await c.readInto({ ns: NS, key: 'v', etag, index: 0 }, Buffer.alloc(B)), false, 'not under the unversioned key');
+});
+
+t.test('FastFile core: a file whole on disk is read through openWhole, with no GET; a bad block mid-file falls back to S3', async (t) => {
+  const { SluiceFs } = await import('../../src/fs/core.js');
+  const dir = await tempDir(t);
+  const c = await openTier(dir);
+  t.teardown(() => c.close());
+  const fake = new FakeObjectClient();
+  const body = patternBytes(3 * MiB + 17, 3);
+  const etag = fake.put('ds/a.bin', body);
+  const tc = new TieredClient(fake, c, NS);
+  let directReads = 0;
+  const mount = () => SluiceFs.create({
+    client: tc, prefix: 'ds', channel: 'tier-test', cacheSize: 8 * MiB, partSize: 1 * MiB, maxPrefetch: 4 * MiB, maxInflight: 16 * MiB,
+    crossFilePrefetch: 4, crossFileMaxSize: 1 * MiB,
+    pinObject: (k, e, s) => tc.pin(k, e, s),
+    openDirect: (k, e, s) => {
+      const w = tc.openWhole(k, e, s);
+      return w && { read: (d: Buffer, l: number, p: number) => { directReads++; return w.read(d, l, p); }, close: () => w.close() };
+    },
+  });
+  const readAll = async (fs: InstanceType<typeof SluiceFs>) => {
+    const fh = await fs.open('/a.bin', 0);
+    const parts: Buffer[] = [];
+    for (let pos = 0; ;) {
+      const dst = Buffer.alloc(128 * 1024);
+      const n = await fs.read(fh, dst, dst.length, pos);
+      if (n === 0) break;
+      parts.push(dst.subarray(0, n));
+      pos += n;
+    }
+    await fs.release(fh);
+    return Buffer.concat(parts);
+  };
+  const fs1 = await mount();
+  t.ok((await readAll(fs1)).equals(body), 'epoch 1 right');
+  await fs1.close();
+  t.equal(directReads, 0, 'not on disk yet: the usual path');
+  await c.flush();
+  fake.resetCounts();
+  const fs2 = await mount();
+  t.ok((await readAll(fs2)).equals(body), 'from the cache file: right');
+  await fs2.close();
+  t.ok(directReads > 0, 'read through the whole-file path');
+  t.equal(fake.gets, 0, 'no GET');
+  // Block 5 goes bad on disk: the read that meets it falls back to the usual path, which fetches it again.
+  const f = c.filesOf({ ns: NS, key: 'ds/a.bin', etag });
+  const b = await readFile(f.data);
+  b[5 * B + 10]! ^= 0x01;
+  await writeFile(f.data, b);
+  const fails = c.stats.checksumFailures;
+  const fs3 = await mount();
+  t.ok((await readAll(fs3)).equals(body), 'a bad block mid-file: still right');
+  await fs3.close();
+  t.equal(c.stats.checksumFailures, fails + 1, 'the bad block was counted once');
+  t.ok(fake.gets >= 1, `and fetched from S3 (${fake.gets} GETs)`);
 });

@@ -66,12 +66,12 @@ function childRead(files: string[]): Promise<Record<string, string>> {
   });
 }
 
-/** Every block file under a tier folder. */
+/** Every object's cache file (data, not its .map sidecar) under a tier folder. */
 async function blockFiles(cacheDir: string): Promise<string[]> {
   const out: string[] = [];
-  const blocks = path.join(cacheDir, TIER_FOLDER, 'blocks');
-  for (const sub of await readdir(blocks).catch(() => [] as string[])) {
-    for (const f of await readdir(path.join(blocks, sub)).catch(() => [] as string[])) out.push(path.join(blocks, sub, f));
+  const objs = path.join(cacheDir, TIER_FOLDER, 'objects');
+  for (const sub of await readdir(objs).catch(() => [] as string[])) {
+    for (const f of await readdir(path.join(objs, sub)).catch(() => [] as string[])) if (!f.endsWith('.map')) out.push(path.join(objs, sub, f));
   }
   return out;
 }
@@ -130,20 +130,24 @@ t.test('FastFile: epoch 2 and a restarted mount read from the tier with no S3 GE
 t.test('a block corrupted on disk is detected and fetched again; the read is right', async (t) => {
   const cacheDir = await tempDir(t, 'tier-corrupt');
   await epoch(t, cacheDir);
-  const files = await blockFiles(cacheDir);
+  // Small files' cache files (one block each), so each damage is one bad block.
+  const files: string[] = [];
+  for (const f of await blockFiles(cacheDir)) if ((await readFile(f)).length < 256 * 1024) files.push(f);
   t.ok(files.length > 10);
-  // Damage three blocks: a bit flip in the data, a truncation, a zeroed header.
+  // Damage three objects: a bit flip in the data, a truncated cache file, a zeroed sidecar header; and lose a fourth one's sidecar.
   const flip = await readFile(files[0]!);
   flip[flip.length - 100]! ^= 0x04;
   await writeFile(files[0]!, flip);
   await writeFile(files[1]!, (await readFile(files[1]!)).subarray(0, 1000));
-  const z = await readFile(files[2]!);
+  const z = await readFile(`${files[2]!}.map`);
   z.fill(0, 0, 64);
-  await writeFile(files[2]!, z);
+  await writeFile(`${files[2]!}.map`, z);
+  await rm(`${files[3]!}.map`);
   const f0 = await metric('sluice_disk_cache_checksum_failures_total');
   const g = await epoch(t, cacheDir);
-  t.equal(await metric('sluice_disk_cache_checksum_failures_total') - f0, 3, 'three bad blocks detected');
-  t.ok(g >= 1 && g <= 3, `only the bad blocks were fetched again (${g} GETs)`);
+  t.equal(await metric('sluice_disk_cache_checksum_failures_total') - f0, 3, 'three bad blocks detected (the lost sidecar is a plain miss)');
+  t.ok(g >= 1 && g <= 4, `only the bad and the unverifiable blocks were fetched again (${g} GETs)`);
+  t.equal(await epoch(t, cacheDir), 0, 'all of them written back: the next run makes no GET');
 });
 
 t.test('the size bound shrunk between runs holds from the start; reads stay right', async (t) => {
@@ -172,13 +176,13 @@ t.test('another process filling the folder, and the folder removed under the mou
   const c = await DiskCache.open({ dir: cacheDir, maxBytes: bound, writeBytesPerSec: MiB });
   t.ok((await c.scanBytes()).bytes <= bound, 'both processes together within the bound');
   await c.close();
-  // The blocks folder disappears while mounted: every read falls back to S3.
+  // The objects folder disappears while mounted: every read falls back to S3.
   const g = await epoch(t, cacheDir, { cacheDirSize: bound }, async () => {
-    await rm(path.join(cacheDir, TIER_FOLDER, 'blocks'), { recursive: true, force: true });
+    await rm(path.join(cacheDir, TIER_FOLDER, 'objects'), { recursive: true, force: true });
   });
   t.ok(g > 0, 'read from S3 instead');
   // The mount made the folder again for its later writes: the next run finds blocks.
-  t.ok((await blockFiles(cacheDir)).length > 0, 'blocks written again after the folder came back');
+  t.ok((await blockFiles(cacheDir)).length > 0, 'cache files written again after the folder came back');
 });
 
 t.test('kill -9 of a mount while it writes to the tier: the next process opens the folder and reads right', async (t) => {

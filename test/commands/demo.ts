@@ -28,3 +28,12 @@ t.test('sluice demo rejects bad flags with one line', async (t) => {
   t.equal(h.code, 0);
   t.match(h.stdout, /Usage: sluice demo/);
 });
+
+t.test('sluice demo takes --log-format like the other commands', async (t) => {
+  const h = await runCli(['demo', '--help']);
+  t.match(h.stdout, /--log-format FORMAT/);
+  const bad = await runCli(['demo', '--log-format', 'xml']);
+  t.equal(bad.code, 2);
+  t.match(bad.stderr, /^sluice: .*log-format must be auto, text or json/m);
+  t.notMatch(bad.stderr, /\n\s+at /, 'no stack trace');
+});

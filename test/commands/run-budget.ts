@@ -6,23 +6,15 @@
 import t from 'tap';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
-import { runEnv, s3Flags, tmpRoot } from '../helpers/run.js';
+import { localS3ForFile, runEnv, tmpRoot } from '../helpers/run.js';
 import { runCli } from '../helpers/cli.js';
 import { cleanupMount } from '../helpers/fuse.js';
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-let s3: LocalS3;
-
-t.before(async () => {
-  s3 = await startLocalS3();
-  await s3.createBucket('bkt');
-});
-t.teardown(() => s3?.stop());
-
+const local = localS3ForFile(t, 'bkt');
 const env = runEnv;
-const common = () => s3Flags(s3);
+const common = local.flags;
 
 t.test('three FastFile channels share one --cache-size/--max-inflight budget: peak RSS stays near one budget', async (t) => {
   const MiB = 1024 * 1024;
@@ -35,7 +27,7 @@ t.test('three FastFile channels share one --cache-size/--max-inflight budget: pe
       const body = Buffer.alloc(SIZE);
       for (let o = 0; o < SIZE; o += 4) body.writeUInt32LE((Math.imul(o + 1, 2654435761) ^ (i * 7919) ^ ch.charCodeAt(0)) >>> 0, o);
       sums[ch][`f${i}`] = sha256(body);
-      await s3.putObject('bkt', `budget/${ch}/f${i}`, body);
+      await local.s3.putObject('bkt', `budget/${ch}/f${i}`, body);
     }
   }
   const root = await tmpRoot(t);

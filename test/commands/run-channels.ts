@@ -6,25 +6,17 @@
 import t from 'tap';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
-import { runEnv, s3Flags, tmpRoot } from '../helpers/run.js';
+import { localS3ForFile, runEnv, tmpRoot } from '../helpers/run.js';
 import { runCli } from '../helpers/cli.js';
 import { cleanupMount } from '../helpers/fuse.js';
 
-let s3: LocalS3;
-
-t.before(async () => {
-  s3 = await startLocalS3();
-  await s3.createBucket('bkt');
-});
-t.teardown(() => s3?.stop());
-
+const local = localS3ForFile(t, 'bkt');
 const env = runEnv;
-const common = () => s3Flags(s3);
+const common = local.flags;
 
 t.test('an empty or mistyped prefix fails with the same one line in File, FastFile and Pipe; --allow-empty-channel starts it empty', async (t) => {
-  await s3.putObject('bkt', 'only-markers/', Buffer.alloc(0));
-  await s3.putObject('bkt', 'only-markers/sub/', Buffer.alloc(0));
+  await local.s3.putObject('bkt', 'only-markers/', Buffer.alloc(0));
+  await local.s3.putObject('bkt', 'only-markers/sub/', Buffer.alloc(0));
   for (const prefix of ['trian/', 'only-markers/']) {
     const lines: string[] = [];
     for (const mode of ['File', 'FastFile', 'Pipe']) {
@@ -53,7 +45,7 @@ t.test('an empty or mistyped prefix fails with the same one line in File, FastFi
 });
 
 t.test('Pipe skips folder markers: RecordIO holds only data objects, and sharding counts only them', async (t) => {
-  for (const k of ['pm/', 'pm/a', 'pm/sub/', 'pm/sub/b', 'pm/sub/c', 'pm/z/']) await s3.putObject('bkt', k, Buffer.from(k.endsWith('/') ? '' : `data of ${k}`));
+  for (const k of ['pm/', 'pm/a', 'pm/sub/', 'pm/sub/b', 'pm/sub/c', 'pm/z/']) await local.s3.putObject('bkt', k, Buffer.from(k.endsWith('/') ? '' : `data of ${k}`));
   // Counts RecordIO records (MXNet framing: magic, cflag<<29|length, data, padding to 4) and returns their text.
   const script = `
     const fs = require('fs');

@@ -70,3 +70,29 @@ t.test('sluice run: a Pipe channel with archived objects fails in one line befor
   t.equal(ok.code, 0, ok.stderr);
   t.equal(await readFile(marker, 'utf8'), 'd/a', 'only the readable object was streamed');
 });
+
+t.test('sluice snapshot takes --log-format (text or json) and --log-file like the other commands', async (t) => {
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  await s3.createBucket('logfmt');
+  await s3.putObject('logfmt', 'p/a', Buffer.from('a'));
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'snaplog-'));
+  const env = { ...process.env, AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey, AWS_REGION: 'us-east-1' };
+  const args = (out: string) => ['snapshot', 's3://logfmt/p/', path.join(dir, out), '--endpoint', s3.endpoint, '--path-style', '--log-level', 'debug'];
+  // s3rver has no versioning: a debug line says the listing records no version ids.
+  const text = await runCli([...args('t.snap'), '--log-format', 'text'], env);
+  t.equal(text.code, 0, text.stderr);
+  t.match(text.stderr, /^\S+Z DEBUG bucket versioning is off or not visible: listing without version ids bucket=logfmt$/m, 'text lines');
+  t.notMatch(text.stderr, /^\{/m, 'no JSON line');
+  const json = await runCli([...args('j.snap'), '--log-format', 'json'], env);
+  t.equal(json.code, 0, json.stderr);
+  const lines = json.stderr.trim().split('\n').map((l) => JSON.parse(l) as { msg: string });
+  t.ok(lines.some((l) => l.msg === 'bucket versioning is off or not visible: listing without version ids'), 'JSON lines');
+  const logFile = path.join(dir, 'snap.log');
+  const file = await runCli([...args('f.snap'), '--log-file', logFile], env);
+  t.equal(file.code, 0, file.stderr);
+  t.match(await readFile(logFile, 'utf8'), /listing without version ids/, '--log-file');
+  const bad = await runCli([...args('b.snap'), '--log-format', 'xml'], env);
+  t.equal(bad.code, 2);
+  t.match(bad.stderr, /^sluice: .*log-format must be auto, text or json/);
+});

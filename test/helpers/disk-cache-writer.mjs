@@ -1,18 +1,7 @@
 // A second process writing to a disk tier folder (test/cache/disk-cache.ts): argv = dir, bound, tag, blocks.
-// Writes block 0 of keys `${tag}0..` with patternBytes(B, tag.charCodeAt(0) * 1000 + i) (as test/helpers/fake-client.ts).
+// Writes block 0 of keys `${tag}0..` with patternBytes(B, tag.charCodeAt(0) * 1000 + i) (test/helpers/pattern-bytes.mjs, as the tests).
 import { DiskCache, DISK_BLOCK_SIZE } from '../../dist/cache/disk-cache.js';
-
-function patternBytes(size, seed) {
-  const words = new Uint32Array(Math.ceil(size / 4));
-  let x = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < words.length; i++) {
-    x ^= x << 13; x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5; x >>>= 0;
-    words[i] = x;
-  }
-  return Buffer.from(words.buffer, 0, size);
-}
+import { patternBytes } from './pattern-bytes.mjs';
 
 const [dir, bound, tag, blocks] = process.argv.slice(2);
 const c = await DiskCache.open({ dir, maxBytes: Number(bound), writeBytesPerSec: 1024 ** 3, freeBytes: async () => 1e15 });

@@ -169,14 +169,4 @@ export class FakeObjectClient implements ObjectClient {
 }
 
 /** Deterministic pseudo-random bytes (xorshift32, 4 bytes a step), so failures reproduce. */
-export function patternBytes(size: number, seed: number): Buffer {
-  const words = new Uint32Array(Math.ceil(size / 4));
-  let x = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < words.length; i++) {
-    x ^= x << 13; x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5; x >>>= 0;
-    words[i] = x;
-  }
-  return Buffer.from(words.buffer, 0, size);
-}
+export { patternBytes } from './pattern-bytes.mjs';

@@ -219,7 +219,8 @@ function listen(server: http.Server, port: number): Promise<number> {
   });
 }
 
-function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+/** The whole of a request or reply body. */
+export function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];
     stream.on('data', (c: Buffer) => parts.push(c));

@@ -2,7 +2,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { LocalS3 } from '../../src/local/s3-server.js';
+import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 
 /** A fresh --root, removed at teardown. */
 export async function tmpRoot(t: { teardown(fn: () => unknown): void }): Promise<string> {
@@ -16,3 +16,21 @@ export const runEnv = (): NodeJS.ProcessEnv => ({ ...process.env, NODE_NO_WARNIN
 
 /** The flags that point sluice at the local server, with metrics off. */
 export const s3Flags = (s3: LocalS3): string[] => ['--endpoint', s3.endpoint, '--path-style', '--metrics-port=-1', '--max-attempts', '3'];
+
+/**
+ * One local S3 server for a whole test file, with `bucket` created: started before the
+ * file's first test, stopped at its end. `s3` is the server once started; `flags()` its s3Flags.
+ */
+export function localS3ForFile(t: { before(fn: () => Promise<void>): void; teardown(fn: () => unknown): void }, bucket: string): { readonly s3: LocalS3; flags(): string[] } {
+  let server: LocalS3 | undefined;
+  t.before(async () => {
+    server = await startLocalS3();
+    await server.createBucket(bucket);
+  });
+  t.teardown(() => server?.stop());
+  const started = () => {
+    if (!server) throw new Error('the local S3 server is not started yet (use it inside a test)');
+    return server;
+  };
+  return { get s3() { return started(); }, flags: () => s3Flags(started()) };
+}

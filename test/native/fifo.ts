@@ -10,7 +10,8 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { fifoOps, NO_NATIVE_ENV } from '../../src/pipe/native.js';
+import { fifoOps, NO_NATIVE_ENV, prefaultedAlloc } from '../../src/pipe/native.js';
+import { readFileSync } from 'node:fs';
 import { tempDir } from '../helpers/pipe.js';
 
 const NATIVE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native');
@@ -63,6 +64,27 @@ t.test('native addon: mkfifo, F_SETPIPE_SZ to 1 MiB, F_GETPIPE_SZ', { skip: cann
   t.teardown(() => plain.close());
   t.throws(() => ops.setPipeSize(plain.fd, 1024 * 1024), { code: 'EBADF' }, 'not a pipe');
   t.throws(() => ops.getPipeSize(-1), { code: 'EINVAL' }, 'a negative fd is refused before the kernel');
+});
+
+t.test('allocPrefaulted: a buffer of the length asked, mapped up front, holding what is written (slabs of Pipe and File mode)', { skip: cannotBuild ?? false }, async (t) => {
+  delete process.env[NO_NATIVE_ENV];
+  const alloc = prefaultedAlloc();
+  if (alloc === undefined) return t.fail('the built addon has allocPrefaulted');
+  const rssKiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
+  const before = rssKiB();
+  const n = 8 * 1024 * 1024 + 123; // not a whole number of pages
+  const buf = alloc(n);
+  t.equal(buf.length, n);
+  t.ok(rssKiB() - before >= 7 * 1024, `its pages are resident before any write (RSS +${rssKiB() - before} KiB)`);
+  for (let i = 0; i < n; i += 4096) buf[i] = i & 0xff;
+  buf[n - 1] = 0xab;
+  let ok = buf[n - 1] === 0xab;
+  for (let i = 0; i < n && ok; i += 4096) ok = buf[i] === (i & 0xff);
+  t.ok(ok, 'every byte written reads back');
+  t.throws(() => alloc(Number.NaN), 'a bad length is refused');
+  process.env[NO_NATIVE_ENV] = '1';
+  t.equal(prefaultedAlloc(), undefined, `no allocator with ${NO_NATIVE_ENV}=1: callers use Buffer.allocUnsafe`);
+  delete process.env[NO_NATIVE_ENV];
 });
 
 t.test('the addon checks its argument types', { skip: cannotBuild ?? false }, async (t) => {

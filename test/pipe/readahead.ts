@@ -149,6 +149,28 @@ t.test('time to first byte: an epoch starts with RAMP_START_PARTS parts in fligh
   t.ok(client.maxInflight > RAMP_START_PARTS && client.maxInflight <= 16, `the window grew to the budget (max ${client.maxInflight} in flight)`);
 });
 
+t.test('a consumer slower than S3 never waits for a part, so the window stays at its first few parts', async (t) => {
+  const client = new MemoryClient();
+  const body = bytesFor('slow-reader', 32_000);
+  const items: PipeItem[] = [{ kind: 'object', info: client.put('slow-reader', body) }];
+  const ra = new Readahead(items, { client, partSize: 1000, maxInflightBytes: 16_000, maxRequests: 64 });
+  ra.start();
+  const got: Buffer[] = [];
+  let taken = 0;
+  let mostAhead = 0;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 5)); // the reader is busy; every GET (0 ms) has landed meanwhile
+    mostAhead = Math.max(mostAhead, client.requested.length - taken);
+    const part = await ra.take();
+    if (part === undefined) break;
+    taken += 1;
+    got.push(...part.chunks);
+  }
+  t.ok(Buffer.concat(got).equals(body), 'every byte, in order');
+  // No take() waits (each part landed while the reader was busy): the window never doubles.
+  t.equal(mostAhead, RAMP_START_PARTS, `parts fetched ahead of the reader stay at ${RAMP_START_PARTS} (of the 16 the budget allows)`);
+});
+
 t.test('a part streamed as many chunks is handed on as those very chunks, every byte exact (sha256)', async (t) => {
   const client = new ChunkyClient();
   const body = bytesFor('chunky', 1_000_003); // a short last part

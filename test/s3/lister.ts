@@ -127,3 +127,25 @@ t.test('compareKeys is UTF-8 byte order', async (t) => {
     Math.sign(compareKeys(a, b)) === Math.sign(Buffer.compare(Buffer.from(a), Buffer.from(b)))), { numRuns: 2000 });
   t.pass('agrees with Buffer.compare of the UTF-8 bytes');
 });
+
+t.test('a range ends on a page\'s lastKey even when the page returns no object past it (versions pages)', async (t) => {
+  // Keys under p/b/ are "deleted": a versions page covers them (delete markers) but returns
+  // no object. Without lastKey, the range [p/a/, p/b/) would read through all of them.
+  const keys = [...Array.from({ length: 10 }, (_, i) => `p/a/${i}`), ...Array.from({ length: 100 }, (_, i) => `p/b/${String(i).padStart(3, '0')}`), 'p/c/0'];
+  const hidden = (k: string) => k.startsWith('p/b/');
+  const run = async (reportLast: boolean) => {
+    const m = model(keys, 5);
+    const page: ListPageFn = async (q, signal) => {
+      const pg = await m.page(q, signal);
+      const last = pg.objects.at(-1)?.key;
+      return { ...pg, objects: pg.objects.filter((o) => !hidden(o.key)), ...(reportLast && last !== undefined ? { lastKey: last } : {}) };
+    };
+    const got = await collect(listAll('p/', page, { concurrency: 4 }));
+    return { got: got.sort(compareKeys), calls: m.stats.calls };
+  };
+  const withLast = await run(true);
+  const without = await run(false);
+  t.same(withLast.got, keys.filter((k) => !hidden(k)), 'every visible key exactly once');
+  t.same(without.got, withLast.got);
+  t.ok(withLast.calls + 15 <= without.calls, `the range stopped at the first page past its end (${withLast.calls} requests, ${without.calls} without lastKey)`);
+});

@@ -77,3 +77,14 @@ t.test('exhausted retries', async (t) => {
   t.type(th, RetriesExhaustedError);
   t.match(th.oneLine(), /failed 10 times \(last: throttled: 503 SlowDown\).*lower --max-connections/);
 });
+
+t.test('a GET pinned to a version: NoSuchVersion is a missing key, AccessDenied names s3:GetObjectVersion', async (t) => {
+  const pinned: FailureContext = { ...get, versionId: 'v1' };
+  const gone = judgeReply(404, 'NoSuchVersion', 'The specified version does not exist.', pinned);
+  t.type('fail' in gone && gone.fail, NoSuchKeyError, 'ESTALE in FastFile, as a deleted key');
+  t.match('fail' in gone && gone.fail.oneLine(), /s3:\/\/bkt\/a\/b\.bin does not exist.*version v1 recorded in the snapshot was deleted/);
+  const denied = judgeReply(403, 'AccessDenied', 'Access Denied', pinned);
+  t.match('fail' in denied && denied.fail.oneLine(), /access denied.*s3:GetObjectVersion/);
+  const plain = judgeReply(403, 'AccessDenied', 'Access Denied', get);
+  t.notMatch('fail' in plain && plain.fail.oneLine(), /GetObjectVersion/, 'unpinned GETs keep the usual hint');
+});
