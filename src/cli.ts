@@ -10,6 +10,10 @@
 import { readFileSync } from 'node:fs';
 import { exitCodeFor, isUserError, SluiceError } from './errors.js';
 
+// Issue 15: start-up steps. Node has started and this module (with its imports) is loaded;
+// `sluice mount` logs the marks at "ready" (src/commands/mount.ts).
+performance.mark('sluice:cli');
+
 interface Command {
   summary: string;
   run(argv: string[]): Promise<number>;
@@ -77,6 +81,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const command = await entry.load();
+  performance.mark('sluice:command');
   return command.run(rest);
 }
 

@@ -57,7 +57,30 @@ export interface SluiceErrorOptions {
   cause?: unknown;
 }
 
+/**
+ * Marks every SluiceError, in whichever copy of this module made it. The CLI is one
+ * esbuild bundle, but `sluice bench` and `sluice demo` load dist/'s own modules (see
+ * scripts/bundle.mjs), so one process can hold two copies of these classes: an error
+ * thrown by dist/'s copy must still be a user error to the bundle's cli.ts.
+ */
+const BRAND = Symbol.for('sluice.SluiceError');
+
 export class SluiceError extends Error {
+  /**
+   * `x instanceof C` for C this class or any subclass: true when x is branded and C's
+   * prototype, or a class of the same name (the other copy's), is on x's prototype chain.
+   * Class names are unique in this file, and the bundle keeps them (keepNames).
+   */
+  static override [Symbol.hasInstance](this: abstract new (...args: never[]) => unknown, value: unknown): boolean {
+    if (typeof value !== 'object' || value === null || !(BRAND in value)) return false;
+    for (let p: unknown = Object.getPrototypeOf(value); p !== null; p = Object.getPrototypeOf(p)) {
+      if (p === this.prototype) return true;
+      const ctor = Object.hasOwn(p as object, 'constructor') ? (p as { constructor: unknown }).constructor : undefined;
+      if (typeof ctor === 'function' && ctor.name === this.name) return true;
+    }
+    return false;
+  }
+
   readonly code: ErrorCode;
   readonly hint: string | undefined;
   /** True when the user can fix it (input, environment); printed without a stack. */
@@ -76,6 +99,7 @@ export class SluiceError extends Error {
     return this.hint ? `${this.message}. ${this.hint}` : this.message;
   }
 }
+Object.defineProperty(SluiceError.prototype, BRAND, { value: true });
 
 // ---- user input and environment -------------------------------------------------
 

@@ -385,7 +385,11 @@ export function ensureSnapshot(e: TargetEnv, dir: string): Promise<string> {
       // Not spawnSync: the bench's proxies may share this event loop.
       const r = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
         const c = spawn('/bin/sh', ['-c', 'command -v /usr/bin/time >/dev/null && exec /usr/bin/time -f "%M" "$@" || exec "$@"', 'sh', process.execPath, CLI_PATH, 'snapshot', `s3://${e.bucket}/${e.prefix}`, file,
-          '--endpoint', e.endpoint, '--path-style', '--region', 'us-east-1', '--log-level', 'warn'], {
+          '--endpoint', e.endpoint, '--path-style', '--region', 'us-east-1', '--log-level', 'warn',
+          // s3rver walks a whole folder (a stat per file) for every LIST page: at 100,000 keys on a
+          // loaded machine a page took over the default 10 s, 10 times in a row (measured), and
+          // the snapshot failed. A slow local server is not what the scenario measures.
+          '--request-timeout', '120000'], {
           stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000,
           env: { ...process.env, AWS_ACCESS_KEY_ID: e.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: e.credentials.secretAccessKey },
         });
@@ -395,7 +399,8 @@ export function ensureSnapshot(e: TargetEnv, dir: string): Promise<string> {
         c.stderr!.on('data', (d: Buffer) => { stderr += d; });
         c.on('close', (status) => resolve({ status, stdout, stderr }));
       });
-      if (r.status !== 0) throw new Error(`sluice snapshot failed: ${(r.stderr || r.stdout || '').trim().split('\n').pop()}`);
+      // /usr/bin/time adds its own lines (peak RSS, "Command exited with non-zero status N"): skip them.
+      if (r.status !== 0) throw new Error(`sluice snapshot failed (exit ${r.status}): ${(r.stderr || r.stdout || '').trim().split('\n').filter((l) => !/^\d+\s*$|^Command exited with non-zero status/.test(l)).pop() ?? ''}`);
       const peakKb = Number(/^(\d+)\s*$/m.exec(r.stderr)?.[1] ?? NaN);
       process.stderr.write(`bench: snapshot of s3://${e.bucket}/${e.prefix}: ${r.stdout.trim()} (wall ${((performance.now() - t0) / 1000).toFixed(2)} s${Number.isFinite(peakKb) ? `, peak RSS ${(peakKb / 1024).toFixed(0)} MiB` : ''})\n`);
       return file;
