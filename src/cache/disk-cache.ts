@@ -600,20 +600,8 @@ export class DiskCache {
    * (yet) valid. Synchronous (open of an existing file, a 64-byte read): the read paths.
    */
   private acquire(name: string): Handle | undefined {
-    let h = this.handles.get(name);
-    if (h) {
-      let gone = true;
-      try {
-        gone = fstatSync(h.map).nlink === 0;
-      } catch { /* closed under us: reopen */ }
-      if (!gone) {
-        this.handles.delete(name); // to the recent end
-        this.handles.set(name, h);
-        h.refs++;
-        return h;
-      }
-      this.drop(h);
-    }
+    const kept = this.liveKept(name);
+    if (kept) return kept;
     const file = this.fileOf(name);
     let data: number | undefined;
     let map: number | undefined;
@@ -635,20 +623,35 @@ export class DiskCache {
   }
 
   /**
+   * The kept open cache file `name`, one ref taken and moved to the recent end, unless
+   * another process evicted it (link count 0) or its descriptor was closed under us: that
+   * one is dropped, so no later acquire reuses it, and undefined is returned.
+   */
+  private liveKept(name: string): Handle | undefined {
+    const h = this.handles.get(name);
+    if (!h) return undefined;
+    let gone = true;
+    try {
+      gone = fstatSync(h.map).nlink === 0;
+    } catch { /* closed under us: reopen */ }
+    if (gone) {
+      this.drop(h);
+      return undefined;
+    }
+    this.handles.delete(name); // to the recent end
+    this.handles.set(name, h);
+    h.refs++;
+    return h;
+  }
+
+  /**
    * acquire() for the background writer, creating the cache file and its sidecar when
    * absent, with every syscall that may touch the disk through the libuv pool, off the
    * event loop that serves reads. Throws what open/write throw (the write is then skipped).
    */
   private async acquireForWrite(name: string): Promise<{ h: Handle; created: boolean } | undefined> {
-    const kept = this.handles.get(name);
-    if (kept) {
-      let gone = true;
-      try {
-        gone = fstatSync(kept.map).nlink === 0;
-      } catch { /* closed under us: reopen */ }
-      const h = gone ? undefined : this.acquire(name);
-      if (h) return { h, created: false };
-    }
+    const kept = this.liveKept(name);
+    if (kept) return { h: kept, created: false };
     let created = false;
     const file = this.fileOf(name);
     let data: number | undefined;
