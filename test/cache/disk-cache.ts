@@ -13,6 +13,7 @@ import { DISK_BLOCK_SIZE, DiskCache, ENTRY_BYTES, HEADER_BYTES, TIER_FOLDER, WIN
 import { TieredClient } from '../../src/cache/tiered-client.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
+import { readAll } from '../helpers/fs-core.js';
 
 const B = DISK_BLOCK_SIZE;
 const MiB = 1024 * 1024;
@@ -370,27 +371,14 @@ t.test('FastFile core: a file whole on disk is read through openWhole, with no G
       return w && { read: (d: Buffer, l: number, p: number) => { directReads++; return w.read(d, l, p); }, close: () => w.close() };
     },
   });
-  const readAll = async (fs: InstanceType<typeof SluiceFs>) => {
-    const fh = await fs.open('/a.bin', 0);
-    const parts: Buffer[] = [];
-    for (let pos = 0; ;) {
-      const dst = Buffer.alloc(128 * 1024);
-      const n = await fs.read(fh, dst, dst.length, pos);
-      if (n === 0) break;
-      parts.push(dst.subarray(0, n));
-      pos += n;
-    }
-    await fs.release(fh);
-    return Buffer.concat(parts);
-  };
   const fs1 = await mount();
-  t.ok((await readAll(fs1)).equals(body), 'epoch 1 right');
+  t.ok((await readAll(fs1, '/a.bin')).equals(body), 'epoch 1 right');
   await fs1.close();
   t.equal(directReads, 0, 'not on disk yet: the usual path');
   await c.flush();
   fake.resetCounts();
   const fs2 = await mount();
-  t.ok((await readAll(fs2)).equals(body), 'from the cache file: right');
+  t.ok((await readAll(fs2, '/a.bin')).equals(body), 'from the cache file: right');
   await fs2.close();
   t.ok(directReads > 0, 'read through the whole-file path');
   t.equal(fake.gets, 0, 'no GET');
@@ -401,7 +389,7 @@ t.test('FastFile core: a file whole on disk is read through openWhole, with no G
   await writeFile(f.data, b);
   const fails = c.stats.checksumFailures;
   const fs3 = await mount();
-  t.ok((await readAll(fs3)).equals(body), 'a bad block mid-file: still right');
+  t.ok((await readAll(fs3, '/a.bin')).equals(body), 'a bad block mid-file: still right');
   await fs3.close();
   t.equal(c.stats.checksumFailures, fails + 1, 'the bad block was counted once');
   t.ok(fake.gets >= 1, `and fetched from S3 (${fake.gets} GETs)`);

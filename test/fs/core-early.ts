@@ -9,6 +9,7 @@ import { AccessDeniedError, Errno, errnoFor, NoSuchBucketError, SluiceError } fr
 import { SluiceFs, type SluiceFsOptions } from '../../src/fs/core.js';
 import { earlyLookups, registry } from '../../src/metrics/metrics.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
+import { readAll } from '../helpers/fs-core.js';
 
 const MiB = 1024 * 1024;
 
@@ -46,19 +47,6 @@ async function errnoOf(p: unknown): Promise<number | undefined> {
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-async function readAll(fs: SluiceFs, path: string): Promise<Buffer> {
-  const fh = await fs.open(path, 0);
-  const parts: Buffer[] = [];
-  for (let pos = 0; ; ) {
-    const dst = Buffer.alloc(128 * 1024);
-    const n = await fs.read(fh, dst, dst.length, pos);
-    if (n === 0) break;
-    parts.push(dst.subarray(0, n));
-    pos += n;
-  }
-  await fs.release(fh);
-  return Buffer.concat(parts);
-}
 
 async function counter(result: string): Promise<number> {
   const m = (await registry.getSingleMetric('sluice_early_lookups_total')!.get()).values;

@@ -3,6 +3,7 @@ import { Errno, errnoFor, InvalidArgumentError, ObjectChangedError, SluiceError 
 import { SluiceFs, type SluiceFsOptions } from '../../src/fs/core.js';
 import { openHandles, readWait, servedBytes } from '../../src/metrics/metrics.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
+import { readAll } from '../helpers/fs-core.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -35,20 +36,6 @@ async function errnoOf(fn: () => unknown): Promise<number | undefined> {
     if (!(err instanceof SluiceError)) throw err;
     return errnoFor(err);
   }
-}
-
-async function readAll(fs: SluiceFs, path: string, chunk = 128 * KiB): Promise<Buffer> {
-  const fh = await fs.open(path, 0);
-  const parts: Buffer[] = [];
-  for (let pos = 0; ; ) {
-    const dst = Buffer.alloc(chunk);
-    const n = await fs.read(fh, dst, chunk, pos);
-    if (n === 0) break;
-    parts.push(dst.subarray(0, n));
-    pos += n;
-  }
-  await fs.release(fh);
-  return Buffer.concat(parts);
 }
 
 t.test('lists the prefix up front into a folder view', async (t) => {
