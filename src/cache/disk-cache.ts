@@ -39,9 +39,12 @@
  * Reads take few syscalls: a cache file's two fds stay open in this process (HANDLES_KEPT
  * objects, more while in use); a range of present blocks is one pread (entries: one small
  * pread of the sidecar). openWhole() is the whole-file fast path FastFile uses for a file
- * all of whose blocks are present: it reads WINDOW bytes at a time (one pread, CRC of each
- * block) into a buffer of its own and answers the kernel's reads from it synchronously,
- * reading the next window ahead; no memory cache, no prefetcher, no S3 client.
+ * all of whose blocks are present: a ring of RING_WINDOWS buffers of WINDOW bytes, each
+ * filled by one pread through the libuv pool and checked block by block (CRC) before any
+ * byte of it is served, kept RING_AHEAD windows ahead of the reader and RING_BEHIND behind
+ * (the kernel's readahead reads arrive out of order); a read whose window is in answers
+ * synchronously, a copy with no promise, like a memory-cache hit. No memory cache, no
+ * prefetcher, no S3 client (see WholeReader for the order rules and the measurements).
  *
  * Accounting across processes (the size bound holds for all of them together): writers
  * take space from ledger.json in grants of GRANT_BYTES under the lock, then write that
@@ -145,13 +148,44 @@ const DEFAULT_MIN_BYTES = 64 * 1024 * 1024;
 /** Cache files whose fds stay open when no read or write uses them: 64 x 2 fds, far below any fd limit, and a reader of a folder of small files reuses them within an epoch's working set. */
 const HANDLES_KEPT = 64;
 /**
- * openWhole's read size: 1 MiB (4 blocks), one pread and 4 CRCs per 8 kernel reads of
- * 128 KiB; two windows per open file (the one read, the one read ahead). Larger windows
- * gained nothing measurable (BENCHMARKS.md) and cost memory per open file.
+ * openWhole's window, its unit of read and verification: 1 MiB (4 blocks), one pread and 4
+ * CRCs per 8 kernel reads of 128 KiB. Larger windows gained nothing measurable
+ * (BENCHMARKS.md "Disk tier v2"); smaller ones cost a trip through the libuv pool per
+ * fewer bytes.
  */
 export const WINDOW = 4 * DISK_BLOCK_SIZE;
-/** Buffers of all openWhole() files together: 64 MiB (32 large files open at once); past it a file is read the usual way. */
-const WHOLE_BUFFER_BYTES = 64 * 1024 * 1024;
+/**
+ * Windows a reader keeps behind the furthest window it has been asked for, for reads
+ * that arrive late. The kernel sends a FUSE file system at most max_background (12)
+ * readahead requests at once, of 128 KiB each, and libfuse's threads hand them to us in
+ * any order: a read can trail the furthest one by up to 12 x 128 KiB = 1.5 MiB, whatever
+ * the readahead size. 2 windows cover that; a read further behind is still served (alone,
+ * one pread of its blocks), just not from the ring.
+ */
+export const RING_BEHIND = 2;
+/**
+ * Windows read ahead of the furthest one asked for: 5 MiB. At 1 GB/s a window lasts ~1 ms,
+ * and a 1 MiB pread through the pool takes 0.1-0.3 ms from the page cache and ~0.5-1 ms
+ * from NVMe, so five in hand keep a sequential reader from ever waiting on the disk, and
+ * all four pool threads can be busy at once when a stream starts.
+ */
+export const RING_AHEAD = 5;
+/** A large file's ring: behind + the current window + ahead = 8 windows, 8 MiB. */
+export const RING_WINDOWS = RING_BEHIND + 1 + RING_AHEAD;
+/** The smallest ring worth having when the budget is short: 1 window ahead. Below that the file is read the usual way. */
+const RING_MIN = RING_BEHIND + 2;
+/**
+ * Window buffers of all openWhole() files together (in use and kept for reuse): 64 MiB,
+ * 8 large files read at full ring at once (then rings of RING_MIN, 16 files); past it a
+ * file is read the usual way (memory cache, from the tier block by block).
+ */
+export const WHOLE_BUFFER_BYTES = 64 * 1024 * 1024;
+/**
+ * Idle window buffers kept for the next large file (two rings): a new buffer costs a page
+ * fault per 4 KiB on first touch, ~0.1 CPU s per GB of new buffer on this VM, which a
+ * reader opening file after file would pay per byte read. Beyond this they go to the GC.
+ */
+const WINDOW_POOL_KEEP = 2 * RING_WINDOWS;
 /**
  * A window this small is read synchronously: a page-cache-hot 256 KiB pread takes ~20 us
  * on the event loop, less than a trip through the libuv pool and a promise. Larger
@@ -201,6 +235,20 @@ export interface WholeFile {
    */
   read(dst: Buffer, length: number, position: number): number | Promise<number>;
   close(): void;
+  /** What the reader did so far (tests, bench): see WholeStats. */
+  readonly stats: WholeStats;
+}
+
+/** A whole-file reader's counts. */
+export interface WholeStats {
+  /** Reads answered (any path) and their bytes. */
+  reads: number;
+  bytes: number;
+  /** Reads that had to wait for a window being read (a promise), and reads served alone (one pread of their blocks, outside the ring). */
+  waited: number;
+  strays: number;
+  /** Bytes read from the cache file (each verified once): bytes / preadBytes is the read amplification. */
+  preadBytes: number;
 }
 
 interface Ledger {
@@ -269,6 +317,8 @@ export class DiskCache {
   readonly maxBytes: number;
   readonly stats: DiskCacheStats = { hits: 0, misses: 0, checksumFailures: 0, written: 0, writtenBytes: 0, evictions: 0, skipped: 0 };
   readonly grantBytes: number;
+  /** openWhole() readers' counts, summed as they close. */
+  readonly wholeStats: WholeStats = { reads: 0, bytes: 0, waited: 0, strays: 0, preadBytes: 0 };
 
   private readonly lock: DiskLock;
   private readonly objectsDir: string;
@@ -286,7 +336,9 @@ export class DiskCache {
   private readonly pins = new Map<string, number>();
   /** Open cache files, least recently used first. */
   private readonly handles = new Map<string, Handle>();
+  /** Window buffers held by openWhole() readers, and idle WINDOW buffers kept for the next (WINDOW_POOL_KEEP). */
   private wholeBufferBytes = 0;
+  private readonly windowPool: Buffer[] = [];
   private readonly queue: WriteJob[] = [];
   private queuedBytes = 0;
   private writing = 0;
@@ -347,6 +399,11 @@ export class DiskCache {
       await c.saveLedger(l);
     });
     return c;
+  }
+
+  /** Bytes of window buffers openWhole() readers hold now (at most WHOLE_BUFFER_BYTES). */
+  get wholeBufferInUse(): number {
+    return this.wholeBufferBytes;
   }
 
   /** The lock in use ('flock' through the addon, or the 'pidfile' fallback). */
@@ -453,9 +510,11 @@ export class DiskCache {
     const B = this.blockSize;
     if (this.closed || size <= 0) return undefined;
     const n = Math.ceil(size / B);
-    const windowBytes = Math.min(WINDOW, n * B);
-    const slots = size > windowBytes ? 2 : 1;
-    if (this.wholeBufferBytes + slots * windowBytes > WHOLE_BUFFER_BYTES) return undefined;
+    // One window for a file that fits one (its own buffer, its size); else a ring of pooled windows.
+    const windows = Math.ceil(size / WINDOW);
+    const single = windows === 1 ? n * B : 0;
+    const ring = single ? 1 : [Math.min(RING_WINDOWS, windows), Math.min(RING_MIN, windows)].find((k) => this.wholeBufferBytes + k * WINDOW <= WHOLE_BUFFER_BYTES);
+    if (ring === undefined || this.wholeBufferBytes + (single || ring * WINDOW) > WHOLE_BUFFER_BYTES) return undefined;
     const h = this.acquire(objectName(id, B));
     if (!h) return undefined;
     let ents: Buffer;
@@ -471,9 +530,14 @@ export class DiskCache {
         return undefined;
       }
     }
-    this.wholeBufferBytes += slots * windowBytes;
-    return new WholeReader(this, h, ents, size, windowBytes, slots, () => {
-      this.wholeBufferBytes -= slots * windowBytes;
+    const bytes = single || ring * WINDOW;
+    this.wholeBufferBytes += bytes;
+    const bufs = single ? [Buffer.allocUnsafe(single)] : Array.from({ length: ring }, () => this.windowPool.pop() ?? Buffer.allocUnsafeSlow(WINDOW));
+    return new WholeReader(this, h, ents, size, single || WINDOW, bufs, (st) => {
+      for (const k of Object.keys(st) as (keyof WholeStats)[]) this.wholeStats[k] += st[k];
+      log.debug({ object: h.name, size, ...st }, 'disk tier: whole-file reader closed');
+      this.wholeBufferBytes -= bytes;
+      if (!single) for (const b of bufs) if (this.windowPool.length < WINDOW_POOL_KEEP) this.windowPool.push(b);
       this.release(h);
     });
   }
@@ -984,62 +1048,228 @@ export class DiskCache {
   }
 }
 
+/** One window of a WholeReader: the bytes of window `win` (-1: none), once read and verified. */
+interface RingSlot {
+  win: number;
+  readonly buf: Buffer;
+  /** A pread is writing into buf (it must not be given another window until it is done). */
+  filling: boolean;
+  /** Every block of the window passed its CRC (meaningful once !filling). */
+  ok: boolean;
+  /** Reads waiting for the fill in flight. */
+  waiters: (() => void)[];
+}
+
+/** Reads until `bytes` are in buf or the file ends, through the libuv pool; no promise. */
+function preadInto(fd: number, buf: Buffer, bytes: number, pos: number, cb: (err: Error | null, got: number) => void, done = 0): void {
+  read(fd, buf, done, bytes - done, pos + done, (err, n) => {
+    if (err) cb(err, done);
+    else if (n === 0 || done + n >= bytes) cb(null, done + n);
+    else preadInto(fd, buf, bytes, pos, cb, done + n);
+  });
+}
+
 /**
- * openWhole()'s reader: `slots` windows of `windowBytes` (block-aligned); a read inside a
- * filled window is a copy, answered synchronously; a read past it fills a window (one
- * pread, each block's CRC) and, for a file larger than a window, starts filling the next
- * window in the other slot, so a sequential reader finds it ready.
+ * openWhole()'s reader. The file is cut into windows of `windowBytes` (block-aligned);
+ * window w lives in slot w % K of a ring of K buffers (K = 1 for a file of one window).
+ * A window is read with one pread and every block of it checked against its CRC before
+ * any byte of it is served; from then on reads inside it are copies, answered
+ * synchronously (a number, no promise). Verified bytes stay in memory, so a block that
+ * goes bad on disk later is caught when it is next read from disk, never served.
+ *
+ * Order: the kernel's readahead reaches us as up to 12 reads of 128 KiB at once, in any
+ * order (libfuse's threads race). The reader follows one stream: `hi`, the furthest
+ * window asked for. A read from a ring behind it to RING_AHEAD + 1 past it continues the
+ * stream (a later hi moves it on); any other is a jump, which starts a new stream there.
+ * The live span is [hi - RING_BEHIND, hi + ahead] (ahead = RING_AHEAD for a full ring).
+ * Each time hi moves on, windows hi + 1 .. hi + ahead are read ahead through the pool (a
+ * slot is reused only for a window outside the live span, and never while a pread writes
+ * into it), so a sequential reader finds its window ready. A stream that
+ * starts mid-file reads ahead only once it has moved on by a window (a random reader
+ * costs one window per read, not six). A read whose window is being read waits for it
+ * (a promise); a read whose slot holds a window still live (it lags more than
+ * RING_BEHIND) is served alone: one pread of its blocks, verified, into a buffer of its own.
+ * Windows no larger than SYNC_READ_MAX are read synchronously, so a small file is
+ * answered without a promise even on its first read.
  */
 class WholeReader implements WholeFile {
-  private readonly slots: { first: number; count: number; got: number; buf: Buffer; filling?: Promise<boolean> | undefined; ok: boolean }[];
+  readonly stats: WholeStats = { reads: 0, bytes: 0, waited: 0, strays: 0, preadBytes: 0 };
+  private readonly ring: RingSlot[];
+  private readonly lastWin: number;
+  /** Windows read ahead of hi: RING_AHEAD for a full ring. */
+  private readonly ahead: number;
+  /** The stream: its furthest window, and the window it started at. */
+  private hi = -1;
+  private start = 0;
+  /** Preads in flight: the fds and buffers go back after the last one settles. */
+  private inflight = 0;
   private failed = false;
   private closed = false;
+  private released = false;
 
   constructor(
     private readonly cache: DiskCache, private readonly h: Handle, private readonly ents: Buffer,
-    private readonly size: number, private readonly windowBytes: number, slots: number, private readonly onClose: () => void,
+    private readonly size: number, private readonly windowBytes: number, bufs: Buffer[], private readonly onClose: (stats: WholeStats) => void,
   ) {
-    this.slots = Array.from({ length: slots }, () => ({ first: -1, count: 0, got: 0, buf: Buffer.allocUnsafe(windowBytes), ok: false }));
+    this.ring = bufs.map((buf) => ({ win: -1, buf, filling: false, ok: false, waiters: [] }));
+    this.lastWin = Math.ceil(size / windowBytes) - 1;
+    // A ring that holds the whole file reads all of it ahead; a smaller one keeps RING_BEHIND windows for late reads.
+    this.ahead = bufs.length > this.lastWin ? this.lastWin : bufs.length - 1 - RING_BEHIND;
   }
 
   read(dst: Buffer, length: number, position: number): number | Promise<number> {
     if (this.failed || this.closed) return -1;
     const n = Math.max(0, Math.min(length, this.size - position));
     if (n === 0) return 0;
-    if (n > this.windowBytes) return this.readLarge(dst, n, position);
-    const B = this.cache.blockSize;
-    const block = Math.floor(position / B);
-    // Bytes past the first window that covers `position` come from the next one.
-    let s = this.slotFor(position);
-    if (!s) {
-      const free = this.freeSlot();
-      // Both windows are being filled: wait for one (never reuse a buffer a pread is writing into).
-      if (!free) return Promise.race(this.slots.map((x) => x.filling)).then(() => this.read(dst, length, position));
-      s = this.fill(block, free);
-    }
-    if (s.filling) return s.filling.then(() => this.read(dst, length, position));
+    const W = this.windowBytes;
+    const w = Math.floor(position / W);
+    const s = this.ring[w % this.ring.length]!;
+    const moved = w !== this.hi && this.follow(w);
+    // Its own window first (before any read-ahead queues behind it in the pool).
+    if (s.win !== w && !s.filling && !this.live(s.win)) this.fill(s, w);
+    if (moved) this.readAhead();
+    if (s.win !== w || s.filling) return this.readSlow(dst, n, position);
     if (!s.ok) return this.fail();
-    const off = position - s.first * B;
-    const inWin = Math.min(n, s.count * B - off);
+    const off = position - w * W;
+    const inWin = Math.min(n, W - off);
     s.buf.copy(dst, 0, off, off + inWin);
-    const next = (s.first + s.count) * B;
-    if (this.slots.length > 1 && next < this.size && position + n >= s.first * B + (s.count * B) / 2 && !this.slotFor(next)) {
-      const free = this.freeSlot(s);
-      if (free) this.fill(s.first + s.count, free);
+    if (inWin < n) {
+      // Across a window's end (a read larger than, or not aligned to, the kernel's 128 KiB).
+      const rest = this.read(dst.subarray(inWin), n - inWin, position + inWin);
+      if (typeof rest === 'number') return rest < 0 ? rest : inWin + rest;
+      return rest.then((r) => (r < 0 ? r : inWin + r));
     }
-    if (inWin === n) return n;
-    const rest = this.read(dst.subarray(inWin), n - inWin, position + inWin);
-    if (typeof rest === 'number') return rest < 0 ? rest : inWin + rest;
-    return rest.then((r) => (r < 0 ? r : inWin + r));
+    this.stats.reads++;
+    this.stats.bytes += n;
+    return n;
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    // A fill still in flight reads into its buffer: give the fds back once it settles.
-    const pending = this.slots.map((s) => s.filling).filter(Boolean);
-    if (pending.length === 0) this.onClose();
-    else void Promise.allSettled(pending).then(() => this.onClose());
+    // A pread still in flight writes into its buffer: give the fds and buffers back once it settles.
+    if (this.inflight === 0) this.release();
+  }
+
+  /**
+   * Moves the stream to window w (a read of a window other than hi); true when hi moved on
+   * and read-ahead is due. Up to a ring behind and RING_AHEAD + 1 ahead is the same stream
+   * (late reads, the kernel's readahead running ahead); anything else is a jump.
+   */
+  private follow(w: number): boolean {
+    if (this.hi >= 0 && w >= this.hi - this.ring.length && w <= this.hi + RING_AHEAD + 1) {
+      if (w < this.hi) return false;
+      this.hi = w;
+      return true;
+    }
+    this.hi = w;
+    this.start = w;
+    return w === 0; // a file read from its start is read through: read ahead at once
+  }
+
+  /** Whether window x is still wanted by the stream (its slot must not be given to another window). */
+  private live(x: number): boolean {
+    return x >= 0 && x >= this.hi - RING_BEHIND && x <= this.hi + this.ahead;
+  }
+
+  /** Starts reading windows hi + 1 .. hi + ahead that are neither read nor being read. */
+  private readAhead(): void {
+    if (this.hi === this.start && this.start !== 0) return;
+    const K = this.ring.length;
+    const last = Math.min(this.lastWin, this.hi + this.ahead);
+    for (let t = this.hi + 1; t <= last; t++) {
+      const s = this.ring[t % K]!;
+      if (s.win !== t && !s.filling && !this.live(s.win)) this.fill(s, t);
+    }
+  }
+
+  /** Reads window x into slot s: synchronously when small, else through the pool (s.filling until verified). */
+  private fill(s: RingSlot, x: number): void {
+    const B = this.cache.blockSize;
+    const at = x * this.windowBytes;
+    const bytes = Math.min(this.windowBytes, this.size - at);
+    const first = at / B;
+    const count = Math.ceil(bytes / B);
+    s.win = x;
+    s.ok = false;
+    this.stats.preadBytes += bytes;
+    if (bytes <= SYNC_READ_MAX) {
+      try {
+        s.ok = this.cache.verifyWindow(this.h, this.ents, first, count, s.buf, preadFullSync(this.h.data, s.buf.subarray(0, bytes), at), this.size);
+      } catch {
+        s.ok = false;
+      }
+      return;
+    }
+    s.filling = true;
+    this.inflight++;
+    preadInto(this.h.data, s.buf, bytes, at, (err, got) => {
+      this.inflight--;
+      s.filling = false;
+      s.ok = !err && !this.closed && this.cache.verifyWindow(this.h, this.ents, first, count, s.buf, got, this.size);
+      if (this.closed && this.inflight === 0) this.release();
+      const waiters = s.waiters;
+      if (waiters.length > 0) {
+        s.waiters = [];
+        for (const wake of waiters) wake();
+      }
+    });
+  }
+
+  /** A read whose window is not ready: waits for it, or is served alone when its slot holds a window still live. */
+  private async readSlow(dst: Buffer, n: number, position: number): Promise<number> {
+    const W = this.windowBytes;
+    let waited = false;
+    let done = 0;
+    while (done < n) {
+      if (this.failed || this.closed) return -1;
+      const at = position + done;
+      const x = Math.floor(at / W);
+      const take = Math.min(n - done, (x + 1) * W - at);
+      const s = this.ring[x % this.ring.length]!;
+      if (s.win === x && !s.filling) {
+        if (!s.ok) return this.fail();
+        s.buf.copy(dst, done, at - x * W, at - x * W + take);
+        done += take;
+        continue;
+      }
+      // Wait (once) for its window: being read, or read now into a slot nobody needs.
+      if (!waited && (s.win === x || (!s.filling && !this.live(s.win)))) {
+        if (s.win !== x) this.fill(s, x);
+        if (s.filling) {
+          waited = true;
+          await new Promise<void>((wake) => s.waiters.push(wake));
+        }
+        continue;
+      }
+      const r = await this.readAlone(dst.subarray(done, done + take), at);
+      if (r < 0) return r;
+      done += take;
+    }
+    if (waited) this.stats.waited++;
+    this.stats.reads++;
+    this.stats.bytes += n;
+    return n;
+  }
+
+  /** Serves dst.length bytes at `at` outside the ring: one pread of the blocks holding them, verified, into a buffer of its own. */
+  private readAlone(dst: Buffer, at: number): Promise<number> {
+    const B = this.cache.blockSize;
+    const first = Math.floor(at / B);
+    const from = first * B;
+    const bytes = Math.min(this.size, Math.ceil((at + dst.length) / B) * B) - from;
+    const buf = Buffer.allocUnsafe(bytes);
+    this.stats.strays++;
+    this.stats.preadBytes += bytes;
+    this.inflight++;
+    return new Promise((resolve) => preadInto(this.h.data, buf, bytes, from, (err, got) => {
+      this.inflight--;
+      const ok = !err && !this.closed && this.cache.verifyWindow(this.h, this.ents, first, Math.ceil(bytes / B), buf, got, this.size);
+      if (this.closed && this.inflight === 0) this.release();
+      if (!ok) return resolve(this.closed ? -1 : this.fail());
+      buf.copy(dst, 0, at - from, at - from + dst.length);
+      resolve(dst.length);
+    }));
   }
 
   /** A block failed its check: from now on -1 (the caller reads the usual way), and the fds and buffers go back. */
@@ -1049,59 +1279,10 @@ class WholeReader implements WholeFile {
     return -1;
   }
 
-  private slotFor(position: number) {
-    const B = this.cache.blockSize;
-    for (const s of this.slots) if (s.first >= 0 && position >= s.first * B && position < (s.first + s.count) * B) return s;
-    return undefined;
-  }
-
-  /** A slot no pread is writing into, other than `keep` (the window being read). */
-  private freeSlot(keep?: WholeReader['slots'][number]) {
-    return this.slots.find((x) => !x.filling && x !== keep);
-  }
-
-  /** Fills slot `s` with the window from `block`: synchronously when small, else through the pool (s.filling). */
-  private fill(block: number, s: WholeReader['slots'][number]) {
-    const B = this.cache.blockSize;
-    const count = Math.min(this.windowBytes / B, Math.ceil(this.size / B) - block);
-    s.first = block;
-    s.count = count;
-    s.ok = false;
-    const bytes = Math.min(count * B, this.size - block * B);
-    const buf = s.buf.subarray(0, bytes);
-    if (bytes <= SYNC_READ_MAX) {
-      try {
-        s.got = preadFullSync(this.h.data, buf, block * B);
-        s.ok = this.cache.verifyWindow(this.h, this.ents, block, count, s.buf, s.got, this.size);
-      } catch {
-        s.ok = false;
-      }
-      return s;
-    }
-    const p = preadFull(this.h.data, buf, block * B).then((got) => {
-      s.got = got;
-      return this.cache.verifyWindow(this.h, this.ents, block, count, s.buf, got, this.size);
-    }, () => false).then((ok) => {
-      if (s.filling === p) {
-        s.ok = ok;
-        s.filling = undefined;
-      }
-      return ok;
-    });
-    s.filling = p;
-    return s;
-  }
-
-  /** A read larger than a window (a kernel with a large max_read): window by window. */
-  private async readLarge(dst: Buffer, n: number, position: number): Promise<number> {
-    let done = 0;
-    while (done < n) {
-      const r = await this.read(dst.subarray(done), Math.min(this.windowBytes, n - done), position + done);
-      if (r < 0) return r;
-      if (r === 0) break;
-      done += r;
-    }
-    return done;
+  private release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.onClose(this.stats);
   }
 }
 
