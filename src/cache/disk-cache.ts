@@ -42,6 +42,10 @@
  * all of whose blocks are present: it reads WINDOW bytes at a time (one pread, CRC of each
  * block) into a buffer of its own and answers the kernel's reads from it synchronously,
  * reading the next window ahead; no memory cache, no prefetcher, no S3 client.
+ * A file of one block (SMALL_FILE_MAX) takes openSmall() instead: read whole and checked
+ * at open into a recycled buffer (SmallBuffers), its fds given back at once, every read a
+ * copy. A folder of small files then costs per file two preads (entry, bytes), one CRC and
+ * no allocation beyond a small reader object.
  *
  * Accounting across processes (the size bound holds for all of them together): writers
  * take space from ledger.json in grants of GRANT_BYTES under the lock, then write that
@@ -158,6 +162,19 @@ const WHOLE_BUFFER_BYTES = 64 * 1024 * 1024;
  * windows go through the pool, read ahead of the reader.
  */
 const SYNC_READ_MAX = DISK_BLOCK_SIZE;
+/**
+ * openWhole's small-file branch (openSmall): a file of at most one block is read whole at
+ * open, synchronously (one pread of at most SYNC_READ_MAX, its one CRC), into a pooled
+ * buffer, and its reads are copies from it: no window, no fd held while it is open.
+ */
+const SMALL_FILE_MAX = DISK_BLOCK_SIZE;
+/**
+ * Buffers of small files open at once, in use and kept for reuse together: 16 MiB (256
+ * files of 40 KB, 64 of one block). Past it a file is read the usual way.
+ */
+const SMALL_BUFFER_BYTES = 16 * 1024 * 1024;
+/** Smallest pooled buffer (a page); classes double up to SMALL_FILE_MAX, so a file wastes less than half its buffer. */
+const SMALL_MIN_BUFFER = 4096;
 
 export interface DiskObjectId {
   /** Where the object lives: endpoint and bucket (TieredClient makes it). */
@@ -263,6 +280,17 @@ function preadFullSync(fd: number, buf: Buffer, pos: number): number {
   return done;
 }
 
+/** Reads buf[off, off + len) from `pos` until full or the file ends; returns the bytes read. */
+function preadInto(fd: number, buf: Buffer, off: number, len: number, pos: number): number {
+  let done = 0;
+  while (done < len) {
+    const n = readSync(fd, buf, off + done, len - done, pos + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return done;
+}
+
 export class DiskCache {
   readonly blockSize = DISK_BLOCK_SIZE;
   readonly root: string;
@@ -287,6 +315,10 @@ export class DiskCache {
   /** Open cache files, least recently used first. */
   private readonly handles = new Map<string, Handle>();
   private wholeBufferBytes = 0;
+  /** Buffers of openSmall(), recycled (see SmallBuffers). */
+  private readonly smallBuffers = new SmallBuffers(SMALL_BUFFER_BYTES);
+  /** One sidecar entry, read by openSmall() (synchronously: never shared by two calls at once). */
+  private readonly smallEntry = Buffer.alloc(ENTRY_BYTES);
   private readonly queue: WriteJob[] = [];
   private queuedBytes = 0;
   private writing = 0;
@@ -347,6 +379,11 @@ export class DiskCache {
       await c.saveLedger(l);
     });
     return c;
+  }
+
+  /** Bytes of openSmall()'s buffers: in use by open files, and allocated (in use or kept for reuse). For tests. */
+  get smallBufferBytes(): { inUse: number; allocated: number } {
+    return { inUse: this.smallBuffers.inUse, allocated: this.smallBuffers.allocated };
   }
 
   /** The lock in use ('flock' through the addon, or the 'pidfile' fallback). */
@@ -452,6 +489,7 @@ export class DiskCache {
   openWhole(id: DiskObjectId, size: number): WholeFile | undefined {
     const B = this.blockSize;
     if (this.closed || size <= 0) return undefined;
+    if (size <= SMALL_FILE_MAX) return this.openSmall(id, size);
     const n = Math.ceil(size / B);
     const windowBytes = Math.min(WINDOW, n * B);
     const slots = size > windowBytes ? 2 : 1;
@@ -476,6 +514,47 @@ export class DiskCache {
       this.wholeBufferBytes -= slots * windowBytes;
       this.release(h);
     });
+  }
+
+  /**
+   * openWhole() for a file of one block: its entry and its bytes read now (two preads on a
+   * kept cache file), checked against the entry's CRC, into a pooled buffer; the fds go back
+   * at once. Undefined when the block is absent or short (a miss), bad (zeroed and counted,
+   * as any bad block: the caller fetches it again), or the buffer budget is spent.
+   */
+  private openSmall(id: DiskObjectId, size: number): WholeFile | undefined {
+    const buf = this.smallBuffers.take(size);
+    if (!buf) return undefined;
+    const h = this.acquire(objectName(id, this.blockSize));
+    if (!h) {
+      this.smallBuffers.give(buf);
+      return undefined;
+    }
+    let ok = false;
+    try {
+      const ent = this.smallEntry;
+      ok = preadInto(h.map, ent, 0, ENTRY_BYTES, HEADER_BYTES) === ENTRY_BYTES && ent.readUInt32LE(0) === size;
+      if (ok) {
+        const crc = ent.readUInt32LE(4);
+        if (preadInto(h.data, buf, 0, size, 0) < size) ok = this.corrupt(h, 0, 'truncated data');
+        else if (crc32c(size === buf.length ? buf : buf.subarray(0, size)) !== crc) ok = this.corrupt(h, 0, 'checksum mismatch');
+      }
+    } catch {
+      ok = false;
+    } finally {
+      if (ok) {
+        this.stats.hits++;
+        diskCacheHits.inc(1);
+        diskCacheReadBytes.inc(size);
+        this.touch(h);
+      }
+      this.release(h);
+    }
+    if (!ok) {
+      this.smallBuffers.give(buf);
+      return undefined;
+    }
+    return new SmallFile(buf, size, this.smallBuffers);
   }
 
   /** Checks blocks [first, first + count) of `buf` (read from block `first`) against `ents`; false after zeroing the first bad one. (WholeReader) */
@@ -1102,6 +1181,84 @@ class WholeReader implements WholeFile {
       done += r;
     }
     return done;
+  }
+}
+
+/** openSmall()'s reader: the verified bytes of the whole file, in a pooled buffer; every read is a copy. */
+class SmallFile implements WholeFile {
+  private closed = false;
+
+  constructor(private readonly buf: Buffer, private readonly size: number, private readonly pool: SmallBuffers) {}
+
+  read(dst: Buffer, length: number, position: number): number {
+    if (this.closed) return -1;
+    const n = Math.max(0, Math.min(length, this.size - position));
+    if (n > 0) this.buf.copy(dst, 0, position, position + n);
+    return n;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.pool.give(this.buf);
+  }
+}
+
+/**
+ * Buffers for openSmall(), in classes of powers of two from SMALL_MIN_BUFFER to
+ * SMALL_FILE_MAX, recycled: a folder of small files read epoch after epoch allocates a
+ * few buffers once, not one per open (fresh memory per open costs page faults, and
+ * V8 collects garbage for the external memory). Buffers in use and kept free together
+ * stay within `maxBytes`; when a class has none free and the bound is reached, free
+ * buffers of other classes are let go first.
+ */
+export class SmallBuffers {
+  private readonly free: Buffer[][] = [];
+  /** Bytes of buffers in use and free. */
+  private bytes = 0;
+  private freeBytes = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  /** A buffer of at least `size` bytes (size <= SMALL_FILE_MAX), or undefined when the bound is reached. */
+  take(size: number): Buffer | undefined {
+    let cls = 0;
+    while (SMALL_MIN_BUFFER << cls < size) cls++;
+    const got = this.free[cls]?.pop();
+    if (got) {
+      this.freeBytes -= got.length;
+      return got;
+    }
+    const len = SMALL_MIN_BUFFER << cls;
+    for (let c = this.free.length - 1; c >= 0 && this.bytes + len > this.maxBytes; c--) {
+      const list = this.free[c];
+      while (list && list.length > 0 && this.bytes + len > this.maxBytes) {
+        const b = list.pop()!;
+        this.bytes -= b.length;
+        this.freeBytes -= b.length;
+      }
+    }
+    if (this.bytes + len > this.maxBytes) return undefined;
+    this.bytes += len;
+    return Buffer.allocUnsafeSlow(len);
+  }
+
+  /** Takes back a buffer from take(). */
+  give(buf: Buffer): void {
+    let cls = 0;
+    while (SMALL_MIN_BUFFER << cls < buf.length) cls++;
+    (this.free[cls] ??= []).push(buf);
+    this.freeBytes += buf.length;
+  }
+
+  /** Bytes of buffers in use (for tests). */
+  get inUse(): number {
+    return this.bytes - this.freeBytes;
+  }
+
+  /** Bytes of buffers allocated, in use or free (for tests). */
+  get allocated(): number {
+    return this.bytes;
   }
 }
 

@@ -3,6 +3,8 @@
  * here; test/cache/disk-tier-e2e.ts runs it against the local S3 server and a real mount).
  */
 import { spawn } from 'node:child_process';
+import fsSync from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { copyFile, mkdtemp, readdir, readFile, rm, truncate, unlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -350,6 +352,99 @@ t.test('TieredClient passes a snapshot\'s version pins to S3 and keys those bloc
   await c.flush();
   t.equal(await c.readInto({ ns: NS, key: 'v', etag, versionId: 'ver-1', index: 0 }, Buffer.alloc(B)), true, 'stored under its version');
   t.equal(await c.readInto({ ns: NS, key: 'v', etag, index: 0 }, Buffer.alloc(B)), false, 'not under the unversioned key');
+});
+
+/** Counts fs.readSync calls (the tier's synchronous preads) made by `fn`. */
+function countReadSync<T>(fn: () => T): { value: T; preads: number } {
+  const orig = fsSync.readSync;
+  let preads = 0;
+  fsSync.readSync = ((...a: Parameters<typeof orig>) => { preads++; return orig(...a); }) as typeof orig;
+  syncBuiltinESMExports();
+  try {
+    return { value: fn(), preads };
+  } finally {
+    fsSync.readSync = orig;
+    syncBuiltinESMExports();
+  }
+}
+
+t.test('openWhole, files of one block: read whole and checked at open, two preads, one recycled buffer; a bad block is refused at open', async (t) => {
+  const dir = await tempDir(t);
+  const c = await openTier(dir);
+  t.teardown(() => c.close());
+  const sizes = [1, 4096, 40_000, B];
+  for (const size of sizes) {
+    const id = { ns: NS, key: `small${size}`, etag: '"e"' };
+    c.write({ ...id, index: 0 }, patternBytes(size, size));
+  }
+  await c.flush();
+  for (const size of sizes) {
+    const id = { ns: NS, key: `small${size}`, etag: '"e"' };
+    const body = patternBytes(size, size);
+    // The writer keeps the cache file open: the entry and the bytes, nothing else.
+    const { value: w, preads } = countReadSync(() => c.openWhole(id, size));
+    t.ok(w, `${size}: whole`);
+    t.equal(preads, 2, `${size}: two preads at open (its entry, its bytes)`);
+    const out = Buffer.alloc(size + 10);
+    const { value: n, preads: later } = countReadSync(() => w!.read(out, size + 10, 0));
+    t.equal(n, size, `${size}: every byte, in one read`);
+    t.equal(later, 0, `${size}: reads are copies, no pread`);
+    t.ok(out.subarray(0, size).equals(body), `${size}: right bytes`);
+    t.equal(w!.read(out, 10, size), 0, `${size}: end of file`);
+    if (size > 1) {
+      t.equal(w!.read(out, 1000, 1), Math.min(1000, size - 1), `${size}: a read at an offset`);
+      t.ok(out.subarray(0, Math.min(1000, size - 1)).equals(body.subarray(1, 1001)), `${size}: its bytes`);
+    }
+    w!.close();
+    w!.close(); // idempotent: the buffer goes back once
+  }
+  // The same file opened and closed many times: one buffer, recycled; none held after close.
+  const id = { ns: NS, key: 'small40000', etag: '"e"' };
+  const before = c.smallBufferBytes.allocated;
+  for (let i = 0; i < 200; i++) {
+    const w = c.openWhole(id, 40_000)!;
+    t.equal(w.read(Buffer.alloc(100), 100, 39_950), 50);
+    w.close();
+  }
+  t.equal(c.smallBufferBytes.allocated, before, 'no buffer allocated per open');
+  t.equal(c.smallBufferBytes.inUse, 0, 'none in use once closed');
+  // Open at once past the buffer bound (16 MiB: 256 files of 64 KiB): the rest go the usual way.
+  const open = [];
+  for (let i = 0; i < 300; i++) open.push(c.openWhole(id, 40_000));
+  t.equal(open.filter(Boolean).length, 256, 'at most the bound in buffers at once');
+  for (const w of open) w?.close();
+  t.equal(c.smallBufferBytes.inUse, 0);
+  t.ok(c.smallBufferBytes.allocated <= 16 * MiB, 'allocated within the bound');
+  // A fresh process opens the cache file first: its header is read too.
+  const c2 = await openTier(dir);
+  t.teardown(() => c2.close());
+  const { value: w2, preads } = countReadSync(() => c2.openWhole(id, 40_000));
+  t.ok(w2, 'whole, in a new process');
+  t.equal(preads, 3, 'header, entry, bytes');
+  w2!.close();
+  // A short stored block (a prefix) is not the whole file.
+  const pid = { ns: NS, key: 'prefix', etag: '"e"' };
+  c.write({ ...pid, index: 0 }, patternBytes(30_000, 9).subarray(0, 20_000));
+  await c.flush();
+  t.equal(c.openWhole(pid, 30_000), undefined, 'a stored prefix is a miss');
+  // A bad block: refused at open, counted, its entry zeroed; never a byte of it served.
+  const damage: [string, (f: { data: string; map: string }) => Promise<void>][] = [
+    ['a flipped data byte', async (f) => { const b = await readFile(f.data); b[39_000]! ^= 0x20; await writeFile(f.data, b); }],
+    ['a truncated data file', async (f) => { await truncate(f.data, 1000); }],
+    ['a flipped CRC', async (f) => { const b = await readFile(f.map); b[HEADER_BYTES + 6]! ^= 0x01; await writeFile(f.map, b); }],
+  ];
+  for (const [i, [what, hurt]] of damage.entries()) {
+    const bid = { ns: NS, key: `bad${i}`, etag: '"e"' };
+    c.write({ ...bid, index: 0 }, patternBytes(40_000, 50 + i));
+    await c.flush();
+    const f = c.filesOf(bid);
+    await hurt(f);
+    const fails = c.stats.checksumFailures;
+    t.equal(c.openWhole(bid, 40_000), undefined, `${what}: refused at open (the caller reads from S3)`);
+    t.equal(c.stats.checksumFailures, fails + 1, `${what}: counted`);
+    t.equal((await readFile(f.map)).readUInt32LE(HEADER_BYTES), 0, `${what}: its entry zeroed`);
+    t.equal(c.smallBufferBytes.inUse, 0, `${what}: its buffer given back`);
+  }
 });
 
 t.test('FastFile core: a file whole on disk is read through openWhole, with no GET; a bad block mid-file falls back to S3', async (t) => {
