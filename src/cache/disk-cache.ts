@@ -25,17 +25,31 @@
  * a bad block's entry is zeroed, counted (sluice_disk_cache_checksum_failures_total) and
  * reported as a miss, so the caller fetches it from S3 again. Never served.
  *
- * Writes: per block, pwrite of the bytes at i * B, then pwrite of the entry (8 bytes) —
- * a block is marked present only after its bytes are written. No rename, no fsync: a
- * kill -9 between the two leaves bytes without an entry (absent, rewritten by the next
- * GET); a power loss may leave an entry whose bytes never reached the disk, and its CRC
- * catches that. Two processes writing one block write the same bytes (same ETag), so
- * their races are harmless, and a torn entry fails its CRC. Correctness never rests on
- * the sidecar being right, only on the CRC: a lost sidecar makes the object absent; a
- * sidecar paired with a recreated data file fails its CRCs. Writes happen off the read
- * path, in the background: a queue of at most WRITE_QUEUE_BYTES (full: the block is not
- * cached; never waits), WRITE_CONCURRENCY at once, paced by --cache-dir-write-rate.
- *
+ * Writes: a fetched run of blocks is queued as one run (writeRun: TieredClient hands over
+ * a GET's whole buffer) and written in jobs of up to WRITE_RUN_BYTES: per job, one read of
+ * the sidecar's entries (blocks already present are left alone), then, per run of missing
+ * blocks, one pwrite of the bytes at first * B (block i is at i * B, so the run is
+ * contiguous in the file) and, once every byte of it is written, one pwrite of the run's
+ * entries: a block is marked present only after its bytes are written. Each block's
+ * CRC32C is taken when the run is queued, from the bytes as fetched, so a buffer changed
+ * before its job wrote it can only give a block that fails its CRC (never served). No
+ * copy where the buffer can be held: a pooled GET buffer is kept from reuse by a
+ * reference (RangeOptions.hold) until its job is done; only a caller's buffer that cannot
+ * be held is copied. No rename, no fsync: a kill -9 between the two pwrites leaves bytes
+ * without entries (absent, rewritten by the next GET), and between the entries' pages
+ * at worst some entries of the run (each entry's block is whole already); a power loss
+ * may leave an entry whose bytes never reached the disk, and its CRC catches that. Two
+ * processes writing one block write the same bytes (same ETag), so their races are
+ * harmless, and a torn entry fails its CRC. Correctness never rests on the sidecar being
+ * right, only on the CRC: a lost sidecar makes the object absent; a sidecar paired with a
+ * recreated data file fails its CRCs. Writes happen off the read path, in the background:
+ * a queue of at most WRITE_QUEUE_BYTES (full: the run is not cached; never waits),
+ * WRITE_CONCURRENCY jobs at once, paced by --cache-dir-write-rate. What a GB of epoch 1
+ * costs the writer (BENCHMARKS.md, t14-epoch1): ~256 jobs and ~750 syscalls, the CRCs
+ * (~0.16 s), and the kernel's copy into the page cache, which dominates (1-3 CPU s/GB on
+ * this kind of VM, whose fresh page-cache pages fault in the host; an O_DIRECT write from
+ * the held, aligned buffer would cost ~0.02 s/GB but leave the tier out of the page cache
+ * for the next epoch: not done, see BENCHMARKS.md).
  * Reads take few syscalls: a cache file's two fds stay open in this process (HANDLES_KEPT
  * objects, more while in use); a range of present blocks is one pread (entries: one small
  * pread of the sidecar). openWhole() is the whole-file fast path FastFile uses for a file
