@@ -211,6 +211,8 @@ export interface DiskCacheOptions {
   freeBytes?: (dir: string) => Promise<number>;
   /** Test hook: called right before each write syscall of the writer (bytes of a run, or its entries). */
   onWrite?: (e: WriteEvent) => void;
+  /** --cache-dir-direct-write: whole blocks are written with O_DIRECT where the buffer and filesystem allow it. */
+  directWrite?: boolean;
 }
 
 export interface DiskCacheStats {
@@ -224,6 +226,8 @@ export interface DiskCacheStats {
   /** Write syscalls of block bytes (one per run of blocks) and of sidecar entries (one per run). */
   dataWrites: number;
   entryWrites: number;
+  /** Bytes written with O_DIRECT (--cache-dir-direct-write). */
+  directBytes: number;
 }
 
 /** A whole-present object read straight from its cache file (openWhole). */
@@ -265,6 +269,8 @@ interface Handle {
   /** Reads and writes using the fds now; they are closed only at 0 once dropped. */
   refs: number;
   dropped: boolean;
+  /** The data file opened O_DIRECT for the writer (--cache-dir-direct-write), once it has written. */
+  direct?: number | undefined;
 }
 
 const pageUp = (n: number) => Math.ceil(n / PAGE) * PAGE;
@@ -310,7 +316,7 @@ export class DiskCache {
   readonly blockSize = DISK_BLOCK_SIZE;
   readonly root: string;
   readonly maxBytes: number;
-  readonly stats: DiskCacheStats = { hits: 0, misses: 0, checksumFailures: 0, written: 0, writtenBytes: 0, evictions: 0, skipped: 0, dataWrites: 0, entryWrites: 0 };
+  readonly stats: DiskCacheStats = { hits: 0, misses: 0, checksumFailures: 0, written: 0, writtenBytes: 0, evictions: 0, skipped: 0, dataWrites: 0, entryWrites: 0, directBytes: 0 };
   readonly grantBytes: number;
 
   private readonly lock: DiskLock;
@@ -319,6 +325,10 @@ export class DiskCache {
   private readonly freeBytes: (dir: string) => Promise<number>;
   private readonly writeRate: number;
   private readonly onWrite: ((e: WriteEvent) => void) | undefined;
+  /** O_DIRECT writes: asked for, and not refused by the filesystem so far. */
+  private direct: boolean;
+  /** Buffers an O_DIRECT write refused (not aligned): written the ordinary way from then on. */
+  private readonly unaligned = new WeakSet<ArrayBufferLike>();
   /** Grant left to write into, and bytes written from it (not yet in the ledger's files). */
   private left = 0;
   private consumed = 0;
@@ -350,6 +360,7 @@ export class DiskCache {
     this.freeBytes = o.freeBytes ?? statfsFree;
     this.writeRate = o.writeBytesPerSec;
     this.onWrite = o.onWrite;
+    this.direct = o.directWrite === true;
     this.grantBytes = Math.max(GRANT_MIN, Math.min(GRANT_MAX, Math.floor(maxBytes * GRANT_SHARE)));
     diskCacheCapacityBytes.inc(maxBytes);
   }
@@ -803,6 +814,7 @@ export class DiskCache {
   private closeFds(h: Handle): void {
     try { closeSync(h.data); } catch { /* ignore */ }
     try { closeSync(h.map); } catch { /* ignore */ }
+    if (h.direct !== undefined) try { closeSync(h.direct); } catch { /* ignore */ }
   }
 
   private header(name: string): Buffer {
@@ -891,12 +903,7 @@ export class DiskCache {
         const bytes = job.data.subarray(i * B, j * B + len(j));
         const at = (job.first + i) * B;
         this.onWrite?.({ what: 'data', file: this.fileOf(h.name), first: job.first + i, blocks: j - i + 1, bytes: bytes.length });
-        let done = 0;
-        while (done < bytes.length) {
-          const w = await pwriteP(h.data, bytes.subarray(done), at + done);
-          if (w <= 0) throw new Error('pwrite wrote nothing');
-          done += w;
-        }
+        await this.writeBytes(h, bytes, at);
         this.stats.dataWrites++;
         // The bytes are in the file: only now are the blocks marked present.
         const ents = Buffer.allocUnsafe((j - i + 1) * ENTRY_BYTES);
@@ -928,6 +935,38 @@ export class DiskCache {
       // Back into the grant it came from (a refill meanwhile returned that grant whole to the ledger).
       if (grant === this.grantSeq) this.left += size - used;
       if (h) this.release(h);
+    }
+  }
+
+  /**
+   * pwrite of all of `bytes` at `at`. With --cache-dir-direct-write, its whole 4 KiB pages go
+   * through an O_DIRECT fd (no copy into the page cache: the device reads the buffer, which
+   * the job holds until then) and the rest, a last block's tail, the ordinary way. A
+   * buffer O_DIRECT refuses (EINVAL: not aligned) is remembered and written the ordinary
+   * way; a filesystem that refuses it at open turns O_DIRECT off for this process.
+   */
+  private async writeBytes(h: Handle, bytes: Buffer, at: number): Promise<void> {
+    let done = 0;
+    const aligned = Math.floor(bytes.length / PAGE) * PAGE;
+    if (this.direct && aligned > 0 && at % PAGE === 0 && !this.unaligned.has(bytes.buffer)) {
+      try {
+        h.direct ??= await openP(this.fileOf(h.name), fsc.O_WRONLY | fsc.O_DIRECT);
+        while (done < aligned) {
+          const w = await pwriteP(h.direct, bytes.subarray(done, aligned), at + done);
+          if (w <= 0 || w % PAGE !== 0) throw Object.assign(new Error('short O_DIRECT write'), { code: 'EINVAL' });
+          done += w;
+          this.stats.directBytes += w;
+        }
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err;
+        if (h.direct === undefined) this.direct = false; // the filesystem has no O_DIRECT (tmpfs)
+        else this.unaligned.add(bytes.buffer);
+      }
+    }
+    while (done < bytes.length) {
+      const w = await pwriteP(h.data, bytes.subarray(done), at + done);
+      if (w <= 0) throw new Error('pwrite wrote nothing');
+      done += w;
     }
   }
 

@@ -150,6 +150,7 @@ export interface DiskTierOptions {
   cacheDir?: string | undefined;
   cacheDirSize?: number | undefined;
   cacheDirWriteRate: number;
+  cacheDirDirectWrite?: boolean | undefined;
   endpoint?: string | undefined;
   region?: string | undefined;
 }
@@ -165,7 +166,7 @@ export async function acquireDiskTier(o: DiskTierOptions): Promise<{ cache: Disk
   let entry = shared.get(dir);
   if (!entry) {
     entry = {
-      cache: DiskCache.open({ dir, ...(o.cacheDirSize !== undefined ? { maxBytes: o.cacheDirSize } : {}), writeBytesPerSec: o.cacheDirWriteRate }),
+      cache: DiskCache.open({ dir, ...(o.cacheDirSize !== undefined ? { maxBytes: o.cacheDirSize } : {}), writeBytesPerSec: o.cacheDirWriteRate, ...(o.cacheDirDirectWrite ? { directWrite: true } : {}) }),
       users: 0,
     };
     shared.set(dir, entry);
