@@ -10,7 +10,8 @@
  *  - random: one reader with `threads` concurrent preads at seeded offsets of one
  *    large file on a fresh mount; checked against the source's bytes at those offsets;
  *  - ttfb: seconds from spawning the mount to the first file's bytes (polled);
- *  - list: seconds from spawning the mount until a walk sees every key.
+ *  - list: seconds from spawning the mount until a walk sees every key (the run's
+ *    deadline is checked inside a walk too, so a stuck listing ends in time).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -144,14 +145,35 @@ export function checkHashes(expected: string[], got: ReadResult): number {
   return bad;
 }
 
-async function walkCount(dir: string, limitEntries: number): Promise<string[]> {
+/** Thrown by walkCount when its deadline passes, in the middle of a walk too. */
+export class WalkDeadlineError extends Error { override name = 'WalkDeadlineError'; }
+
+type Readdir = (p: string) => Promise<{ name: string; isDirectory(): boolean }[]>;
+const readdirTyped: Readdir = (p) => readdir(p, { withFileTypes: true });
+
+/**
+ * Every file under `dir` (stops past `limitEntries`). Checks `deadlineMs` (epoch ms) before
+ * each folder and races each readdir against it, so a listing stuck inside one walk (a
+ * slow or hung mount) ends at the deadline, not when the walk would have finished; the
+ * stuck readdir itself ends when the runner stops the mount.
+ */
+export async function walkCount(dir: string, limitEntries: number, deadlineMs = Infinity, list: Readdir = readdirTyped): Promise<string[]> {
   const out: string[] = [];
   const stack = [''];
   while (stack.length > 0 && out.length <= limitEntries) {
     const rel = stack.pop()!;
-    for (const e of await readdir(path.join(dir, rel), { withFileTypes: true })) {
-      const r = rel ? `${rel}/${e.name}` : e.name;
-      if (e.isDirectory()) stack.push(r); else out.push(r);
+    const left = deadlineMs - epochMs();
+    if (left <= 0) throw new WalkDeadlineError('deadline passed during the walk');
+    let timer: NodeJS.Timeout | undefined;
+    const late = Number.isFinite(left) ? new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new WalkDeadlineError('deadline passed in a readdir')), left); }) : undefined;
+    try {
+      const entries = late ? await Promise.race([list(path.join(dir, rel)), late]) : await list(path.join(dir, rel));
+      for (const e of entries) {
+        const r = rel ? `${rel}/${e.name}` : e.name;
+        if (e.isDirectory()) stack.push(r); else out.push(r);
+      }
+    } finally {
+      clearTimeout(timer);
     }
   }
   return out;
@@ -211,7 +233,10 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
         const want = new Set(objs.map((x) => rel(x.key)));
         for (;;) {
           if (epochMs() > deadline) throw new Error(`listing incomplete after ${killAfter / 1000} s`);
-          const names = await walkCount(m.dir, want.size + 10).catch(() => [] as string[]);
+          const names = await walkCount(m.dir, want.size + 10, deadline).catch((err: unknown) => {
+            if (err instanceof WalkDeadlineError) throw new Error(`listing incomplete after ${killAfter / 1000} s (a walk was still running)`);
+            return [] as string[];
+          });
           if (names.length >= want.size) {
             r.seconds = (epochMs() - m.startMs) / 1000;
             r.value = r.seconds;
