@@ -51,9 +51,9 @@ export interface ReadResult {
   /** Epoch ms when the first byte arrived. */
   firstByteMs: number | undefined;
   bytes: number;
-  /** The reader process's CPU seconds (user + system) over the timed span (reading, plus any inline hashing). */
+  /** The reader process's CPU seconds (user + system) spent reading: the timed span's, less any inline hashing. */
   cpuSeconds?: number;
-  /** CPU seconds spent hashing: inline (inside the span, also in cpuSeconds) plus after the span. */
+  /** CPU seconds spent hashing: inline (inside the span) plus after the span. */
   hashCpuSeconds?: number;
   /** How the reader hashed (ReaderHashing.hash), and how many bytes it hashed inside the timed span. */
   hash?: 'after' | 'inline';

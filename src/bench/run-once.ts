@@ -49,7 +49,7 @@ export interface RunResult {
    * daemon's ~0.8 s of start-up over a run of 0.1-0.3 GB would add 3-8 s/GB to it.
    */
   startupCpuSeconds?: number;
-  /** The reader processes' CPU time over their timed spans (reading, plus inline hashing), summed. */
+  /** The reader processes' CPU time spent reading (their timed spans, less inline hashing), summed. */
   readerCpuSeconds?: number;
   /** The reader processes' hashing CPU time (inline and after the span), summed. */
   readerHashCpuSeconds?: number;

@@ -55,7 +55,7 @@ export interface Figure {
   peakRssBytes: number | null;
   /** The target's (sluice daemon or peer) CPU seconds per GB read: utime + stime over the run. */
   cpuSecondsPerGB: number | null;
-  /** The reader processes' CPU seconds per GB over their timed spans (the training job's share of the I/O cost; inline hashing included). */
+  /** The reader processes' CPU seconds per GB spent reading (the training job's share of the I/O cost; hashing apart, below). */
   readerCpuSecondsPerGB: number | null;
   /** The reader processes' sha256 CPU seconds per GB, inline or after the span (src/bench/reader.ts). */
   readerHashCpuSecondsPerGB?: number | null;
