@@ -10,6 +10,11 @@
  *  - random: one reader with `threads` concurrent preads at seeded offsets of one
  *    large file on a fresh mount; checked against the source's bytes at those offsets;
  *  - ttfb: seconds from spawning the mount to the first file's bytes (polled);
+ * Reader processes are started, and map the arena they keep bytes in (reader.ts), before
+ * the target starts, and get their plan once it is ready: neither node's start-up nor the
+ * arena is in any target's time, and a Pipe host gets no head start while readers load.
+ * By default they hash after their timed span (ScenarioDef.readerHash), as the link limit
+ * does, so a figure over the limit compares the data source with the link alone.
  *  - list: seconds from spawning the mount until a walk sees every key (the run's
  *    deadline is checked inside a walk too, so a stuck listing ends in time).
  */
