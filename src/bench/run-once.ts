@@ -91,6 +91,7 @@ export async function prepareReader(h: ReaderHashing, threads: number, killAfter
     if (readyCb && out.startsWith('ready\n')) { out = out.slice(6); readyCb(); readyCb = undefined; }
   });
   child.stderr.on('data', (b: Buffer) => { if (err.length < 4000) err += b.toString(); });
+  child.stdin.on('error', () => {}); // EPIPE from a reader that died: its exit code says why
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   const why = (code: number | null) => new Error(`reader exited (${code}) without a result: ${err.trim().split('\n').slice(-2).join(' ')}`);
   const ready = new Promise<void>((resolve) => { readyCb = resolve; });
