@@ -100,6 +100,17 @@ t.test('issue 11: FastFile\'s large-read targets get a row per reader count (1 a
   t.equal(row(/FastFile ÷ s3fs$/, 'bulk-4 (4 readers)')[0]!.measured, '0.94×');
   t.equal(checks.filter((c) => c.where === 'bulk-4 (1 reader)').length, 0, 'no "not measured" 1-reader rows for a 4-reader scenario');
   t.equal(row(/Pipe mode/, 'bulk-1 (1 reader)').length, 1, 'Pipe and File rows stay at 1 reader');
+
+  // The same targets under a second profile (no latency, or an HTTPS twin) get their own rows.
+  const two = results([
+    ...res.figures,
+    fig({ target: 'FastFile', value: 196, scenario: 'bulk-4', readers: 4, profile: 'no-latency', cpuSecondsPerGB: 2 }),
+    fig({ target: 's3fs', value: 150, scenario: 'bulk-4', readers: 4, profile: 'no-latency', cpuSecondsPerGB: 2.5 }),
+  ]);
+  two.profiles.push({ name: 'no-latency', ttfbMs: 0, bytesPerSec: 0, description: 'no-latency: none' });
+  const nl = targetChecks(two).filter((c) => c.where === 'bulk-4 (4 readers), no-latency');
+  t.same(nl.map((c) => [c.measured, c.met]), [['98%', true], ['1.31×', true], ['0.80×', true]], 'link, rate and CPU rows for the second profile');
+  t.equal(targetChecks(two).filter((c) => /Pipe|File mode|Memory/.test(c.target) && c.where.includes('no-latency')).length, 0, 'other targets stay on the first profile');
 });
 
 t.test('the readers\' CPU is split read + hash, and inline hashing is marked', async (t) => {
