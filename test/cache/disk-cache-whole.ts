@@ -82,10 +82,10 @@ t.test('out of order and several at once: every byte right, each read from disk 
     const w = c.openWhole(id('big'), size)!;
     t.ok(w, 'whole on disk');
     t.ok((await readLikeKernel(w, size, seed)).equals(bodies.get('big')!), `seed ${seed}: right bytes`);
-    t.equal(w.stats.bytes, size, 'every byte served by the ring');
-    t.equal(w.stats.preadBytes, size, 'each byte read from disk (and checked) once: no window read twice');
-    t.equal(w.stats.strays, 0, 'no read fell behind the ring');
-    t.equal(w.stats.reads, Math.ceil(size / READ), 'every read answered once');
+    t.equal(w.stats!.bytes, size, 'every byte served by the ring');
+    t.equal(w.stats!.preadBytes, size, 'each byte read from disk (and checked) once: no window read twice');
+    t.equal(w.stats!.strays, 0, 'no read fell behind the ring');
+    t.equal(w.stats!.reads, Math.ceil(size / READ), 'every read answered once');
     w.close();
   }
   t.equal(c.stats.checksumFailures, 0);
@@ -104,7 +104,7 @@ t.test('a read far behind the stream, a jump back and a random read are served r
   const behind = (11 - RING_BEHIND - 2) * WINDOW + 4096;
   t.equal(await w.read(dst, READ, behind), READ, 'a read behind the ring');
   t.ok(dst.equals(body.subarray(behind, behind + READ)), 'right bytes');
-  t.equal(w.stats.strays, 1, 'served alone (one pread of its blocks), the ring left as it was');
+  t.equal(w.stats!.strays, 1, 'served alone (one pread of its blocks), the ring left as it was');
   // A read across a window's end, unaligned.
   const across = 12 * WINDOW - 1000;
   t.equal(await w.read(dst, READ, across), READ);
@@ -127,7 +127,7 @@ t.test('a block that goes bad on disk mid-file is caught when its window is read
   const dst = Buffer.alloc(READ);
   t.equal(await w.read(dst, READ, 0), READ, 'the first read starts the read-ahead');
   // Wait until the windows read ahead are in (each was checked when read).
-  for (let i = 0; i < 200 && w.stats.preadBytes < (1 + RING_AHEAD) * WINDOW; i++) await new Promise((r) => setTimeout(r, 5));
+  for (let i = 0; i < 200 && w.stats!.preadBytes < (1 + RING_AHEAD) * WINDOW; i++) await new Promise((r) => setTimeout(r, 5));
   await new Promise((r) => setTimeout(r, 50));
   const f = c.filesOf(id('f'));
   const data = await readFile(f.data);
@@ -176,7 +176,7 @@ t.test('the buffer budget: full rings, then smaller ones, then the usual path; b
   t.ok(c.wholeBufferInUse <= WHOLE_BUFFER_BYTES, 'within the budget');
   t.equal(c.openWhole(id(`b${full}`), big + full), undefined, 'past the budget: the usual path');
   t.ok((await readLikeKernel(small, big + full - 1, 9)).equals(bodies.get(`b${full - 1}`)!), 'the smaller ring reads right, out of order too');
-  t.equal(small.stats.strays, 0);
+  t.equal(small.stats!.strays, 0);
   t.ok((await readLikeKernel(one, WINDOW - 5, 4)).equals(bodies.get('one')!), 'the one-window file reads right');
   small.close();
   one.close();
