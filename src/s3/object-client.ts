@@ -62,6 +62,13 @@ export interface RangeOptions extends RequestOptions {
    * ignores it resolves with a buffer of its own, so callers compare before reusing `into`.
    */
   into?: Buffer;
+  /**
+   * Called as bytes land in `into` (issue 11, File mode writes them as they arrive): the
+   * first `filled` bytes of `into` hold their final, validated bytes and no later attempt
+   * writes them again. Called with growing values, any number of times (possibly never,
+   * by a client that does not track landing); only when `into` is honoured.
+   */
+  onFilled?: (filled: number) => void;
 }
 
 export interface StreamOptions extends RequestOptions {
