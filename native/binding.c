@@ -13,19 +13,12 @@
  *          tryLock(fd: number, exclusive: boolean): boolean   (flock LOCK_NB; false when held elsewhere)
  *          unlock(fd: number): undefined
  *          allocPrefaulted(bytes: number): Buffer | undefined   (see js_alloc_prefaulted)
- *          mapFile(fd: number, offset: number, length: number): Buffer | undefined   (see js_map_file)
- *          unmapFile(buf: Buffer): undefined
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* fallocate(2) */
-#endif
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
-#include <stdbool.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -268,110 +261,6 @@ static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/*
- * ---- File mode (issue 11): ranged GETs land in the file's own pages ----
- *
- * mapFile(fd, offset, length): Buffer maps [offset, offset+length) of a file opened read-write,
- * MAP_SHARED, so the bytes a GET lands there (src/s3/wire.ts reads the socket straight into
- * it) are the file's page-cache pages: no slab, no second copy, no write call. The range is
- * first reserved with fallocate(2), so a full disk is an ENOSPC thrown here, never a SIGBUS on
- * a later store into a hole; its pages are then populated in one call (MADV_POPULATE_WRITE),
- * as for allocPrefaulted. The mapping starts at the page below `offset` (mmap needs an aligned
- * offset); the Buffer covers exactly the range. unmapFile(buf) unmaps it at once (the pages
- * stay in the page cache as the file's dirty data); a Buffer never given to unmapFile is
- * unmapped when V8 collects it. After unmapFile the Buffer must not be touched: the caller
- * (src/channels/file-mode.ts) drops it when the GET that lands in it has settled, and a
- * settled GET writes nothing more (src/s3/range-reader.ts getRange).
- */
-struct sluice_file_map {
-  void *base;
-  size_t len;
-};
-
-static void free_file_map(napi_env env, void *data, void *hint) {
-  (void)data;
-  struct sluice_file_map *m = hint;
-  if (m->base != NULL) {
-    int64_t ignored;
-    munmap(m->base, m->len);
-    (void)napi_adjust_external_memory(env, -(int64_t)m->len, &ignored);
-  }
-  free(m);
-}
-
-static int get_int64(napi_env env, napi_value value, const char *what, int64_t *out) {
-  if (napi_get_value_int64(env, value, out) != napi_ok || *out < 0) {
-    char message[128];
-    snprintf(message, sizeof message, "%s must be a non-negative integer", what);
-    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", message);
-    return 0;
-  }
-  return 1;
-}
-
-static napi_value js_map_file(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4];
-  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  bool populate = true;
-  if (argc >= 4) (void)napi_get_value_bool(env, argv[3], &populate);
-  int32_t fd = 0;
-  int64_t offset = 0, length = 0;
-  if (argc < 3 || !get_int32(env, argv[0], "fd", &fd) || !get_int64(env, argv[1], "offset", &offset) || !get_int64(env, argv[2], "length", &length)) return NULL;
-  if (length <= 0 || length > INT32_MAX) {
-    napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "length must be > 0 and < 2 GiB");
-    return NULL;
-  }
-  int rc;
-  do { rc = fallocate(fd, 0, (off_t)offset, (off_t)length); } while (rc < 0 && errno == EINTR);
-  if (rc < 0) return throw_errno(env, -errno, "fallocate", NULL);
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  size_t delta = (size_t)offset & (page - 1);
-  size_t len = (delta + (size_t)length + page - 1) & ~(page - 1);
-  void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)((size_t)offset - delta));
-  if (base == MAP_FAILED) return throw_errno(env, -errno, "mmap", NULL);
-  if (populate) (void)madvise(base, len, MADV_POPULATE_WRITE); /* EINVAL before 5.14: pages fault in as bytes land */
-  struct sluice_file_map *m = malloc(sizeof *m);
-  if (m == NULL) {
-    munmap(base, len);
-    return throw_errno(env, -ENOMEM, "malloc", NULL);
-  }
-  m->base = base;
-  m->len = len;
-  napi_value result;
-  if (napi_create_external_buffer(env, (size_t)length, (char *)base + delta, free_file_map, m, &result) != napi_ok) {
-    munmap(base, len);
-    free(m);
-    const napi_extended_error_info *e = NULL;
-    napi_get_last_error_info(env, &e);
-    return NULL; /* undefined: external buffers not allowed here; the caller writes from slabs */
-  }
-  int64_t ignored;
-  (void)napi_adjust_external_memory(env, (int64_t)len, &ignored);
-  /* unmapFile finds the mapping through the Buffer; the Buffer's finalizer frees `m`. */
-  CHECK_NAPI(env, napi_wrap(env, result, m, NULL, NULL, NULL));
-  return result;
-}
-
-static napi_value js_unmap_file(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  void *hint = NULL;
-  if (argc < 1 || napi_unwrap(env, argv[0], &hint) != napi_ok || hint == NULL) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "unmapFile takes a Buffer from mapFile");
-    return NULL;
-  }
-  struct sluice_file_map *m = hint;
-  if (m->base != NULL) {
-    int64_t ignored;
-    munmap(m->base, m->len);
-    (void)napi_adjust_external_memory(env, -(int64_t)m->len, &ignored);
-    m->base = NULL;
-  }
-  return NULL;
-}
-
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"mkfifo", NULL, js_mkfifo, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -381,8 +270,6 @@ static napi_value init(napi_env env, napi_value exports) {
     {"tryLock", NULL, js_try_lock, NULL, NULL, NULL, napi_enumerable, NULL},
     {"unlock", NULL, js_unlock, NULL, NULL, NULL, napi_enumerable, NULL},
     {"allocPrefaulted", NULL, js_alloc_prefaulted, NULL, NULL, NULL, napi_enumerable, NULL},
-    {"mapFile", NULL, js_map_file, NULL, NULL, NULL, napi_enumerable, NULL},
-    {"unmapFile", NULL, js_unmap_file, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -20,19 +20,22 @@
  *     sees only channels; it is rewritten after each run, also a failed one, with the
  *     files that completed. No record, no skip.
  *  4. Each object is split into parts of --part-size (one part when smaller). Parts are
- *     fetched with ranged GETs pinned to the listed ETag, at most --max-connections at once
- *     and at most --max-inflight bytes requested at once (a part larger than the budget
- *     still runs, alone). Objects start in key order, so small files finish early and
- *     large ones are fetched in parallel parts.
+ *     fetched with ranged GETs pinned to the listed ETag, at most --max-connections at once,
+ *     from one queue across objects (no object waits for the one before it to finish).
+ *     A part holds its connection only while its GET runs and its memory until its bytes
+ *     are in the file; parts held are bounded by --max-inflight and by --max-connections +
+ *     WRITE_SLACK_PARTS (a part larger than the budget still runs, alone). Objects start in
+ *     key order, so small files finish early and large ones are fetched in parallel parts.
  *  5. Parts are written into "<name>.sluice-part" beside the target, which is renamed
  *     over the target when all its parts are in: a crash never leaves a half-written
  *     file under the final name. On failure or abort, temp files are removed (after a
  *     kill -9, the next run's sweep removes them; the script never starts on a
  *     channel that was not completed).
  *     Each part is one ranged GET into a buffer from a BufferPool (../cache/buffer-pool.ts)
- *     of part-sized slabs, bounded by --max-inflight: the body lands there straight from
- *     the socket (../s3/wire.ts), then one pwritev writes it from that very buffer, and
- *     the slab carries the next part. So no byte is copied in user space, and after the
+ *     of part-sized slabs: the body lands there straight from the socket (../s3/wire.ts),
+ *     and pwritev writes it from that very buffer in WRITE_PIECE pieces as they land
+ *     (RangeOptions.onFilled), so a GET's end leaves at most a piece to write and the
+ *     connection goes on to the next part at once; the slab carries a later part. So no byte is copied in user space, and after the
  *     first --max-inflight bytes no fresh memory is touched (fresh pages cost a page
  *     fault per 4 KiB on our VMs). The slabs come from the addon's allocPrefaulted: 2 MiB
  *     aligned, huge pages where THP allows, mapped in one call, so even the first ones
@@ -40,7 +43,14 @@
  *     Measured (4 x 64 MiB, no latency): see BENCHMARKS.md "File mode and Pipe slabs".
  *     Tails and small files get a buffer of their own.
  *  6. Progress: a cli-progress bar on a TTY (bytes, files, MB/s, ETA); otherwise a log
- *     line every LOG_INTERVAL_MS.
+ *     line every LOG_INTERVAL_MS. At debug level, one line per part (GET and write times).
+ *  7. No fsync. A process crash (kill -9, OOM kill) loses nothing written: the kernel keeps
+ *     the pages, and the next run sweeps the "*.sluice-part" files and keeps the renamed
+ *     files its record vouches for. An OS crash or power loss can leave a renamed file with
+ *     its size but not all its bytes on disk; the channel is a copy of S3 for this job, so
+ *     sluice does not pay a flush of every byte before the script starts (aws s3 cp does
+ *     not fsync either). After such a crash, remove the channel's record (SEMANTICS.md).
+ *     Measured (issue 11, File mode vs aws s3 cp): BENCHMARKS.md "t11-file".
  * The bytes are written as stored: CompressionType does not apply to File mode.
  */
 import { lstat, mkdir, open, readdir, readFile, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
@@ -53,7 +63,7 @@ import { channelObjects, channelSkippedBytes, servedBytes } from '../metrics/met
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
 import { BufferPool } from '../cache/buffer-pool.js';
-import { fileMapping, prefaultedAlloc } from '../pipe/native.js';
+import { prefaultedAlloc } from '../pipe/native.js';
 import { explainDeadMount } from '../fuse/mountpoint.js';
 
 export interface DownloadObject {
@@ -321,8 +331,6 @@ async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, 
   // Slabs mapped up front, in huge pages where THP allows (../pipe/native.ts): see step 5 above.
   const alloc = prefaultedAlloc();
   const pool = new BufferPool({ maxBytes: o.maxInflight + o.partSize, unit: o.partSize, ...(alloc ? { alloc } : {}) });
-  // Parts land in the file's own pages where the addon and the filesystem allow (see landMapped).
-  let mapper = fileMapping();
   // Parts held: every connection's, and a few whose last piece is still being written. More
   // would only touch more fresh memory (a fault per 4 KiB): the disk is not what waits.
   const budget = Math.min(o.maxInflight, (o.maxConnections + WRITE_SLACK_PARTS) * o.partSize);
@@ -362,10 +370,6 @@ async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, 
   async function runPart(p: Part, onGetDone: () => void, release: () => void): Promise<void> {
     const { job } = p;
     const len = p.end - p.start;
-    if (mapper && len >= MAP_MIN_BYTES && await landMapped(p, onGetDone)) {
-      release();
-      return partDone(p);
-    }
     // Whole parts land in a recycled slab (straight from the socket, src/s3/wire.ts) and go
     // to the file with pwritev from it, piece by piece as they land; tails and small files get
     // a buffer of their own, written when complete.
@@ -373,7 +377,7 @@ async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, 
     const t0 = performance.now();
     let writer: PieceWriter | undefined;
     try {
-      if (slab) writer = new PieceWriter(() => (job.fd ??= open(job.temp, 'w+')), slab.buf, p.start);
+      if (slab) writer = new PieceWriter(() => (job.fd ??= open(job.temp, 'w')), slab.buf, p.start);
       let buf: Buffer;
       try {
         buf = await job.obj.client.getRange(job.obj.key, p.start, p.end, job.obj.etag, { signal, ...(writer ? { into: writer.buf, onFilled: writer.onFilled } : {}) });
@@ -384,7 +388,7 @@ async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, 
       if (writer && buf === writer.buf) {
         await writer.finish(len);
       } else {
-        job.fd ??= open(job.temp, 'w+');
+        job.fd ??= open(job.temp, 'w');
         await writeAllAt(await job.fd, [buf], buf.length, p.start);
       }
       if (log.isLevelEnabled('debug')) log.debug({ channel: o.channel, key: job.obj.key, start: p.start, bytes: len, getMs: Math.round(t1 - t0), writeMs: Math.round(performance.now() - t1), gets }, 'File mode: part written');
@@ -395,45 +399,6 @@ async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, 
       release();
     }
     return partDone(p);
-  }
-
-  /**
-   * Lands part `p` straight in the file: its range is reserved and mapped (fileMapping), the
-   * GET reads the socket into those pages, and they are unmapped when it settles. Bytes are
-   * in the page cache the moment they arrive; nothing is copied in user space and no write
-   * call is made. False (nothing done) when the filesystem cannot (no fallocate or shared
-   * mappings): this and later parts then go through slabs.
-   */
-  async function landMapped(p: Part, onGetDone: () => void): Promise<boolean> {
-    const { job } = p;
-    const len = p.end - p.start;
-    const fh = await (job.fd ??= open(job.temp, 'w+'));
-    const mp = mapper;
-    if (mp === undefined) return false; // another part found that this filesystem cannot
-    let m: Buffer | undefined;
-    try {
-      m = mp.map(fh.fd, p.start, len, MAP_POPULATE);
-    } catch (err) {
-      if (!MAP_UNSUPPORTED.has((err as NodeJS.ErrnoException).code ?? '')) throw err; // ENOSPC, EIO...: the download fails
-      log.debug({ err, channel: o.channel }, 'File mode: this filesystem cannot map files for writing; parts go through slabs');
-      mapper = undefined;
-    }
-    if (m === undefined) return false;
-    const t0 = performance.now();
-    try {
-      let buf: Buffer;
-      try {
-        buf = await job.obj.client.getRange(job.obj.key, p.start, p.end, job.obj.etag, { signal, into: m });
-      } finally {
-        onGetDone();
-      }
-      // A client that does not land in `into` gave a buffer of its own.
-      if (buf !== m) await writeAllAt(fh, [buf], buf.length, p.start);
-    } finally {
-      mp.unmap(m); // getRange has settled: nothing lands there any more
-    }
-    if (log.isLevelEnabled('debug')) log.debug({ channel: o.channel, key: job.obj.key, start: p.start, bytes: len, getMs: Math.round(performance.now() - t0), gets, mapped: true }, 'File mode: part written');
-    return true;
   }
 
   async function partDone(p: Part): Promise<void> {
@@ -447,16 +412,6 @@ async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, 
 
 /** 2: parts beyond one per connection that may wait for their last piece's write. */
 const WRITE_SLACK_PARTS = 2;
-
-/**
- * 256 KiB: parts at least this large land in the file's mapped pages. Mapping costs four
- * syscalls (fallocate, mmap, madvise, munmap) whatever the size, about what copying 256 KiB
- * costs; smaller tails and files get a buffer of their own and one pwritev.
- */
-const MAP_MIN_BYTES = 256 * 1024;
-const MAP_POPULATE = true;
-/** Errors of fallocate/mmap that mean "this filesystem cannot", not "this write failed". */
-const MAP_UNSUPPORTED = new Set(['EOPNOTSUPP', 'ENOTSUP', 'ENODEV', 'EINVAL', 'EACCES', 'EPERM', 'ENOSYS']);
 
 /**
  * 1 MiB: the bytes of a part written with one pwritev as they land. A piece costs one

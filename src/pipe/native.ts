@@ -32,9 +32,6 @@ interface NativeAddon {
   unlock?(fd: number): void;
   /** A buffer whose pages are mapped (huge pages where allowed) before first use; undefined when external buffers are not allowed (absent from an old build). */
   allocPrefaulted?(bytes: number): Buffer | undefined;
-  /** Issue 11, File mode: [offset, offset+length) of a read-write fd, reserved (fallocate) and mapped shared; see fileMapping(). */
-  mapFile?(fd: number, offset: number, length: number, populate?: boolean): Buffer | undefined;
-  unmapFile?(buf: Buffer): void;
 }
 
 export type FifoBackend = 'native' | 'mkfifo-command';
@@ -99,21 +96,6 @@ export function prefaultedAlloc(): ((bytes: number) => Buffer) | undefined {
       return Buffer.allocUnsafe(n); // ENOMEM from mmap: let V8 try (and report) as it would anyway
     }
   };
-}
-
-/**
- * Issue 11, File mode: map a range of a file so a GET lands in its page-cache pages (native/
- * binding.c js_map_file). map() reserves the range (fallocate: ENOSPC is thrown there, not a
- * SIGBUS later) and returns a Buffer over it, or undefined when external buffers are not
- * allowed; it throws the system error (EOPNOTSUPP where the filesystem has no fallocate).
- * unmap() releases it at once: the Buffer must not be touched after. Undefined when the addon
- * is not built, is an older build, or is forced off.
- */
-export function fileMapping(): { map(fd: number, offset: number, length: number, populate?: boolean): Buffer | undefined; unmap(buf: Buffer): void } | undefined {
-  if (nativeForcedOff()) return undefined;
-  const a = loadAddon();
-  if (!a?.mapFile || !a.unmapFile) return undefined;
-  return { map: a.mapFile.bind(a), unmap: a.unmapFile.bind(a) };
 }
 
 /** Why the addon is not in use (undefined when it is, or was not tried yet). For logs. */

@@ -268,41 +268,40 @@ t.test("the channel folder ends holding exactly this run's objects: strays, part
 
 // ---- issue 11: parts land as they arrive (mapped into the file, or written piece by piece from a slab) ----
 
-for (const backend of ['mapped', 'slabs'] as const) {
-  t.test(`parts land as they arrive (${backend}): a connection broken mid-part leaves exact bytes`, async (t) => {
-    const { startFaultProxy } = await import('../helpers/fault-proxy.js');
-    const { NO_NATIVE_ENV, fileMapping } = await import('../../src/pipe/native.js');
-    if (backend === 'slabs') {
-      // Without the addon parts land in slabs and go to the file in WRITE_PIECE (1 MiB) pieces.
-      process.env[NO_NATIVE_ENV] = '1';
-      t.teardown(() => { delete process.env[NO_NATIVE_ENV]; });
-    } else if (fileMapping() === undefined) {
-      t.skip('the native addon is not built: no mapped parts');
-      return;
-    }
-    const s3 = await startLocalS3();
-    t.teardown(() => s3.stop());
-    await s3.createBucket('bkt');
-    // 3 parts of 3 MiB and a tail: several pieces per part, the reset at half a part lands mid-piece.
-    const body = bytesFor('faulty', 9 * 1024 * KiB + 12_345);
-    const etag = await s3.putObject('bkt', 'ds/big.bin', body);
-    const proxy = await startFaultProxy(s3.port);
-    t.teardown(() => proxy.close());
-    const client = createObjectClient({ bucket: 'bkt', endpoint: proxy.endpoint, region: 'us-east-1', pathStyle: true, credentials: s3.credentials, maxAttempts: 5 });
-    t.teardown(() => client.close());
-    const dataDir = await mkdtemp(path.join(os.tmpdir(), `sluice-file-${backend}-`));
-    t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-    proxy.set({ resetMidBody: 2, truncateBody: 1 });
-    const r = await downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects: [{ key: 'ds/big.bin', size: body.length, etag, rel: 'big.bin', client }], partSize: 3 * 1024 * KiB, maxInflight: 6 * 1024 * KiB, maxConnections: 2, progress: 'none' });
-    t.equal(r.downloadedBytes, body.length);
-    t.equal(proxy.counts.resetMidBody, 2, 'two GETs were reset halfway');
-    t.equal(proxy.counts.truncateBody, 1, 'one GET was cut short halfway');
-    // Each broken GET is retried from the byte where it broke, so the retries ask for less than a part.
-    t.ok(proxy.gets.some((g) => g.start % (3 * 1024 * KiB) !== 0), 'a retry went on from where its attempt broke');
-    t.equal(sha256(await readFile(path.join(dataDir, 'c', 'big.bin'))), sha256(body), 'exact bytes');
-    t.same(await readdir(path.join(dataDir, 'c')), ['big.bin'], 'no temp file left');
-  });
-}
+t.test('parts are written piece by piece as they land: a connection broken mid-part leaves exact bytes', async (t) => {
+  const { startFaultProxy } = await import('../helpers/fault-proxy.js');
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  await s3.createBucket('bkt');
+  // 3 parts of 3 MiB and a tail: several 1 MiB pieces per part; a fault at half a part lands mid-piece.
+  const body = bytesFor('faulty', 9 * 1024 * KiB + 12_345);
+  const etag = await s3.putObject('bkt', 'ds/big.bin', body);
+  const proxy = await startFaultProxy(s3.port);
+  t.teardown(() => proxy.close());
+  const client = createObjectClient({ bucket: 'bkt', endpoint: proxy.endpoint, region: 'us-east-1', pathStyle: true, credentials: s3.credentials, maxAttempts: 5 });
+  t.teardown(() => client.close());
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-pieces-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  // Count the writes File mode makes: more than one per part means pieces went as they landed.
+  const { open: openFile } = await import('node:fs/promises');
+  const probe = await openFile(process.execPath, 'r');
+  const proto = Object.getPrototypeOf(probe) as { writev: (...a: unknown[]) => Promise<{ bytesWritten: number }> };
+  await probe.close();
+  const writev = proto.writev;
+  let writes = 0;
+  proto.writev = function (this: unknown, ...a: unknown[]) { writes++; return writev.apply(this, a); };
+  t.teardown(() => { proto.writev = writev; });
+  proxy.set({ resetMidBody: 2, truncateBody: 1 });
+  const r = await downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects: [{ key: 'ds/big.bin', size: body.length, etag, rel: 'big.bin', client }], partSize: 3 * 1024 * KiB, maxInflight: 6 * 1024 * KiB, maxConnections: 2, progress: 'none' });
+  t.equal(r.downloadedBytes, body.length);
+  t.equal(proxy.counts.resetMidBody, 2, 'two GETs were reset halfway');
+  t.equal(proxy.counts.truncateBody, 1, 'one GET was cut short halfway');
+  // Each broken GET is retried from the byte where it broke, so the retries ask for less than a part.
+  t.ok(proxy.gets.some((g) => g.start % (3 * 1024 * KiB) !== 0), 'a retry went on from where its attempt broke');
+  t.ok(writes > 4, `the 3 parts and the tail went to the file in pieces (${writes} writes)`);
+  t.equal(sha256(await readFile(path.join(dataDir, 'c', 'big.bin'))), sha256(body), 'exact bytes');
+  t.same(await readdir(path.join(dataDir, 'c')), ['big.bin'], 'no temp file left');
+});
 
 t.test('the in-flight budget bounds GETs and parts still being written together; a GET does not wait for a write', async (t) => {
   // A client that ignores `into`: every part is a buffer of its own, written after its GET.
