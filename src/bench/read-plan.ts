@@ -8,7 +8,17 @@
  * seeing what the reader read.
  */
 
-export type ReadPlan =
+/**
+ * When the reader hashes (see reader.ts): 'after' the timed span, from an arena of
+ * `keepBytes` (what does not fit is hashed inline and counted), or 'inline', as each
+ * read arrives. Absent: inline with no arena (the behaviour of old plans).
+ */
+export interface ReaderHashing {
+  hash?: 'after' | 'inline';
+  keepBytes?: number;
+}
+
+export type ReadPlan = ReaderHashing & (
   | {
     kind: 'files';
     /** Files to read whole, in this order. */
@@ -32,7 +42,7 @@ export type ReadPlan =
     path: string;
     segments: number[];
     maxSeconds: number;
-  };
+  });
 
 export interface ReadResult {
   /** Epoch ms (performance.timeOrigin + now) when the reader began and ended. */
@@ -41,8 +51,13 @@ export interface ReadResult {
   /** Epoch ms when the first byte arrived. */
   firstByteMs: number | undefined;
   bytes: number;
-  /** The reader process's CPU seconds (user + system) from its start to its result. */
+  /** The reader process's CPU seconds (user + system) spent reading: the timed span's, less any inline hashing. */
   cpuSeconds?: number;
+  /** CPU seconds spent hashing: inline (inside the span) plus after the span. */
+  hashCpuSeconds?: number;
+  /** How the reader hashed (ReaderHashing.hash), and how many bytes it hashed inside the timed span. */
+  hash?: 'after' | 'inline';
+  inlineHashedBytes?: number;
   /** Files read whole / random ops done / stream segments read. */
   items: number;
   /** sha256 (hex) per file or per stream segment, in plan order; for random: one hash of all blocks in op order. */

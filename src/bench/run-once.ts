@@ -10,16 +10,22 @@
  *  - random: one reader with `threads` concurrent preads at seeded offsets of one
  *    large file on a fresh mount; checked against the source's bytes at those offsets;
  *  - ttfb: seconds from spawning the mount to the first file's bytes (polled);
- *  - list: seconds from spawning the mount until a walk sees every key.
+ * Reader processes are started, and map the arena they keep bytes in (reader.ts), before
+ * the target starts, and get their plan once it is ready: neither node's start-up nor the
+ * arena is in any target's time, and a Pipe host gets no head start while readers load.
+ * By default they hash after their timed span (ScenarioDef.readerHash), as the link limit
+ * does, so a figure over the limit compares the data source with the link alone.
+ *  - list: seconds from spawning the mount until a walk sees every key (the run's
+ *    deadline is checked inside a walk too, so a stuck listing ends in time).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdir, open, readdir, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { sourceBytes, type SeededObject } from '../local/dataset.js';
 import type { ProcStats } from './proc-stats.js';
-import { epochMs, randomOffsets, type ReadPlan, type ReadResult } from './read-plan.js';
-import type { ScenarioDef, TargetName } from './scenarios.js';
+import { epochMs, randomOffsets, type ReadPlan, type ReaderHashing, type ReadResult } from './read-plan.js';
+import type { BenchConfig, ScenarioDef, TargetName } from './scenarios.js';
 import { DIST_DIR, TARGET_STYLE, ensureSnapshot, runDownload, startMount, startPipe, type TargetEnv } from './targets.js';
 
 const READER_PATH = path.join(DIST_DIR, 'bench', 'reader.js');
@@ -48,34 +54,88 @@ export interface RunResult {
    * daemon's ~0.8 s of start-up over a run of 0.1-0.3 GB would add 3-8 s/GB to it.
    */
   startupCpuSeconds?: number;
-  /** The reader processes' CPU time, summed. */
+  /** The reader processes' CPU time spent reading (their timed spans, less inline hashing), summed. */
   readerCpuSeconds?: number;
+  /** The reader processes' hashing CPU time (inline and after the span), summed. */
+  readerHashCpuSeconds?: number;
+  /** How the readers hashed, and the bytes they hashed inside the timed span (reader.ts). */
+  readerHash?: 'after' | 'inline';
+  readerInlineHashedBytes?: number;
   serverCpuSeconds?: number;
   proxyCpuSeconds?: number;
   error?: string;
 }
 
-export function runReader(plan: ReadPlan, planFile: string, threads: number, killAfterMs: number): Promise<ReadResult> {
-  return (async () => {
-    await writeFile(planFile, JSON.stringify(plan));
-    const child = spawn(process.execPath, [READER_PATH, planFile], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, UV_THREADPOOL_SIZE: String(Math.max(4, threads)) },
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (b: Buffer) => { out += b.toString(); });
-    child.stderr.on('data', (b: Buffer) => { if (err.length < 4000) err += b.toString(); });
-    const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-    clearTimeout(timer);
-    const line = out.trim().split('\n').pop() ?? '';
-    try {
-      return JSON.parse(line) as ReadResult;
-    } catch {
-      throw new Error(`reader exited (${code}) without a result: ${err.trim().split('\n').slice(-2).join(' ')}`);
-    }
-  })();
+/** A reader process started and set up (its arena mapped), waiting for its plan. */
+export interface PreparedReader {
+  /** Sends the plan; the result, or an error when the process gave none. The kill timer starts here. */
+  run(plan: ReadPlan): Promise<ReadResult>;
+  /** Kills it (a run that failed before its plan was sent). */
+  kill(): void;
+}
+
+/**
+ * Starts a reader process (reader.ts, `-`) for plans hashed as `h` and waits until it has
+ * mapped its arena, so the target's timed span holds neither process start-up nor set-up.
+ */
+export async function prepareReader(h: ReaderHashing, threads: number, killAfterMs: number): Promise<PreparedReader> {
+  const child = spawn(process.execPath, [READER_PATH, '-'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: { ...process.env, UV_THREADPOOL_SIZE: String(Math.max(4, threads)) },
+  });
+  let out = '';
+  let err = '';
+  let readyCb: (() => void) | undefined;
+  child.stdout.on('data', (b: Buffer) => {
+    out += b.toString();
+    if (readyCb && out.startsWith('ready\n')) { out = out.slice(6); readyCb(); readyCb = undefined; }
+  });
+  child.stderr.on('data', (b: Buffer) => { if (err.length < 4000) err += b.toString(); });
+  child.stdin.on('error', () => {}); // EPIPE from a reader that died: its exit code says why
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const why = (code: number | null) => new Error(`reader exited (${code}) without a result: ${err.trim().split('\n').slice(-2).join(' ')}`);
+  const ready = new Promise<void>((resolve) => { readyCb = resolve; });
+  child.stdin.write(JSON.stringify({ hash: h.hash, keepBytes: h.keepBytes }) + '\n');
+  const first = await Promise.race([ready.then(() => 'ready' as const), exited]);
+  if (first !== 'ready') throw why(first);
+  return {
+    async run(plan) {
+      const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+      child.stdin.end(JSON.stringify(plan) + '\n');
+      const code = await exited;
+      clearTimeout(timer);
+      const line = out.trim().split('\n').pop() ?? '';
+      try {
+        return JSON.parse(line) as ReadResult;
+      } catch {
+        throw why(code);
+      }
+    },
+    kill() { if (child.exitCode === null) child.kill('SIGKILL'); },
+  };
+}
+
+/** Prepares a reader for `plan` and runs it (planFile: kept for callers that name one; unused). */
+export async function runReader(plan: ReadPlan, _planFile: string, threads: number, killAfterMs: number): Promise<ReadResult> {
+  return (await prepareReader(plan, threads, killAfterMs)).run(plan);
+}
+
+/**
+ * How a run's readers hash (reader.ts): the scenario's mode, and for 'after' each reader's
+ * share of the config's keep budget, no more than the `bytes` it will read.
+ */
+export function readerHashing(sc: ScenarioDef, config: BenchConfig, readers: number, bytes: number): ReaderHashing {
+  if (sc.readerHash === 'inline') return { hash: 'inline' };
+  return { hash: 'after', keepBytes: Math.min(bytes, Math.floor(config.readerKeepBytes / Math.max(1, readers))) };
+}
+
+/** The readers' figures of a run, summed into `r`. */
+export function addReaderFigures(r: RunResult, results: ReadResult[]): void {
+  if (results.every((x) => x.cpuSeconds !== undefined)) r.readerCpuSeconds = results.reduce((n, x) => n + x.cpuSeconds!, 0);
+  if (results.every((x) => x.hashCpuSeconds !== undefined)) r.readerHashCpuSeconds = results.reduce((n, x) => n + x.hashCpuSeconds!, 0);
+  r.readerInlineHashedBytes = results.reduce((n, x) => n + (x.inlineHashedBytes ?? 0), 0);
+  const modes = new Set(results.map((x) => x.hash ?? 'inline'));
+  r.readerHash = modes.has('inline') ? 'inline' : 'after';
 }
 
 /** Reader i's files: batches i, i+N, i+2N, ... of BATCH_FILES consecutive objects. */
@@ -91,14 +151,35 @@ export function checkHashes(expected: string[], got: ReadResult): number {
   return bad;
 }
 
-async function walkCount(dir: string, limitEntries: number): Promise<string[]> {
+/** Thrown by walkCount when its deadline passes, in the middle of a walk too. */
+export class WalkDeadlineError extends Error { override name = 'WalkDeadlineError'; }
+
+type Readdir = (p: string) => Promise<{ name: string; isDirectory(): boolean }[]>;
+const readdirTyped: Readdir = (p) => readdir(p, { withFileTypes: true });
+
+/**
+ * Every file under `dir` (stops past `limitEntries`). Checks `deadlineMs` (epoch ms) before
+ * each folder and races each readdir against it, so a listing stuck inside one walk (a
+ * slow or hung mount) ends at the deadline, not when the walk would have finished; the
+ * stuck readdir itself ends when the runner stops the mount.
+ */
+export async function walkCount(dir: string, limitEntries: number, deadlineMs = Infinity, list: Readdir = readdirTyped): Promise<string[]> {
   const out: string[] = [];
   const stack = [''];
   while (stack.length > 0 && out.length <= limitEntries) {
     const rel = stack.pop()!;
-    for (const e of await readdir(path.join(dir, rel), { withFileTypes: true })) {
-      const r = rel ? `${rel}/${e.name}` : e.name;
-      if (e.isDirectory()) stack.push(r); else out.push(r);
+    const left = deadlineMs - epochMs();
+    if (left <= 0) throw new WalkDeadlineError('deadline passed during the walk');
+    let timer: NodeJS.Timeout | undefined;
+    const late = Number.isFinite(left) ? new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new WalkDeadlineError('deadline passed in a readdir')), left); }) : undefined;
+    try {
+      const entries = late ? await Promise.race([list(path.join(dir, rel)), late]) : await list(path.join(dir, rel));
+      for (const e of entries) {
+        const r = rel ? `${rel}/${e.name}` : e.name;
+        if (e.isDirectory()) stack.push(r); else out.push(r);
+      }
+    } finally {
+      clearTimeout(timer);
     }
   }
   return out;
@@ -158,7 +239,10 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
         const want = new Set(objs.map((x) => rel(x.key)));
         for (;;) {
           if (epochMs() > deadline) throw new Error(`listing incomplete after ${killAfter / 1000} s`);
-          const names = await walkCount(m.dir, want.size + 10).catch(() => [] as string[]);
+          const names = await walkCount(m.dir, want.size + 10, deadline).catch((err: unknown) => {
+            if (err instanceof WalkDeadlineError) throw new Error(`listing incomplete after ${killAfter / 1000} s (a walk was still running)`);
+            return [] as string[];
+          });
           if (names.length >= want.size) {
             r.seconds = (epochMs() - m.startMs) / 1000;
             r.value = r.seconds;
@@ -180,15 +264,18 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
 
   if (sc.kind === 'random') {
     const big = objs.find((x) => x.key.includes('/large/'))!;
-    const m = await startMount(target as 'FastFile' | 's3fs' | 'rclone', env);
-    const stopM = () => m.stop();
+    const hashing = readerHashing(sc, env.config, 1, sc.random.ops * sc.random.blockSize);
+    const reader = await prepareReader(hashing, sc.random.threads, killAfter);
+    let m: Awaited<ReturnType<typeof startMount>> | undefined;
+    const stopM = () => m?.stop() ?? Promise.resolve();
     stops.add(stopM);
     try {
+      m = await startMount(target as 'FastFile' | 's3fs' | 'rclone', env);
       await m.ready;
       const readyCpu = m.stats()?.cpuSeconds ?? 0;
       r.startupCpuSeconds = readyCpu;
-      const plan: ReadPlan = { kind: 'random', path: path.join(m.dir, rel(big.key)), fileSize: big.size, blockSize: sc.random.blockSize, ops: sc.random.ops, threads: sc.random.threads, seed: 7 + rep, maxSeconds: sc.maxSeconds };
-      const res = await runReader(plan, path.join(env.runDir, 'plan-0.json'), sc.random.threads, killAfter);
+      const plan: ReadPlan = { kind: 'random', path: path.join(m.dir, rel(big.key)), fileSize: big.size, blockSize: sc.random.blockSize, ops: sc.random.ops, threads: sc.random.threads, seed: 7 + rep, maxSeconds: sc.maxSeconds, ...hashing };
+      const res = await reader.run(plan);
       if (res.error) throw new Error(`reader: ${res.error}`);
       applyStats(r, m.stats());
       if (r.cpuSeconds !== undefined) r.cpuSeconds -= readyCpu;
@@ -199,14 +286,15 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
       r.seconds = (res.endMs - res.startMs) / 1000;
       r.bytes = res.bytes;
       r.items = res.items;
-      if (res.cpuSeconds !== undefined) r.readerCpuSeconds = res.cpuSeconds;
+      addReaderFigures(r, [res]);
       r.value = res.items / r.seconds;
       r.truncated = res.truncated;
       r.verified = h.digest('hex') === res.sha256[0];
       r.mismatches = r.verified ? 0 : 1;
     } finally {
+      reader.kill();
       stops.delete(stopM);
-      await m.stop();
+      await stopM();
     }
     return r;
   }
@@ -214,51 +302,59 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
   // Sequential: each reader gets its batches of the dataset (a warm mount: but the first object).
   const warm = sc.warm === true && style === 'mount';
   const shards = assignBatches(warm ? objs.slice(1) : objs, readers).filter((s) => s.length > 0);
+  const hashing = (i: number) => readerHashing(sc, env.config, shards.length, shards[i]!.reduce((n, x) => n + x.size, 0));
   let startMs: number;
   let results: ReadResult[];
   let plans: ReadPlan[];
-  if (style === 'mount') {
-    const m = await startMount(target as 'FastFile' | 's3fs' | 'rclone', env);
-    const stopM = () => m.stop();
-    stops.add(stopM);
-    try {
-      await m.ready;
-      // CPU from here on is the bytes' (see RunResult.startupCpuSeconds); the warm-up read's is not.
-      let warmCpu = m.stats()?.cpuSeconds ?? 0;
-      r.startupCpuSeconds = warmCpu;
-      if (warm) {
-        const w = await runReader({ kind: 'files', paths: [path.join(m.dir, rel(objs[0]!.key))], maxSeconds: sc.maxSeconds }, path.join(env.runDir, 'plan-warm.json'), 4, killAfter);
-        if (w.error || checkHashes([objs[0]!.sha256], w) > 0 || w.items !== 1) throw new Error(`warm-up read of ${objs[0]!.key}: ${w.error ?? 'wrong bytes'}`);
-        warmCpu = m.stats()?.cpuSeconds ?? 0;
+  // Readers start and map their arenas before the target starts: neither is in its time.
+  const prepared = await Promise.all(shards.map((_, i) => prepareReader(hashing(i), 4, killAfter)));
+  const runAll = (ps: ReadPlan[]) => Promise.all(ps.map((p, i) => prepared[i]!.run(p)));
+  try {
+    if (style === 'mount') {
+      const m = await startMount(target as 'FastFile' | 's3fs' | 'rclone', env);
+      const stopM = () => m.stop();
+      stops.add(stopM);
+      try {
+        await m.ready;
+        // CPU from here on is the bytes' (see RunResult.startupCpuSeconds); the warm-up read's is not.
+        let warmCpu = m.stats()?.cpuSeconds ?? 0;
+        r.startupCpuSeconds = warmCpu;
+        if (warm) {
+          const w = await runReader({ kind: 'files', paths: [path.join(m.dir, rel(objs[0]!.key))], maxSeconds: sc.maxSeconds, ...readerHashing(sc, env.config, 1, objs[0]!.size) }, path.join(env.runDir, 'plan-warm.json'), 4, killAfter);
+          if (w.error || checkHashes([objs[0]!.sha256], w) > 0 || w.items !== 1) throw new Error(`warm-up read of ${objs[0]!.key}: ${w.error ?? 'wrong bytes'}`);
+          warmCpu = m.stats()?.cpuSeconds ?? 0;
+        }
+        plans = shards.map((s, i) => ({ kind: 'files', paths: s.map((x) => path.join(m.dir, rel(x.key))), maxSeconds: sc.maxSeconds, ...hashing(i) }));
+        results = await runAll(plans);
+        startMs = Math.min(...results.map((x) => x.startMs));
+        applyStats(r, m.stats());
+        if (r.cpuSeconds !== undefined) r.cpuSeconds -= warmCpu;
+      } finally {
+        stops.delete(stopM);
+        await m.stop();
       }
-      plans = shards.map((s) => ({ kind: 'files', paths: s.map((x) => path.join(m.dir, rel(x.key))), maxSeconds: sc.maxSeconds }));
-      results = await Promise.all(plans.map((p, i) => runReader(p, path.join(env.runDir, `plan-${i}.json`), 4, killAfter)));
-      startMs = Math.min(...results.map((x) => x.startMs));
-      applyStats(r, m.stats());
-      if (r.cpuSeconds !== undefined) r.cpuSeconds -= warmCpu;
-    } finally {
-      stops.delete(stopM);
-      await m.stop();
+    } else if (style === 'download') {
+      const d = await runDownload(target as 'File' | 'aws', env, killAfter);
+      startMs = d.startMs;
+      applyStats(r, d.stats);
+      plans = shards.map((s, i) => ({ kind: 'files', paths: s.map((x) => path.join(d.dir, rel(x.key))), maxSeconds: sc.maxSeconds, ...hashing(i) }));
+      results = await runAll(plans);
+    } else {
+      const p = await startPipe(env, shards.map((s) => s.map((x) => x.key)));
+      const stopP = () => p.stop();
+      stops.add(stopP);
+      try {
+        plans = p.fifos.map((f, i) => ({ kind: 'stream', path: f, segments: shards[i]!.map((x) => x.size), maxSeconds: sc.maxSeconds, ...hashing(i) }));
+        results = await runAll(plans);
+        startMs = Math.min(...results.map((x) => x.startMs));
+        applyStats(r, p.stats());
+      } finally {
+        stops.delete(stopP);
+        await p.stop();
+      }
     }
-  } else if (style === 'download') {
-    const d = await runDownload(target as 'File' | 'aws', env, killAfter);
-    startMs = d.startMs;
-    applyStats(r, d.stats);
-    plans = shards.map((s) => ({ kind: 'files', paths: s.map((x) => path.join(d.dir, rel(x.key))), maxSeconds: sc.maxSeconds }));
-    results = await Promise.all(plans.map((p, i) => runReader(p, path.join(env.runDir, `plan-${i}.json`), 4, killAfter)));
-  } else {
-    const p = await startPipe(env, shards.map((s) => s.map((x) => x.key)));
-    const stopP = () => p.stop();
-    stops.add(stopP);
-    try {
-      plans = p.fifos.map((f, i) => ({ kind: 'stream', path: f, segments: shards[i]!.map((x) => x.size), maxSeconds: sc.maxSeconds }));
-      results = await Promise.all(plans.map((pl, i) => runReader(pl, path.join(env.runDir, `plan-${i}.json`), 4, killAfter)));
-      startMs = Math.min(...results.map((x) => x.startMs));
-      applyStats(r, p.stats());
-    } finally {
-      stops.delete(stopP);
-      await p.stop();
-    }
+  } finally {
+    for (const p of prepared) p.kill();
   }
   const errors = results.map((x) => x.error).filter(Boolean);
   if (errors.length) throw new Error(`reader: ${errors[0]}`);
@@ -266,7 +362,7 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
   r.seconds = (endMs - startMs) / 1000;
   r.bytes = results.reduce((n, x) => n + x.bytes, 0);
   r.items = results.reduce((n, x) => n + x.items, 0);
-  if (results.every((x) => x.cpuSeconds !== undefined)) r.readerCpuSeconds = results.reduce((n, x) => n + x.cpuSeconds!, 0);
+  addReaderFigures(r, results);
   r.truncated = results.some((x) => x.truncated);
   r.mismatches = results.reduce((n, x, i) => n + checkHashes(shards[i]!.map((o) => o.sha256), x), 0);
   // A stream cut by the time limit: its last object is checked as far as it was read.

@@ -55,8 +55,13 @@ export interface Figure {
   peakRssBytes: number | null;
   /** The target's (sluice daemon or peer) CPU seconds per GB read: utime + stime over the run. */
   cpuSecondsPerGB: number | null;
-  /** The reader processes' CPU seconds per GB (the training job's share of the I/O cost). */
+  /** The reader processes' CPU seconds per GB spent reading (the training job's share of the I/O cost; hashing apart, below). */
   readerCpuSecondsPerGB: number | null;
+  /** The reader processes' sha256 CPU seconds per GB, inline or after the span (src/bench/reader.ts). */
+  readerHashCpuSecondsPerGB?: number | null;
+  /** How the readers hashed, and the share of the bytes hashed inside the timed span (0 when all were kept for after). */
+  readerHash?: 'after' | 'inline';
+  inlineHashedFraction?: number | null;
   /** s3rver's CPU seconds per GB: the same bytes cost the server about the same, whoever reads them. */
   serverCpuSecondsPerGB: number | null;
   verified: boolean;
@@ -369,6 +374,12 @@ function summarise(fig: Figure): void {
   };
   fig.cpuSecondsPerGB = perGB((r) => r.cpuSeconds);
   fig.readerCpuSecondsPerGB = perGB((r) => r.readerCpuSeconds);
+  fig.readerHashCpuSecondsPerGB = perGB((r) => r.readerHashCpuSeconds);
+  const hashed = ok.filter((r) => r.readerHash !== undefined && r.bytes > 0);
+  if (hashed.length > 0) {
+    fig.readerHash = hashed.some((r) => r.readerHash === 'inline') ? 'inline' : 'after';
+    fig.inlineHashedFraction = hashed.reduce((n, r) => n + (r.readerInlineHashedBytes ?? 0), 0) / hashed.reduce((n, r) => n + r.bytes, 0);
+  }
   fig.serverCpuSecondsPerGB = perGB((r) => r.serverCpuSeconds);
   fig.verified = ok.length > 0 && ok.every((r) => r.verified);
 }

@@ -48,6 +48,12 @@ export interface ScenarioDef {
   tier: { cacheSize: number; cacheDirSize: number | undefined };
   /** Issue 15: FastFile mounts from a snapshot of the dataset (written once, not timed) instead of listing. */
   snapshot: boolean;
+  /**
+   * When the reader processes hash what they read (src/bench/reader.ts): 'after' the timed
+   * span (the default: the span measures the data source alone, as the link limit does), or
+   * 'inline' inside it (the behaviour before, kept to measure the difference).
+   */
+  readerHash: 'after' | 'inline';
 }
 
 export interface BenchConfig {
@@ -62,6 +68,8 @@ export interface BenchConfig {
   sluice: { cacheSize: number; args: string[] };
   peerArgs: Record<PeerName, string[]>;
   scenarios: ScenarioDef[];
+  /** Bytes a run's readers may keep in memory to hash after the timed span, split evenly over its readers. */
+  readerKeepBytes: number;
 }
 
 type Obj = Record<string, unknown>;
@@ -119,6 +127,15 @@ function dataset(file: string, name: string, v: unknown): DatasetSpec {
   }
   if (!out.smallFiles && !out.largeFiles) fail(file, `datasets.${name} has no files`, 'Give smallFiles and/or largeFiles');
   return out;
+}
+
+/** 1 GiB per run: holds every dataset of bench/scenarios (the largest, cpu-per-gb's, is 1 GiB) on a 24 GiB machine. */
+const READER_KEEP_DEFAULT = 1024 * 1024 * 1024;
+
+function readerHash(file: string, v: unknown, field: string, dflt: 'after' | 'inline'): 'after' | 'inline' {
+  if (v === undefined) return dflt;
+  if (v === 'after' || v === 'inline') return v;
+  return fail(file, `${field} ${JSON.stringify(v)} is unknown`, 'Use after (hash once the clock stops) or inline (hash inside the timed span)');
 }
 
 function limitClient(file: string, v: unknown): 'curl' | 'undici' {
@@ -180,6 +197,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
   const dReaders = intList(file, defaults.readers, 'defaults.readers', [1, 8]);
   const dProfiles = strList(file, defaults.profiles, 'defaults.profiles', profileNames, [profileNames[0]!]);
   const dMax = num(file, defaults.maxSeconds, 'defaults.maxSeconds', 1, 3600, 60);
+  const dHash = readerHash(file, defaults.readerHash, 'defaults.readerHash', 'after');
   const quick = opts.quick === true;
 
   if (!Array.isArray(d.scenarios) || d.scenarios.length === 0) fail(file, 'scenarios must be a non-empty list', 'See bench/scenarios/default.yaml');
@@ -214,6 +232,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
       },
       tier: { cacheSize: sluice.cacheSize, cacheDirSize: undefined },
       snapshot: s.snapshot === true,
+      readerHash: readerHash(file, s.readerHash, `scenarios.${name}.readerHash`, dHash),
     };
     const tr = (isObj(s.tier) ? s.tier : {}) as Obj;
     sc.tier = {
@@ -235,6 +254,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
     repetitions: quick ? 1 : num(file, d.repetitions, 'repetitions', 1, 100, 3),
     bucket: typeof d.bucket === 'string' && /^[a-z0-9.-]{3,63}$/.test(d.bucket) ? d.bucket : 'sluice-bench',
     profiles, datasets, limit, sluice, peerArgs, scenarios,
+    readerKeepBytes: size(file, d.readerKeep, 'readerKeep', READER_KEEP_DEFAULT),
   };
 }
 

@@ -38,7 +38,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { sourceBytes, type SeededObject } from '../local/dataset.js';
 import type { LatencyProxyStats } from './latency-proxy.js';
-import { assignBatches, checkHashes, runReader, type RunResult } from './run-once.js';
+import { assignBatches, checkHashes, readerHashing, runReader, type RunResult } from './run-once.js';
 import type { ScenarioDef } from './scenarios.js';
 import { DIST_DIR, runDownload, startMount, type TargetEnv } from './targets.js';
 import type { DirectArgs } from './tier-direct.js';
@@ -76,7 +76,7 @@ export async function runTier(
     const r: TierRunResult = { rep, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false };
     const gets0 = (await proxyStats()).objectGets;
     const cpu0 = cpu();
-    const plans = shards.map((s) => ({ kind: 'files' as const, paths: s.map((x) => path.join(dir, rel(x.key))), maxSeconds: sc.maxSeconds }));
+    const plans = shards.map((s) => ({ kind: 'files' as const, paths: s.map((x) => path.join(dir, rel(x.key))), maxSeconds: sc.maxSeconds, ...readerHashing(sc, env.config, shards.length, s.reduce((n, x) => n + x.size, 0)) }));
     const results = await Promise.all(plans.map((p, i) => runReader(p, path.join(env.runDir, `plan-${tag}-${i}.json`), 4, killAfter)));
     const cpu1 = cpu();
     r.s3Gets = (await proxyStats()).objectGets - gets0;

@@ -259,11 +259,12 @@ export class BlockCache implements BlockStore {
    * of all of them (the last may be short). Returns one promise per block; each
    * rejects if the fetch fails (and nothing is cached). `kind` marks a prefetch.
    * With a pool and `bytes` (the run's length) poolable, `run` gets a recycled buffer of
-   * exactly `bytes` to read into (it may ignore it and resolve with its own); `pins`
+   * exactly `bytes` to read into (it may ignore it and resolve with its own), and its
+   * Slab (to take references of its own, e.g. for a write that outlives the GET); `pins`
    * then gets a reference to it, as in lookup().
    */
   fill(
-    key: string, etag: string, first: number, count: number, run: (into?: Buffer) => Promise<Buffer>, kind?: PrefetchKind,
+    key: string, etag: string, first: number, count: number, run: (into?: Buffer, slab?: Slab) => Promise<Buffer>, kind?: PrefetchKind,
     opts: { bytes?: number; pins?: Slab[] } = {},
   ): Promise<Buffer>[] {
     const keys: string[] = [];
@@ -272,7 +273,7 @@ export class BlockCache implements BlockStore {
     let slab = this.closed || opts.bytes === undefined ? undefined : this.pool?.acquire(opts.bytes);
     pin(slab, opts.pins);
     // new Promise(): a run() that throws synchronously becomes a rejection like any other.
-    const stored = new Promise<Buffer>((resolve) => resolve(run(slab?.buf))).then(
+    const stored = new Promise<Buffer>((resolve) => resolve(run(slab?.buf, slab))).then(
       (buf) => {
         if (slab && buf !== slab.buf) {
           // The client read into a buffer of its own: ours is not used (pinned readers still hold theirs).

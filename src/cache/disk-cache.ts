@@ -25,23 +25,41 @@
  * a bad block's entry is zeroed, counted (sluice_disk_cache_checksum_failures_total) and
  * reported as a miss, so the caller fetches it from S3 again. Never served.
  *
- * Writes: per block, pwrite of the bytes at i * B, then pwrite of the entry (8 bytes) —
- * a block is marked present only after its bytes are written. No rename, no fsync: a
- * kill -9 between the two leaves bytes without an entry (absent, rewritten by the next
- * GET); a power loss may leave an entry whose bytes never reached the disk, and its CRC
- * catches that. Two processes writing one block write the same bytes (same ETag), so
- * their races are harmless, and a torn entry fails its CRC. Correctness never rests on
- * the sidecar being right, only on the CRC: a lost sidecar makes the object absent; a
- * sidecar paired with a recreated data file fails its CRCs. Writes happen off the read
- * path, in the background: a queue of at most WRITE_QUEUE_BYTES (full: the block is not
- * cached; never waits), WRITE_CONCURRENCY at once, paced by --cache-dir-write-rate.
- *
+ * Writes: a fetched run of blocks is queued as one run (writeRun: TieredClient hands over
+ * a GET's whole buffer) and written in jobs of up to WRITE_RUN_BYTES: per job, one read of
+ * the sidecar's entries (blocks already present are left alone), then, per run of missing
+ * blocks, one pwrite of the bytes at first * B (block i is at i * B, so the run is
+ * contiguous in the file) and, once every byte of it is written, one pwrite of the run's
+ * entries: a block is marked present only after its bytes are written. Each block's
+ * CRC32C is taken when the run is queued, from the bytes as fetched, so a buffer changed
+ * before its job wrote it can only give a block that fails its CRC (never served). No
+ * copy where the buffer can be held: a pooled GET buffer is kept from reuse by a
+ * reference (RangeOptions.hold) until its job is done; only a caller's buffer that cannot
+ * be held is copied. No rename, no fsync: a kill -9 between the two pwrites leaves bytes
+ * without entries (absent, rewritten by the next GET), and between the entries' pages
+ * at worst some entries of the run (each entry's block is whole already); a power loss
+ * may leave an entry whose bytes never reached the disk, and its CRC catches that. Two
+ * processes writing one block write the same bytes (same ETag), so their races are
+ * harmless, and a torn entry fails its CRC. Correctness never rests on the sidecar being
+ * right, only on the CRC: a lost sidecar makes the object absent; a sidecar paired with a
+ * recreated data file fails its CRCs. Writes happen off the read path, in the background:
+ * a queue of at most WRITE_QUEUE_BYTES (full: the run is not cached; never waits),
+ * WRITE_CONCURRENCY jobs at once, paced by --cache-dir-write-rate. What a GB of epoch 1
+ * costs the writer (BENCHMARKS.md, t14-epoch1): ~256 jobs and ~750 syscalls, the CRCs
+ * (~0.16 s), and the kernel's copy into the page cache, which dominates (1-3 CPU s/GB on
+ * this kind of VM, whose fresh page-cache pages fault in the host; an O_DIRECT write from
+ * the held, aligned buffer would cost ~0.02 s/GB but leave the tier out of the page cache
+ * for the next epoch: not done, see BENCHMARKS.md).
  * Reads take few syscalls: a cache file's two fds stay open in this process (HANDLES_KEPT
  * objects, more while in use); a range of present blocks is one pread (entries: one small
  * pread of the sidecar). openWhole() is the whole-file fast path FastFile uses for a file
  * all of whose blocks are present: it reads WINDOW bytes at a time (one pread, CRC of each
  * block) into a buffer of its own and answers the kernel's reads from it synchronously,
  * reading the next window ahead; no memory cache, no prefetcher, no S3 client.
+ * A file of one block (SMALL_FILE_MAX) takes openSmall() instead: read whole and checked
+ * at open into a recycled buffer (SmallBuffers), its fds given back at once, every read a
+ * copy. A folder of small files then costs per file two preads (entry, bytes), one CRC and
+ * no allocation beyond a small reader object.
  *
  * Accounting across processes (the size bound holds for all of them together): writers
  * take space from ledger.json in grants of GRANT_BYTES under the lock, then write that
@@ -127,10 +145,25 @@ const CANDIDATES_KEPT = 8192;
 const TOUCH_INTERVAL_MS = 60_000;
 /** Objects whose last touch is remembered (for TOUCH_INTERVAL_MS): 64 Ki x ~100 B. */
 const TOUCH_MEMORY = 65_536;
-/** Bytes waiting to be written: 64 MiB of copies, the tier's whole share of memory. */
+/**
+ * Bytes waiting to be written: 64 MiB, the tier's whole share of memory (held GET buffers
+ * or, where the caller's buffer cannot be held, copies). Past it a run is not cached.
+ */
 export const WRITE_QUEUE_BYTES = 64 * 1024 * 1024;
-/** Writes at once: 4 keeps an NVMe busy from the libuv pool (4 threads) without starving reads. */
-const WRITE_CONCURRENCY = 4;
+/**
+ * Largest write job: 4 MiB (16 blocks), one pwrite of the bytes and one of the entries.
+ * A GET's run (up to --part-size, 8 MiB) is split into jobs of this size so one job holds
+ * a pool thread for a few ms at most (a 4 MiB pwrite into the page cache), not the time
+ * of a whole part; per GB that is ~256 jobs, ~750 syscalls, against ~16k when each
+ * 256 KiB block was its own job (BENCHMARKS.md, t14-epoch1).
+ */
+export const WRITE_RUN_BYTES = 4 * 1024 * 1024;
+/**
+ * Jobs at once: 2. Each is one large pwrite on a libuv pool thread (4 threads): two keep
+ * the page cache (and the NVMe behind it) fed at GB/s, and leave two threads to reads
+ * (openWhole's windows) even when the kernel throttles dirty pages and a write blocks.
+ */
+const WRITE_CONCURRENCY = 2;
 /** No grant while the filesystem has less free than this: leave room for the job's own files. */
 export const MIN_FREE_BYTES = 1024 * 1024 * 1024;
 /** After ENOSPC, writes pause this long (the disk is full: retrying per block would only fail again). */
@@ -158,6 +191,19 @@ const WHOLE_BUFFER_BYTES = 64 * 1024 * 1024;
  * windows go through the pool, read ahead of the reader.
  */
 const SYNC_READ_MAX = DISK_BLOCK_SIZE;
+/**
+ * openWhole's small-file branch (openSmall): a file of at most one block is read whole at
+ * open, synchronously (one pread of at most SYNC_READ_MAX, its one CRC), into a pooled
+ * buffer, and its reads are copies from it: no window, no fd held while it is open.
+ */
+const SMALL_FILE_MAX = DISK_BLOCK_SIZE;
+/**
+ * Buffers of small files open at once, in use and kept for reuse together: 16 MiB (256
+ * files of 40 KB, 64 of one block). Past it a file is read the usual way.
+ */
+const SMALL_BUFFER_BYTES = 16 * 1024 * 1024;
+/** Smallest pooled buffer (a page); classes double up to SMALL_FILE_MAX, so a file wastes less than half its buffer. */
+const SMALL_MIN_BUFFER = 4096;
 
 export interface DiskObjectId {
   /** Where the object lives: endpoint and bucket (TieredClient makes it). */
@@ -180,6 +226,10 @@ export interface DiskCacheOptions {
   writeBytesPerSec: number;
   /** Test hook: free bytes of the filesystem (default statfs). */
   freeBytes?: (dir: string) => Promise<number>;
+  /** Test hook: called right before each write syscall of the writer (bytes of a run, or its entries). */
+  onWrite?: (e: WriteEvent) => void;
+  /** --cache-dir-direct-write: whole blocks are written with O_DIRECT where the buffer and filesystem allow it. */
+  directWrite?: boolean;
 }
 
 export interface DiskCacheStats {
@@ -190,6 +240,11 @@ export interface DiskCacheStats {
   writtenBytes: number;
   evictions: number;
   skipped: number;
+  /** Write syscalls of block bytes (one per run of blocks) and of sidecar entries (one per run). */
+  dataWrites: number;
+  entryWrites: number;
+  /** Bytes written with O_DIRECT (--cache-dir-direct-write). */
+  directBytes: number;
 }
 
 /** A whole-present object read straight from its cache file (openWhole). */
@@ -212,7 +267,16 @@ interface Ledger {
 
 interface Candidate { name: string; dir: string; mtimeMs: number; alloc: number }
 
-interface WriteJob { name: string; index: number; data: Buffer }
+/**
+ * Blocks [first, first + crcs.length) of one object to write: `data` holds them back to
+ * back (the last may be a prefix); each block's CRC32C was taken when queued, from the
+ * bytes as fetched. `release` gives back the caller's buffer (a held GET buffer) once the
+ * job is done or dropped.
+ */
+interface WriteJob { name: string; first: number; data: Buffer; crcs: number[]; release: (() => void) | undefined }
+
+/** Test hook of DiskCacheOptions.onWrite: what the writer is about to write, and where. */
+export type WriteEvent = { what: 'data' | 'entries'; file: string; first: number; blocks: number; bytes: number };
 
 /** An open cache file: its data and sidecar fds, shared by reads and writes of this process. */
 interface Handle {
@@ -222,6 +286,8 @@ interface Handle {
   /** Reads and writes using the fds now; they are closed only at 0 once dropped. */
   refs: number;
   dropped: boolean;
+  /** The data file opened O_DIRECT for the writer (--cache-dir-direct-write), once it has written. */
+  direct?: number | undefined;
 }
 
 const pageUp = (n: number) => Math.ceil(n / PAGE) * PAGE;
@@ -263,11 +329,22 @@ function preadFullSync(fd: number, buf: Buffer, pos: number): number {
   return done;
 }
 
+/** Reads buf[off, off + len) from `pos` until full or the file ends; returns the bytes read. */
+function preadInto(fd: number, buf: Buffer, off: number, len: number, pos: number): number {
+  let done = 0;
+  while (done < len) {
+    const n = readSync(fd, buf, off + done, len - done, pos + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return done;
+}
+
 export class DiskCache {
   readonly blockSize = DISK_BLOCK_SIZE;
   readonly root: string;
   readonly maxBytes: number;
-  readonly stats: DiskCacheStats = { hits: 0, misses: 0, checksumFailures: 0, written: 0, writtenBytes: 0, evictions: 0, skipped: 0 };
+  readonly stats: DiskCacheStats = { hits: 0, misses: 0, checksumFailures: 0, written: 0, writtenBytes: 0, evictions: 0, skipped: 0, dataWrites: 0, entryWrites: 0, directBytes: 0 };
   readonly grantBytes: number;
 
   private readonly lock: DiskLock;
@@ -275,18 +352,27 @@ export class DiskCache {
   private readonly tmpDir: string;
   private readonly freeBytes: (dir: string) => Promise<number>;
   private readonly writeRate: number;
+  private readonly onWrite: ((e: WriteEvent) => void) | undefined;
+  /** O_DIRECT writes: asked for, and not refused by the filesystem so far. */
+  private direct: boolean;
+  /** Buffers an O_DIRECT write refused (not aligned): written the ordinary way from then on. */
+  private readonly unaligned = new WeakSet<ArrayBufferLike>();
   /** Grant left to write into, and bytes written from it (not yet in the ledger's files). */
   private left = 0;
   private consumed = 0;
   /** Bumped by each refill: a write's unused reservation goes back only into the grant it was taken from. */
   private grantSeq = 0;
-  private refilling: Promise<void> | undefined;
+  private refilling: Promise<number> | undefined;
   private candidates: Candidate[] = [];
   private readonly touched = new LRUCache<string, number>({ max: TOUCH_MEMORY });
   private readonly pins = new Map<string, number>();
   /** Open cache files, least recently used first. */
   private readonly handles = new Map<string, Handle>();
   private wholeBufferBytes = 0;
+  /** Buffers of openSmall(), recycled (see SmallBuffers). */
+  private readonly smallBuffers = new SmallBuffers(SMALL_BUFFER_BYTES);
+  /** One sidecar entry, read by openSmall() (synchronously: never shared by two calls at once). */
+  private readonly smallEntry = Buffer.alloc(ENTRY_BYTES);
   private readonly queue: WriteJob[] = [];
   private queuedBytes = 0;
   private writing = 0;
@@ -305,6 +391,8 @@ export class DiskCache {
     this.lock = new DiskLock(this.root);
     this.freeBytes = o.freeBytes ?? statfsFree;
     this.writeRate = o.writeBytesPerSec;
+    this.onWrite = o.onWrite;
+    this.direct = o.directWrite === true;
     this.grantBytes = Math.max(GRANT_MIN, Math.min(GRANT_MAX, Math.floor(maxBytes * GRANT_SHARE)));
     diskCacheCapacityBytes.inc(maxBytes);
   }
@@ -347,6 +435,11 @@ export class DiskCache {
       await c.saveLedger(l);
     });
     return c;
+  }
+
+  /** Bytes of openSmall()'s buffers: in use by open files, and allocated (in use or kept for reuse). For tests. */
+  get smallBufferBytes(): { inUse: number; allocated: number } {
+    return { inUse: this.smallBuffers.inUse, allocated: this.smallBuffers.allocated };
   }
 
   /** The lock in use ('flock' through the addon, or the 'pidfile' fallback). */
@@ -452,6 +545,7 @@ export class DiskCache {
   openWhole(id: DiskObjectId, size: number): WholeFile | undefined {
     const B = this.blockSize;
     if (this.closed || size <= 0) return undefined;
+    if (size <= SMALL_FILE_MAX) return this.openSmall(id, size);
     const n = Math.ceil(size / B);
     const windowBytes = Math.min(WINDOW, n * B);
     const slots = size > windowBytes ? 2 : 1;
@@ -476,6 +570,47 @@ export class DiskCache {
       this.wholeBufferBytes -= slots * windowBytes;
       this.release(h);
     });
+  }
+
+  /**
+   * openWhole() for a file of one block: its entry and its bytes read now (two preads on a
+   * kept cache file), checked against the entry's CRC, into a pooled buffer; the fds go back
+   * at once. Undefined when the block is absent or short (a miss), bad (zeroed and counted,
+   * as any bad block: the caller fetches it again), or the buffer budget is spent.
+   */
+  private openSmall(id: DiskObjectId, size: number): WholeFile | undefined {
+    const buf = this.smallBuffers.take(size);
+    if (!buf) return undefined;
+    const h = this.acquire(objectName(id, this.blockSize));
+    if (!h) {
+      this.smallBuffers.give(buf);
+      return undefined;
+    }
+    let ok = false;
+    try {
+      const ent = this.smallEntry;
+      ok = preadInto(h.map, ent, 0, ENTRY_BYTES, HEADER_BYTES) === ENTRY_BYTES && ent.readUInt32LE(0) === size;
+      if (ok) {
+        const crc = ent.readUInt32LE(4);
+        if (preadInto(h.data, buf, 0, size, 0) < size) ok = this.corrupt(h, 0, 'truncated data');
+        else if (crc32c(size === buf.length ? buf : buf.subarray(0, size)) !== crc) ok = this.corrupt(h, 0, 'checksum mismatch');
+      }
+    } catch {
+      ok = false;
+    } finally {
+      if (ok) {
+        this.stats.hits++;
+        diskCacheHits.inc(1);
+        diskCacheReadBytes.inc(size);
+        this.touch(h);
+      }
+      this.release(h);
+    }
+    if (!ok) {
+      this.smallBuffers.give(buf);
+      return undefined;
+    }
+    return new SmallFile(buf, size, this.smallBuffers);
   }
 
   /** Checks blocks [first, first + count) of `buf` (read from block `first`) against `ents`; false after zeroing the first bad one. (WholeReader) */
@@ -516,18 +651,44 @@ export class DiskCache {
 
   /**
    * Queues a block (a prefix of it: data.length <= blockSize) to be written in the
-   * background. Copies `data` unless `owned` (the caller gives it up). Dropped, never
-   * waited for, when the queue is full, the tier is closed, or writes are paused.
+   * background: writeRun() of one block.
    */
   write(id: DiskBlockId, data: Buffer, owned = false): void {
     if (data.length === 0 || data.length > this.blockSize) return;
-    if (this.closed || this.queuedBytes + data.length > WRITE_QUEUE_BYTES || Date.now() < this.pausedUntil) {
-      this.skip(this.closed ? 'closed' : Date.now() < this.pausedUntil ? 'no_space' : 'queue_full');
-      return;
+    this.writeRun(id, data, owned ? { owned } : {});
+  }
+
+  /**
+   * Queues blocks id.index, id.index + 1, ... of an object, held back to back in `data`
+   * (the last may be a prefix), to be written in the background, in jobs of at most
+   * WRITE_RUN_BYTES. Each block's CRC32C is taken now, from the bytes as they are.
+   * Memory: with `hold`, `data` is written from as it is, with no copy, and hold() is
+   * called once per job to keep its memory from reuse until the job calls what hold()
+   * returned (a pooled GET buffer's reference); with `owned`, the caller gives `data` up;
+   * else each job copies its bytes. A buffer changed all the same before its job wrote it
+   * can only make the block fail its CRC at read (never served). A job that finds no room
+   * (queue full, tier closed, writes paused) is dropped, never waited for.
+   */
+  writeRun(id: DiskBlockId, data: Buffer, o: { owned?: boolean; hold?: () => () => void } = {}): void {
+    const B = this.blockSize;
+    const name = objectName(id, B);
+    // A job must fit in one grant (with its sidecar page): small bounds get smaller jobs.
+    const per = Math.max(1, Math.min(Math.floor(WRITE_RUN_BYTES / B), Math.floor((this.grantBytes - PAGE) / B))) * B;
+    for (let at = 0; at < data.length; at += per) {
+      const part = data.subarray(at, Math.min(data.length, at + per));
+      if (this.closed || this.queuedBytes + part.length > WRITE_QUEUE_BYTES || Date.now() < this.pausedUntil) {
+        this.skip(this.closed ? 'closed' : Date.now() < this.pausedUntil ? 'no_space' : 'queue_full');
+        continue;
+      }
+      const crcs: number[] = [];
+      for (let b = 0; b < part.length; b += B) crcs.push(crc32c(part.subarray(b, Math.min(part.length, b + B))));
+      let bytes = part;
+      let release: (() => void) | undefined;
+      if (o.hold) release = o.hold();
+      else if (!o.owned) bytes = Buffer.from(part);
+      this.queue.push({ name, first: id.index + at / B, data: bytes, crcs, release });
+      this.queuedBytes += part.length;
     }
-    const copy = owned ? data : Buffer.from(data);
-    this.queue.push({ name: objectName(id, this.blockSize), index: id.index, data: copy });
-    this.queuedBytes += copy.length;
     this.pump();
   }
 
@@ -732,6 +893,7 @@ export class DiskCache {
   private closeFds(h: Handle): void {
     try { closeSync(h.data); } catch { /* ignore */ }
     try { closeSync(h.map); } catch { /* ignore */ }
+    if (h.direct !== undefined) try { closeSync(h.direct); } catch { /* ignore */ }
   }
 
   private header(name: string): Buffer {
@@ -754,35 +916,47 @@ export class DiskCache {
     while (this.writing < WRITE_CONCURRENCY && this.queue.length > 0) {
       const job = this.queue.shift()!;
       this.writing++;
-      this.writeOne(job).catch((err: unknown) => {
+      this.writeJob(job).catch((err: unknown) => {
         this.skip('error');
         log.debug({ err }, 'disk tier write failed');
       }).finally(() => {
         this.writing--;
         this.queuedBytes -= job.data.length;
+        job.release?.();
         this.pump();
         if (this.writing === 0 && this.queue.length === 0) for (const r of this.idle.splice(0)) r();
       });
     }
   }
 
-  private async writeOne(job: WriteJob): Promise<void> {
-    // Token bucket: the write may start once the bytes before it have had their time.
+  /**
+   * Writes one job: its blocks not already on disk (the sidecar's entries, one read), as
+   * runs of contiguous blocks, each run one pwrite of its bytes at first * B (block i
+   * lives at i * B, so a run is contiguous in the file) and then, once those bytes are
+   * all in the file, one pwrite of the run's entries: a block is marked present only
+   * after its bytes are written.
+   */
+  private async writeJob(job: WriteJob): Promise<void> {
+    const B = this.blockSize;
+    const n = job.crcs.length;
+    const len = (k: number) => Math.min(B, job.data.length - k * B);
+    // Token bucket: the job may start once the bytes before it have had their time.
     const now = Date.now();
     this.paceAt = Math.max(now, this.paceAt) + (job.data.length / this.writeRate) * 1000;
     const wait = this.paceAt - now - (job.data.length / this.writeRate) * 1000;
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    // Space for the block and its sidecar page (taken back if the file already exists).
-    const size = pageUp(job.data.length) + PAGE;
-    if (this.left < size) {
+    // Space for the blocks and a sidecar page (what is not used goes back in `finally`).
+    let size = PAGE;
+    for (let k = 0; k < n; k++) size += pageUp(len(k));
+    // Jobs waiting on one refill share the new grant: one that finds it taken by the others refills again.
+    while (this.left < size) {
       this.refilling ??= this.refill().finally(() => { this.refilling = undefined; });
-      await this.refilling;
-      if (this.left < size) {
+      if ((await this.refilling) < size) {
         this.skip('no_space');
         return;
       }
     }
-    // Reserved now (writes run concurrently and await below); what is not used goes back in `finally`.
+    // Reserved now (jobs run concurrently and await below).
     this.left -= size;
     const grant = this.grantSeq;
     let used = 0;
@@ -795,29 +969,39 @@ export class DiskCache {
         used += PAGE;
         this.consumed += PAGE;
       }
-      const entryAt = HEADER_BYTES + job.index * ENTRY_BYTES;
-      const old = Buffer.alloc(ENTRY_BYTES);
-      await preadFull(h.map, old, entryAt);
-      const oldLen = old.readUInt32LE(0);
-      if (oldLen >= job.data.length && oldLen <= this.blockSize) return; // already there (another reader or process wrote it)
-      const cost = pageUp(job.data.length) - pageUp(oldLen);
-      used += cost;
-      const at = job.index * this.blockSize;
-      let done = 0;
-      while (done < job.data.length) {
-        const n = await pwriteP(h.data, job.data.subarray(done), at + done);
-        if (n <= 0) throw new Error('pwrite wrote nothing');
-        done += n;
+      // Entries as they are now (another reader or process may have written some blocks): a
+      // small read of the sidecar, synchronous as on the read paths.
+      const old = this.entries(h, job.first, n);
+      const oldLen = (k: number) => old.readUInt32LE(k * ENTRY_BYTES);
+      const needed = (k: number) => !(oldLen(k) >= len(k) && oldLen(k) <= B);
+      for (let i = 0; i < n; i++) {
+        if (!needed(i)) continue;
+        let j = i;
+        // Only a whole block can be followed by another in one run (a prefix ends its run).
+        while (j + 1 < n && len(j) === B && needed(j + 1)) j++;
+        const bytes = job.data.subarray(i * B, j * B + len(j));
+        const at = (job.first + i) * B;
+        this.onWrite?.({ what: 'data', file: this.fileOf(h.name), first: job.first + i, blocks: j - i + 1, bytes: bytes.length });
+        await this.writeBytes(h, bytes, at);
+        this.stats.dataWrites++;
+        // The bytes are in the file: only now are the blocks marked present.
+        const ents = Buffer.allocUnsafe((j - i + 1) * ENTRY_BYTES);
+        let cost = 0;
+        for (let k = i; k <= j; k++) {
+          ents.writeUInt32LE(len(k), (k - i) * ENTRY_BYTES);
+          ents.writeUInt32LE(job.crcs[k]!, (k - i) * ENTRY_BYTES + 4);
+          cost += pageUp(len(k)) - pageUp(Math.min(oldLen(k), B));
+        }
+        this.onWrite?.({ what: 'entries', file: `${this.fileOf(h.name)}.map`, first: job.first + i, blocks: j - i + 1, bytes: ents.length });
+        if ((await pwriteP(h.map, ents, HEADER_BYTES + (job.first + i) * ENTRY_BYTES)) !== ents.length) throw new Error('short write of sidecar entries');
+        this.stats.entryWrites++;
+        used += cost;
+        this.consumed += cost;
+        this.stats.written += j - i + 1;
+        this.stats.writtenBytes += bytes.length;
+        diskCacheWrittenBytes.inc(bytes.length);
+        i = j;
       }
-      // The bytes are in the file: only now is the block marked present.
-      const ent = Buffer.allocUnsafe(ENTRY_BYTES);
-      ent.writeUInt32LE(job.data.length, 0);
-      ent.writeUInt32LE(crc32c(job.data), 4);
-      if ((await pwriteP(h.map, ent, entryAt)) !== ENTRY_BYTES) throw new Error('short write of a sidecar entry');
-      this.consumed += cost;
-      this.stats.written++;
-      this.stats.writtenBytes += job.data.length;
-      diskCacheWrittenBytes.inc(job.data.length);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOSPC' || code === 'EDQUOT') {
@@ -833,8 +1017,40 @@ export class DiskCache {
     }
   }
 
-  /** Takes a new grant from the ledger (evicting if the bound needs it). Leaves `left` 0 when none could be had. */
-  private async refill(): Promise<void> {
+  /**
+   * pwrite of all of `bytes` at `at`. With --cache-dir-direct-write, its whole 4 KiB pages go
+   * through an O_DIRECT fd (no copy into the page cache: the device reads the buffer, which
+   * the job holds until then) and the rest, a last block's tail, the ordinary way. A
+   * buffer O_DIRECT refuses (EINVAL: not aligned) is remembered and written the ordinary
+   * way; a filesystem that refuses it at open turns O_DIRECT off for this process.
+   */
+  private async writeBytes(h: Handle, bytes: Buffer, at: number): Promise<void> {
+    let done = 0;
+    const aligned = Math.floor(bytes.length / PAGE) * PAGE;
+    if (this.direct && aligned > 0 && at % PAGE === 0 && !this.unaligned.has(bytes.buffer)) {
+      try {
+        h.direct ??= await openP(this.fileOf(h.name), fsc.O_WRONLY | fsc.O_DIRECT);
+        while (done < aligned) {
+          const w = await pwriteP(h.direct, bytes.subarray(done, aligned), at + done);
+          if (w <= 0 || w % PAGE !== 0) throw Object.assign(new Error('short O_DIRECT write'), { code: 'EINVAL' });
+          done += w;
+          this.stats.directBytes += w;
+        }
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err;
+        if (h.direct === undefined) this.direct = false; // the filesystem has no O_DIRECT (tmpfs)
+        else this.unaligned.add(bytes.buffer);
+      }
+    }
+    while (done < bytes.length) {
+      const w = await pwriteP(h.data, bytes.subarray(done), at + done);
+      if (w <= 0) throw new Error('pwrite wrote nothing');
+      done += w;
+    }
+  }
+
+  /** Takes a new grant from the ledger (evicting if the bound needs it) and returns its bytes. Leaves `left` 0 when none could be had. */
+  private async refill(): Promise<number> {
     const r = await this.lock.with(async () => {
       const l = await this.loadLedger(false);
       l.files += this.consumed;
@@ -855,9 +1071,10 @@ export class DiskCache {
     });
     if (!r) {
       this.skip('lock_busy');
-      return;
+      return 0;
     }
     this.left = r.value;
+    return r.value;
   }
 
   // ---- ledger, scan, eviction (callers hold the lock) ----
@@ -1102,6 +1319,84 @@ class WholeReader implements WholeFile {
       done += r;
     }
     return done;
+  }
+}
+
+/** openSmall()'s reader: the verified bytes of the whole file, in a pooled buffer; every read is a copy. */
+class SmallFile implements WholeFile {
+  private closed = false;
+
+  constructor(private readonly buf: Buffer, private readonly size: number, private readonly pool: SmallBuffers) {}
+
+  read(dst: Buffer, length: number, position: number): number {
+    if (this.closed) return -1;
+    const n = Math.max(0, Math.min(length, this.size - position));
+    if (n > 0) this.buf.copy(dst, 0, position, position + n);
+    return n;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.pool.give(this.buf);
+  }
+}
+
+/**
+ * Buffers for openSmall(), in classes of powers of two from SMALL_MIN_BUFFER to
+ * SMALL_FILE_MAX, recycled: a folder of small files read epoch after epoch allocates a
+ * few buffers once, not one per open (fresh memory per open costs page faults, and
+ * V8 collects garbage for the external memory). Buffers in use and kept free together
+ * stay within `maxBytes`; when a class has none free and the bound is reached, free
+ * buffers of other classes are let go first.
+ */
+export class SmallBuffers {
+  private readonly free: Buffer[][] = [];
+  /** Bytes of buffers in use and free. */
+  private bytes = 0;
+  private freeBytes = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  /** A buffer of at least `size` bytes (size <= SMALL_FILE_MAX), or undefined when the bound is reached. */
+  take(size: number): Buffer | undefined {
+    let cls = 0;
+    while (SMALL_MIN_BUFFER << cls < size) cls++;
+    const got = this.free[cls]?.pop();
+    if (got) {
+      this.freeBytes -= got.length;
+      return got;
+    }
+    const len = SMALL_MIN_BUFFER << cls;
+    for (let c = this.free.length - 1; c >= 0 && this.bytes + len > this.maxBytes; c--) {
+      const list = this.free[c];
+      while (list && list.length > 0 && this.bytes + len > this.maxBytes) {
+        const b = list.pop()!;
+        this.bytes -= b.length;
+        this.freeBytes -= b.length;
+      }
+    }
+    if (this.bytes + len > this.maxBytes) return undefined;
+    this.bytes += len;
+    return Buffer.allocUnsafeSlow(len);
+  }
+
+  /** Takes back a buffer from take(). */
+  give(buf: Buffer): void {
+    let cls = 0;
+    while (SMALL_MIN_BUFFER << cls < buf.length) cls++;
+    (this.free[cls] ??= []).push(buf);
+    this.freeBytes += buf.length;
+  }
+
+  /** Bytes of buffers in use (for tests). */
+  get inUse(): number {
+    return this.bytes - this.freeBytes;
+  }
+
+  /** Bytes of buffers allocated, in use or free (for tests). */
+  get allocated(): number {
+    return this.bytes;
   }
 }
 

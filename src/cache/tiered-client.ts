@@ -13,8 +13,9 @@
  * starts on a block boundary. A run's start is moved back to its block's start (at most
  * one block of extra bytes) so every fetched block is stored from its first byte; its
  * end is never moved (the object's size is not known here), so a GET that ends inside
- * a block stores a prefix of it (see the tier's layout). Fetched blocks are queued for
- * writing in the background. With nothing on disk, that is the same one GET as without
+ * a block stores a prefix of it (see the tier's layout). Each fetched run is queued for
+ * writing in the background as one run (DiskCache.writeRun), from the GET's own buffer
+ * where it can be kept (fetchRun), not a copy. With nothing on disk, that is the same one GET as without
  * the tier, plus one failed open(2) of the object's cache file.
  * openWhole(): FastFile's direct hop for a file whole on disk (src/fs/core.ts).
  * getStream(): windows of STREAM_WINDOW bytes, each a getRange(). Parts of File mode
@@ -98,25 +99,30 @@ export class TieredClient implements ObjectClient {
     return out;
   }
 
-  /** GETs blocks i..j (inclusive) of the range into `out`, and queues them for the tier. */
+  /**
+   * GETs blocks i..j (inclusive) of the range into `out`, and queues them for the tier as
+   * one run (DiskCache.writeRun), without a copy where the buffer can be kept: a reply in a
+   * buffer of our own, `out` when we made it, or the caller's `into` while `opts.hold`
+   * holds it. Only a caller's `into` that cannot be held is copied.
+   */
   private async fetchRun(key: string, etag: string, start: number, end: number, out: Buffer, i: number, j: number, opts?: RangeOptions): Promise<void> {
     const B = this.tier.blockSize;
     const from = i * B; // back to the block's start, so the block is stored from byte 0
     const to = Math.min(end, (j + 1) * B);
     const signal = opts?.signal ? { signal: opts.signal } : {};
     let buf: Buffer;
+    let keep: { owned?: boolean; hold?: () => () => void } = { owned: true };
     if (from >= start) {
       const into = out.subarray(from - start, to - start);
       buf = await this.inner.getRange(key, from, to, etag, { ...signal, into });
       if (buf !== into) buf.copy(into);
+      else if (out === opts?.into) keep = opts.hold ? { hold: opts.hold } : {};
+      // else `out` is ours, handed to the caller to read: the writer reads it too.
     } else {
       buf = await this.inner.getRange(key, from, to, etag, signal);
       buf.copy(out, 0, start - from, to - from);
     }
-    for (let k = i; k <= j; k++) {
-      const a = k * B - from;
-      this.tier.write(this.blockId(key, etag, k), buf.subarray(a, Math.min(buf.length, a + B)));
-    }
+    this.tier.writeRun(this.blockId(key, etag, i), buf, keep);
   }
 
   async *getStream(key: string, etag: string, opts: StreamOptions = {}): AsyncIterable<Buffer> {
@@ -144,6 +150,7 @@ export interface DiskTierOptions {
   cacheDir?: string | undefined;
   cacheDirSize?: number | undefined;
   cacheDirWriteRate: number;
+  cacheDirDirectWrite?: boolean | undefined;
   endpoint?: string | undefined;
   region?: string | undefined;
 }
@@ -159,7 +166,7 @@ export async function acquireDiskTier(o: DiskTierOptions): Promise<{ cache: Disk
   let entry = shared.get(dir);
   if (!entry) {
     entry = {
-      cache: DiskCache.open({ dir, ...(o.cacheDirSize !== undefined ? { maxBytes: o.cacheDirSize } : {}), writeBytesPerSec: o.cacheDirWriteRate }),
+      cache: DiskCache.open({ dir, ...(o.cacheDirSize !== undefined ? { maxBytes: o.cacheDirSize } : {}), writeBytesPerSec: o.cacheDirWriteRate, ...(o.cacheDirDirectWrite ? { directWrite: true } : {}) }),
       users: 0,
     };
     shared.set(dir, entry);

@@ -41,7 +41,7 @@ import type { ObjectClient } from '../s3/object-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
-import { checkFuseAvailable } from '../fuse/mountpoint.js';
+import { checkFuseAvailable, refuseDeadMount } from '../fuse/mountpoint.js';
 import { DEFAULT_PIPE_MAX_INFLIGHT, startPipeChannel, type PipeChannel } from '../pipe/pipe-channel.js';
 import { planBudgets, type ChannelBudget } from '../channels/budget.js';
 import { downloadChannel } from '../channels/file-mode.js';
@@ -202,6 +202,8 @@ export async function run(argv: string[]): Promise<number> {
   // FastFile needs /dev/fuse: say so now, not after another channel's long download.
   if (channels.some((c) => c.inputMode === 'FastFile')) checkFuseAvailable();
   const paths = sagemakerPaths(o.root);
+  // A dead FUSE mount at (or above) --root: one line naming the fix, not an ENOTCONN from the first file read.
+  await refuseDeadMount(paths.root, 'the --root folder');
   const id = await resolveHosts(paths.configDir, {
     ...(o.hostConfig !== undefined ? { hostConfig: o.hostConfig } : {}),
     ...(o.currentHost !== undefined ? { currentHost: o.currentHost } : {}),

@@ -390,15 +390,32 @@ export class SluiceFs implements FsCore {
     return this.listed.then(() => this.names(path));
   }
 
-  async open(path: string, flags: number): Promise<number> {
-    this.checkOpen();
-    if ((flags & O_ACCMODE) !== 0 || (flags & O_TRUNC) !== 0) throw new ReadOnlyError('open for writing');
+  /**
+   * A file handle for `path`. Synchronous once listed (the kernel's open waits for no
+   * promise); a promise before (the lookup may ask S3). Failures are always a rejection.
+   */
+  open(path: string, flags: number): number | Promise<number> {
+    try {
+      this.checkOpen();
+      if ((flags & O_ACCMODE) !== 0 || (flags & O_TRUNC) !== 0) throw new ReadOnlyError('open for writing');
+      return this.tree ? this.openNode(this.node(path), path) : this.openEarly(path);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  private async openEarly(path: string): Promise<number> {
     const node = this.tree ? this.node(path) : await this.earlyNode(path);
+    this.checkOpen();
+    return this.openNode(node, path);
+  }
+
+  /** A handle on `node` (open() has checked the flags). */
+  private openNode(node: Node, path: string): number {
     if (node.kind === 'dir') throw new IsDirectoryError(path);
     // Shown, but not readable until restored: a clear error now, not EIO mid-epoch (issue 15).
     const archived = archivedAs(node.info);
     if (archived !== undefined) throw new ObjectArchivedError(this.opts.client.bucket, node.info.key, archived);
-    this.checkOpen();
     const fh = this.nextFh++;
     // An early file (index -1) has no known siblings, so no cross-file prefetch follows it.
     const file = node.index >= 0 ? node.parent.files[node.index]! : { key: node.info.key, etag: node.info.etag, size: node.info.size };
@@ -457,9 +474,10 @@ export class SluiceFs implements FsCore {
     return bytes;
   }
 
-  async release(fh: number): Promise<void> {
+  /** Synchronous; an unknown handle is a rejection (BadHandleError). */
+  release(fh: number): void | Promise<void> {
     const h = this.handles.get(fh);
-    if (!h || !this.handles.delete(fh)) throw new BadHandleError(fh);
+    if (!h || !this.handles.delete(fh)) return Promise.reject(new BadHandleError(fh));
     h.cursor.close();
     h.direct?.close();
     h.unpin?.();

@@ -36,13 +36,14 @@ export interface StatFs {
 export interface FsCore {
   getattr(path: string): Attr | Promise<Attr>;
   readdir(path: string): string[] | Promise<string[]>;
-  /** Checks existence and type; returns a file handle number. */
-  open(path: string, flags: number): Promise<number>;
+  /** Checks existence and type; returns a file handle number (sync when the answer is in memory; failures reject). */
+  open(path: string, flags: number): number | Promise<number>;
   /** Fills `dst[0..n)` with bytes at `position`; n < length only at end of file. */
   /** Sync when every block is cached (no promise on the hot path); a promise when it must wait. */
   /** `opts.signal` settles a waiting read early with AbortedError; it then never writes into `dst` (the FUSE read deadline). */
   read(fh: number, dst: Buffer, length: number, position: number, opts?: { signal?: AbortSignal }): number | Promise<number>;
-  release(fh: number): Promise<void>;
+  /** Sync when it can be; failures reject. */
+  release(fh: number): void | Promise<void>;
   statfs(): StatFs | Promise<StatFs>;
   /** Throws ReadOnlyError naming the operation; the adapter calls it for every write-like op. */
   refuse(op: string): never;

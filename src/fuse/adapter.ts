@@ -2,8 +2,8 @@
  * The thin FUSE glue: each kernel operation becomes one FsCore call, then a reply.
  *
  * For every operation the adapter
- *  1. calls the core (sync for metadata held in memory, a promise for metadata the core
- *     must still fetch and for open/read/release),
+ *  1. calls the core (sync for what is held in memory: metadata, open and release once
+ *     listed, reads of cached blocks; a promise for what the core must still fetch),
  *  2. answers fuse-native with 0 / a value, or with the negative errno that
  *     errnoFor() (src/errors.ts, the only error->errno mapping) gives for the error,
  *  3. records sluice_fuse_operations_total{op,result}, sluice_fuse_operation_seconds{op}
@@ -107,6 +107,17 @@ class WaitingRead implements PendingRead {
   }
 }
 
+/** Metric labels per operation, built once (prom-client takes label objects; most operations succeed). */
+const OP_LABELS = new Map<string, { op: { op: string }; ok: { op: string; result: 'ok' } }>();
+function opLabels(op: string): { op: { op: string }; ok: { op: string; result: 'ok' } } {
+  let l = OP_LABELS.get(op);
+  if (!l) {
+    l = { op: { op }, ok: { op, result: 'ok' } };
+    OP_LABELS.set(op, l);
+  }
+  return l;
+}
+
 /** Errors a caller provokes on purpose (missing path, write on a read-only mount, ...): not worth a log line. */
 const EXPECTED = new Set<number>([Errno.ENOENT, Errno.EROFS, Errno.ENOTDIR, Errno.EISDIR, Errno.EBADF, Errno.EINVAL]);
 
@@ -150,26 +161,29 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
     reply: (code: number, value?: T) => void,
     code: (v: T) => number = () => 0,
   ): void {
-    const started = process.hrtime.bigint();
-    const done = (c: number, v?: T): void => {
-      fuseOpSeconds.observe({ op }, Number(process.hrtime.bigint() - started) / 1e9);
-      fuseOps.inc({ op, result: resultLabel(c) });
-      reply(c, v);
-    };
-    const fail = (err: unknown): void => {
-      const errno = errnoFor(err);
-      if (!EXPECTED.has(errno) || !(err instanceof SluiceError)) hooks.onUnexpectedError?.(op, path, err);
-      done(-errno);
-    };
+    const started = performance.now();
     let result: T | Promise<T>;
     try {
       result = work();
     } catch (err) {
-      fail(err);
+      failed(op, path, err, started, reply);
       return;
     }
-    if (result instanceof Promise) result.then((v) => done(code(v), v), fail);
-    else done(code(result), result);
+    // In-memory answers (getattr, open and release once listed) reply here: no closure, no promise.
+    if (result instanceof Promise) result.then((v) => answered(op, code(v), started, reply, v), (err: unknown) => failed(op, path, err, started, reply));
+    else answered(op, code(result), started, reply, result);
+  }
+  /** Replies `c` (and `v`) to an operation that started at `started`, and records it. */
+  function answered<T>(op: string, c: number, started: number, reply: (code: number, value?: T) => void, v?: T): void {
+    const l = opLabels(op);
+    fuseOpSeconds.observe(l.op, (performance.now() - started) / 1000);
+    fuseOps.inc(c >= 0 ? l.ok : { op, result: resultLabel(c) });
+    reply(c, v);
+  }
+  function failed<T>(op: string, path: string, err: unknown, started: number, reply: (code: number, value?: T) => void): void {
+    const errno = errnoFor(err);
+    if (!EXPECTED.has(errno) || !(err instanceof SluiceError)) hooks.onUnexpectedError?.(op, path, err);
+    answered(op, -errno, started, reply);
   }
 
   const deadlines = hooks.readDeadlines;

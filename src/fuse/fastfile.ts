@@ -41,7 +41,7 @@ export const FASTFILE_OPTION_NAMES = [
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
   'noSignRequest', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode',
-  'cacheDir', 'cacheDirSize', 'cacheDirWriteRate',
+  'cacheDir', 'cacheDirSize', 'cacheDirWriteRate', 'cacheDirDirectWrite',
 ] as const;
 
 /** Issue 15: what to read (snapshot, filters, archived objects); `sluice run` sets them per channel. */

@@ -66,6 +66,8 @@ export interface KernelMount {
   readonly readaheadKb: number | undefined;
   /** Reads bypass fuse-native's JavaScript wrapper (native.ts); false on an unchecked fuse-native version. */
   readonly directRead: boolean;
+  /** getattr, open and release bypass fuse-native's JavaScript wrapper (native.ts); false on an unchecked fuse-native version. */
+  readonly directMeta: boolean;
   /** Resolves when the mount has disappeared without unmount() (removed from outside). */
   readonly gone: Promise<void>;
   /** Unmounts (lazily if busy). Idempotent. */
@@ -212,6 +214,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
       mountpoint: mnt,
       readaheadKb: undefined,
       directRead: fuse.directRead,
+      directMeta: fuse.directMeta,
       // Its mount point is unknown here, so its removal is not watched: it never resolves.
       gone: new Promise<void>(() => undefined),
       unmount: async () => {
@@ -260,5 +263,5 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
         'could not set the mount readahead (needs root and a writable /sys); sequential reads may be slower');
     }
   }
-  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, gone, unmount };
+  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, gone, unmount };
 }

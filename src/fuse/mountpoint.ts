@@ -195,6 +195,18 @@ export async function explainDeadMount(err: unknown, what: string, fallback: str
 }
 
 /**
+ * Throws a one-line DeadMountError when `p` is, or is under, a dead FUSE mount (statfs
+ * reaches the daemon; ENOENT and other errors are left to the caller's own use of `p`).
+ * `sluice run` asks it of --root first, before any file under it is read.
+ */
+export async function refuseDeadMount(p: string, what: string): Promise<void> {
+  const err = await statfs(p).then(() => undefined, (e: unknown) => e);
+  if (err === undefined) return;
+  const explained = await explainDeadMount(err, what, p);
+  if (explained instanceof DeadMountError) throw explained;
+}
+
+/**
  * Makes `dir` ready to mount on, or throws MountpointError with the fix.
  * A stale FUSE mount is detached and the folder reused. `stat` alone does not reveal
  * one: the kernel may answer it from attributes it cached before the daemon died,

@@ -29,6 +29,18 @@
  * arguments), so it is installed only for a fuse-native version it was checked against
  * (DIRECT_READ_VERSIONS); any other version keeps fuse-native's own read path and
  * `directRead` is false (test/fuse/kernel-mount.ts checks it is true for ours).
+ *
+ * Direct metadata replies (getattr, open, release: the round trips a small file costs besides
+ * its read). Through fuse-native's wrapper each also costs the bind, two argument arrays, a
+ * timer armed and cleared, a process.nextTick and, for getattr, a fresh Uint32Array. On the
+ * same checked versions the subclass installs its own handlers for these three: they call
+ * ops.getattr/open/release with a callback that answers through fuse-native's native signal
+ * (`fuse_native_signal_getattr(locals, result, statInts)`, `_open(locals, result, fh)`,
+ * `_release(locals, result)`) at once, synchronously when the core answers synchronously
+ * (the listed, in-memory case); getattr's stat goes through one shared Uint32Array, which the
+ * signal copies before it returns. An answer that waits for a promise (a lookup before the
+ * listing completes) keeps fuse-native's deadline: a timer, armed only then, answers
+ * ETIMEDOUT as fuse-native's would. `directMeta` says whether they are installed.
  */
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -109,6 +121,8 @@ export interface NativeFuse {
   readonly mnt: string;
   /** Reads bypass fuse-native's JavaScript wrapper (see the top of this file). */
   readonly directRead: boolean;
+  /** getattr, open and release bypass fuse-native's JavaScript wrapper (see the top of this file). */
+  readonly directMeta: boolean;
   mount(cb: (err: Error | null) => void): void;
   unmount(cb: (err: (Error & { unmountFailure?: boolean }) | null) => void): void;
   /**
@@ -166,6 +180,14 @@ const DIRECT_READ_VERSIONS = new Set(['2.2.6']);
 interface FuseBinding {
   sizeof_fuse_thread_t: number;
   op_read: number;
+  op_getattr: number;
+  op_open: number;
+  op_release: number;
+  /** Answers getattr: locals, 0 or a negative errno, the stat as fuse-native's 18 uint32s (copied before it returns). */
+  fuse_native_signal_getattr(locals: unknown, result: number, stat: Uint32Array): void;
+  /** Answers open: locals, 0 or a negative errno, the file handle (0: none). */
+  fuse_native_signal_open(locals: unknown, result: number, fh: number): void;
+  fuse_native_signal_release(locals: unknown, result: number): void;
   /**
    * Answers a read: the FUSE thread's locals, bytes read or a negative errno, an unused
    * slot, and the read buffer's ArrayBuffer, which it detaches (Node >= 14): a write into
@@ -203,23 +225,55 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
   const binding = createRequire(index)('node-gyp-build')(path.dirname(index)) as FuseBinding;
   const version = (req('fuse-native/package.json') as { version: string }).version;
   const direct = DIRECT_READ_VERSIONS.has(version) && typeof binding.fuse_native_signal_read === 'function' && binding.op_read === 23;
+  const directMeta = direct && typeof binding.fuse_native_signal_getattr === 'function' && typeof binding.fuse_native_signal_open === 'function'
+    && typeof binding.fuse_native_signal_release === 'function' && binding.op_getattr === 5 && binding.op_open === 21 && binding.op_release === 25;
   /** The one reply function of the direct read path: `token` is the FUSE thread's locals. */
   const replyRead: ReadReply = (result, locals, buf) => binding.fuse_native_signal_read(locals, result, 0, buf.buffer);
   class SluiceFuse extends Fuse {
     private released = false;
     readonly directRead: boolean;
+    readonly directMeta: boolean;
 
     constructor(mnt: string, ops: NativeOps, opts: NativeMountOptions) {
       super(mnt, ops, opts);
       const handlers = (this as unknown as { _handlers: unknown[] })._handlers;
       const read = ops.read;
       this.directRead = direct && read !== undefined && Array.isArray(handlers) && typeof handlers[binding.op_read] === 'function';
+      this.directMeta = Array.isArray(handlers) && this.installDirectMeta(handlers, ops, opts.timeout);
       if (!this.directRead) return;
       // Called by fuse-native.c as (locals, opcode, path, fh, buffer, length, offsetLow, offsetHigh).
       handlers[binding.op_read] = (locals: unknown, _op: number, p: string, fh: number, buf: Buffer, len: number, low: number, high: number): void => {
         read!(p, fh, buf, len, high * 4294967296 + low, replyRead, locals);
       };
     }
+    /** Installs the direct getattr/open/release handlers (see the top of this file); false when not possible. */
+    private installDirectMeta(handlers: unknown[], ops: NativeOps, timeoutMs: number): boolean {
+      const { getattr, open, release } = ops;
+      if (!directMeta || !getattr || !open || !release) return false;
+      if (![binding.op_getattr, binding.op_open, binding.op_release].every((op) => typeof handlers[op] === 'function')) return false;
+      // Called by fuse-native.c as (locals, opcode, path[, flags | fh]).
+      handlers[binding.op_getattr] = (locals: unknown, _op: number, p: string): void => {
+        const once = answerOnce(timeoutMs, (code: number, st?: NativeStat) => {
+          binding.fuse_native_signal_getattr(locals, code, code === 0 && st ? statInts(st) : NO_STAT);
+        }, () => binding.fuse_native_signal_getattr(locals, ETIMEDOUT_NEG, NO_STAT));
+        getattr(p, once.reply);
+        once.armIfWaiting();
+      };
+      handlers[binding.op_open] = (locals: unknown, _op: number, p: string, flags: number): void => {
+        const once = answerOnce(timeoutMs, (code: number, fh?: number) => binding.fuse_native_signal_open(locals, code, code === 0 ? fh ?? 0 : 0),
+          () => binding.fuse_native_signal_open(locals, ETIMEDOUT_NEG, 0));
+        open(p, flags, once.reply);
+        once.armIfWaiting();
+      };
+      handlers[binding.op_release] = (locals: unknown, _op: number, p: string, fh: number): void => {
+        const once = answerOnce(timeoutMs, (code: number) => binding.fuse_native_signal_release(locals, code),
+          () => binding.fuse_native_signal_release(locals, ETIMEDOUT_NEG));
+        release(p, fh, once.reply);
+        once.armIfWaiting();
+      };
+      return true;
+    }
+
     releaseNative(): void {
       const self = this as unknown as { mnt: string; _thread: Buffer | null };
       if (this.released || !self._thread) return;
@@ -265,4 +319,60 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
   }
   cached = SluiceFuse as unknown as NativeFuseCtor;
   return cached;
+}
+
+/** -ETIMEDOUT (Linux), what fuse-native answers an operation that outlived its timeout with. */
+const ETIMEDOUT_NEG = -110;
+/** The stat sent with a failed getattr (fuse-native sends zeros too). */
+const NO_STAT = new Uint32Array(18);
+/** One stat buffer for every direct getattr answer: the native signal copies it before returning. */
+const STAT_INTS = new Uint32Array(18);
+
+function setDouble(a: Uint32Array, i: number, n: number): void {
+  a[i] = n % 4294967296;
+  a[i + 1] = (n - a[i]!) / 4294967296;
+}
+
+/** `st` in fuse-native's layout (index.js getStatArray): mode, uid, gid, size, dev, nlink, ino, rdev, blksize, blocks, atime, mtime, ctime (ms). */
+export function statInts(st: NativeStat, a: Uint32Array = STAT_INTS): Uint32Array {
+  a[0] = st.mode;
+  a[1] = st.uid;
+  a[2] = st.gid;
+  setDouble(a, 3, st.size);
+  a[5] = 0;
+  a[6] = st.nlink || 1;
+  a[7] = 0;
+  a[8] = 0;
+  a[9] = st.blksize ?? 0;
+  setDouble(a, 10, st.blocks ?? 0);
+  setDouble(a, 12, st.atime.getTime());
+  setDouble(a, 14, st.mtime.getTime());
+  setDouble(a, 16, st.ctime.getTime());
+  return a;
+}
+
+/**
+ * The callback of one direct metadata operation: answers once, through `answer`; when the
+ * operation did not answer synchronously, armIfWaiting() arms the deadline, after which
+ * `expire` answers instead (and a late answer is dropped).
+ */
+function answerOnce<A extends unknown[]>(timeoutMs: number, answer: (code: number, ...v: A) => void, expire: () => void): { reply: (code: number, ...v: A) => void; armIfWaiting(): void } {
+  let done = false;
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    reply: (code, ...v) => {
+      if (done) return;
+      done = true;
+      if (timer) clearTimeout(timer);
+      answer(code, ...v);
+    },
+    armIfWaiting: () => {
+      if (done || !(timeoutMs > 0)) return;
+      timer = setTimeout(() => {
+        if (done) return;
+        done = true;
+        expire();
+      }, timeoutMs);
+    },
+  };
 }

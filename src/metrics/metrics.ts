@@ -30,7 +30,7 @@ const SIZE_BUCKETS = client.exponentialBuckets(4096, 4, 8);
 
 export const s3Requests = new client.Counter({
   name: 'sluice_s3_requests_total',
-  help: 'S3 requests completed, by operation (list, head, get) and HTTP status (or "error" when no reply came).',
+  help: 'S3 requests completed, by operation (list, head, get, versioning) and HTTP status (or "error" when no reply came).',
   labelNames: ['operation', 'status'] as const,
   registers: [registry],
 });

@@ -160,9 +160,11 @@ export class BlockFetcher {
     const done = release ?? this.budget.acquireDemand(end - start);
     this.stats.gets++;
     this.stats.bytes += end - start;
-    const run = async (into?: Buffer): Promise<Buffer> => {
+    const run = async (into?: Buffer, slab?: Slab): Promise<Buffer> => {
       try {
-        const buf = await this.client.getRange(file.key, start, end, file.etag, into ? { into } : undefined);
+        // hold: the disk tier writes the bytes from this buffer in the background, holding a reference instead of copying.
+        const hold = slab ? () => { slab.ref(); return () => slab.unref(); } : undefined;
+        const buf = await this.client.getRange(file.key, start, end, file.etag, into ? { into, ...(hold ? { hold } : {}) } : undefined);
         // The client's contract says exact length; check anyway, since a short block
         // would otherwise be cached and served as if it were the object's bytes.
         if (buf.length !== end - start) {

@@ -69,6 +69,13 @@ export interface RangeOptions extends RequestOptions {
    * by a client that does not track landing); only when `into` is honoured.
    */
   onFilled?: (filled: number) => void;
+  /**
+   * With `into`: keeps `into`'s memory from reuse until the function it returns is called
+   * (e.g. a pooled buffer's reference). A client that still reads `into` after it resolves
+   * (the disk tier's background writer, src/cache/tiered-client.ts) takes it instead of
+   * copying the bytes; a client that does not simply never calls it.
+   */
+  hold?: () => () => void;
 }
 
 export interface StreamOptions extends RequestOptions {

@@ -285,10 +285,10 @@ export class S3ObjectClient implements ObjectClient {
    * enabled, or when the server refuses to say (no s3:GetBucketVersioning; a server without
    * versioning may answer 501 NotImplemented, or, as s3rver does, ignore the parameter and
    * answer with a listing, which has no Status): then the listing records no version ids and
-   * reads stay pinned by ETag. Counted as a 'list' request in the metrics.
+   * reads stay pinned by ETag. Counted as operation 'versioning' in the metrics.
    */
   versioning(signal?: AbortSignal): Promise<string | undefined> {
-    this.versioningState ??= this.withRetries('list', undefined, (s) => this.sdk.send(new GetBucketVersioningCommand({ Bucket: this.bucket }), { abortSignal: s }), signal)
+    this.versioningState ??= this.withRetries('versioning', undefined, (s) => this.sdk.send(new GetBucketVersioningCommand({ Bucket: this.bucket }), { abortSignal: s }), signal)
       .then((out) => out.Status, (err: unknown) => {
         // Only a refusal by a server that answered means "unversioned"; an unreachable
         // endpoint or an abort fails the listing as it would have anyway.

@@ -15,7 +15,8 @@ import {
 } from '../errors.js';
 
 export type RetryReason = 'throttled' | 'server_error' | 'reset' | 'timeout' | 'short_body' | 'unreachable';
-export type Operation = 'list' | 'head' | 'get';
+/** The `operation` label of the S3 metrics: 'versioning' is GetBucketVersioning (snapshots ask it once). */
+export type Operation = 'list' | 'head' | 'get' | 'versioning';
 export type Verdict = { retry: RetryReason; cause: unknown } | { fail: SluiceError };
 
 export interface FailureContext {

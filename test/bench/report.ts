@@ -79,3 +79,46 @@ t.test('targets are checked against the figures', async (t) => {
   t.equal(find(/File mode download/, 'B').measured, '1.50×');
   t.match(targetsTable(res), /\| Memory: FastFile peak RSS ≤ cache budget \+ 256 MiB \| all scenarios \| 300 MiB \| ≤ 1280 MiB \| met \|/);
 });
+
+t.test('issue 11: FastFile\'s large-read targets get a row per reader count (1 and 4)', async (t) => {
+  const { targetChecks } = await import('../../src/bench/report.js');
+  const res = results([
+    fig({ target: 'FastFile', value: 190, scenario: 'bulk-1', cpuSecondsPerGB: 2 }),
+    fig({ target: 's3fs', value: 180, scenario: 'bulk-1', cpuSecondsPerGB: 2.5 }),
+    fig({ target: 'FastFile', value: 170, scenario: 'bulk-4', readers: 4, cpuSecondsPerGB: 3 }),
+    fig({ target: 's3fs', value: 180, scenario: 'bulk-4', readers: 4, cpuSecondsPerGB: 2 }),
+  ]);
+  const checks = targetChecks(res);
+  const row = (re: RegExp, where: string) => checks.filter((c) => re.test(c.target) && c.where === where);
+  t.equal(row(/≥ 95% of the link/, 'bulk-1 (1 reader)')[0]!.met, true);
+  const link4 = row(/≥ 95% of the link/, 'bulk-4 (4 readers)');
+  t.equal(link4.length, 1, 'the 4-reader link row');
+  t.equal(link4[0]!.measured, '85%');
+  t.equal(link4[0]!.met, false);
+  t.equal(row(/CPU s\/GB, FastFile ÷ s3fs/, 'bulk-4 (4 readers)')[0]!.measured, '1.50×');
+  t.equal(row(/CPU s\/GB, FastFile ÷ s3fs/, 'bulk-4 (4 readers)')[0]!.met, false);
+  t.equal(row(/FastFile ÷ s3fs$/, 'bulk-4 (4 readers)')[0]!.measured, '0.94×');
+  t.equal(checks.filter((c) => c.where === 'bulk-4 (1 reader)').length, 0, 'no "not measured" 1-reader rows for a 4-reader scenario');
+  t.equal(row(/Pipe mode/, 'bulk-1 (1 reader)').length, 1, 'Pipe and File rows stay at 1 reader');
+
+  // The same targets under a second profile (no latency, or an HTTPS twin) get their own rows.
+  const two = results([
+    ...res.figures,
+    fig({ target: 'FastFile', value: 196, scenario: 'bulk-4', readers: 4, profile: 'no-latency', cpuSecondsPerGB: 2 }),
+    fig({ target: 's3fs', value: 150, scenario: 'bulk-4', readers: 4, profile: 'no-latency', cpuSecondsPerGB: 2.5 }),
+  ]);
+  two.profiles.push({ name: 'no-latency', ttfbMs: 0, bytesPerSec: 0, description: 'no-latency: none' });
+  const nl = targetChecks(two).filter((c) => c.where === 'bulk-4 (4 readers), no-latency');
+  t.same(nl.map((c) => [c.measured, c.met]), [['98%', true], ['1.31×', true], ['0.80×', true]], 'link, rate and CPU rows for the second profile');
+  t.equal(targetChecks(two).filter((c) => /Pipe|File mode|Memory/.test(c.target) && c.where.includes('no-latency')).length, 0, 'other targets stay on the first profile');
+});
+
+t.test('the readers\' CPU is split read + hash, and inline hashing is marked', async (t) => {
+  const after = fig({ target: 'FastFile', value: 190, readerCpuSecondsPerGB: 0.3, readerHashCpuSecondsPerGB: 1.4, readerHash: 'after', inlineHashedFraction: 0 });
+  const inline = fig({ target: 's3fs', value: 150, readerCpuSecondsPerGB: 1.7, readerHashCpuSecondsPerGB: 1.4, readerHash: 'inline', inlineHashedFraction: 1 });
+  const spill = fig({ target: 'File', value: 150, readerHash: 'after', inlineHashedFraction: 0.25 });
+  const md = markdownTable(results([after, inline, spill]));
+  t.match(md, /\| FastFile \| 190 MB\/s \|.*\| 0\.30 \+ 1\.40 hash \| 1\.25 \| verified \|/);
+  t.match(md, /\| s3fs \|.*\| 1\.70 \+ 1\.40 hash \| 1\.25 \| verified \(hashed inside the timed span\) \|/);
+  t.match(md, /\| File \|.*verified \(25% hashed inside the timed span: over the keep budget\) \|/);
+});

@@ -66,3 +66,16 @@ t.test('--https twins every plain profile and runs each scenario under both; war
   for (const s of h.scenarios) t.same(s.profiles, ['no-latency', 'no-latency-https'], `${s.name} runs over HTTP and HTTPS`);
   t.same(withHttpsTwins(h).profiles.length, 2, 'idempotent');
 });
+
+t.test('readerHash: after by default, inline per file or scenario; readerKeep sized; bad values named', async (t) => {
+  const c = parseBenchConfig(smoke, 'smoke.yaml');
+  t.ok(c.scenarios.every((s) => s.readerHash === 'after'), 'hash after the timed span by default');
+  t.equal(c.readerKeepBytes, 1024 ** 3, '1 GiB keep budget by default');
+  const d = parseBenchConfig(smoke.replace('defaults:', 'readerKeep: 64MiB\ndefaults:\n  readerHash: inline'), 'smoke.yaml');
+  t.ok(d.scenarios.every((s) => s.readerHash === 'inline'));
+  t.equal(d.readerKeepBytes, 64 * 1024 * 1024);
+  const one = parseBenchConfig(smoke.replace('{ name: small,', '{ name: small, readerHash: inline,'), 'smoke.yaml');
+  t.equal(one.scenarios[0]!.readerHash, 'inline');
+  t.equal(one.scenarios[1]!.readerHash, 'after');
+  t.throws(() => parseBenchConfig(smoke.replace('defaults:', 'defaults:\n  readerHash: later'), 'smoke.yaml'), { name: 'ConfigError', message: /defaults\.readerHash "later" is unknown/ });
+});

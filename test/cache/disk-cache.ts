@@ -3,13 +3,15 @@
  * here; test/cache/disk-tier-e2e.ts runs it against the local S3 server and a real mount).
  */
 import { spawn } from 'node:child_process';
+import fsSync, { readFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { copyFile, mkdtemp, readdir, readFile, rm, truncate, unlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { crc32c } from '@node-rs/crc32';
-import { DISK_BLOCK_SIZE, DiskCache, ENTRY_BYTES, HEADER_BYTES, TIER_FOLDER, WINDOW } from '../../src/cache/disk-cache.js';
+import { DISK_BLOCK_SIZE, DiskCache, ENTRY_BYTES, HEADER_BYTES, TIER_FOLDER, WINDOW, WRITE_RUN_BYTES, type WriteEvent } from '../../src/cache/disk-cache.js';
 import { TieredClient } from '../../src/cache/tiered-client.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
@@ -288,6 +290,175 @@ t.test('two processes share one folder: together within the bound, ledger recove
   t.equal(c3.stats.checksumFailures, 0, 'no torn block left behind');
 });
 
+t.test('the writer: a run of blocks is one write of its bytes, then one of its entries, only once the bytes are in the file', async (t) => {
+  const dir = await tempDir(t);
+  const events: WriteEvent[] = [];
+  const problems: string[] = [];
+  const body = patternBytes(40 * B + 1000, 21);
+  const entryLens = (map: string, first: number, n: number) => {
+    const m = readFileSync(map);
+    return Array.from({ length: n }, (_, k) => (m.length >= HEADER_BYTES + (first + k + 1) * ENTRY_BYTES ? m.readUInt32LE(HEADER_BYTES + (first + k) * ENTRY_BYTES) : 0));
+  };
+  const dataBytes = new Map<number, number>();
+  const onWrite = (e: WriteEvent) => {
+    events.push(e);
+    if (e.what === 'data') {
+      dataBytes.set(e.first, e.bytes);
+      // Not yet marked present: its entries are still absent (or the shorter prefix of an earlier write).
+      if (entryLens(`${e.file}.map`, e.first, e.blocks).some((l) => l === B)) problems.push(`blocks ${e.first}+${e.blocks} marked present before their bytes were written`);
+    } else {
+      // About to mark them present: every byte must be in the data file already.
+      const data = readFileSync(e.file.slice(0, -'.map'.length));
+      const at = e.first * B;
+      const n = dataBytes.get(e.first) ?? -1;
+      if (n < 0) problems.push(`entries of blocks ${e.first}+${e.blocks} with no write of their bytes`);
+      if (!data.subarray(at, at + n).equals(body.subarray(at, at + n))) problems.push(`entries of blocks ${e.first}+${e.blocks} written before their bytes`);
+    }
+  };
+  const c = await DiskCache.open({ dir, maxBytes: 1024 * MiB, writeBytesPerSec: 1024 * MiB, freeBytes: BIG_FREE, onWrite });
+  t.teardown(() => c.close());
+  const id = { ns: NS, key: 'run', etag: '"r"', index: 0 };
+  const perJob = WRITE_RUN_BYTES / B;
+  // 10 whole blocks and a prefix of the 11th: one job, one pwrite of the bytes, one of the entries.
+  c.writeRun(id, body.subarray(0, 10 * B + 1000));
+  await c.flush();
+  t.same(events.map((e) => [e.what, e.first, e.blocks]), [['data', 0, 11], ['entries', 0, 11]], 'one write of 11 blocks, then one of their 11 entries');
+  t.equal(c.stats.dataWrites, 1);
+  t.equal(c.stats.entryWrites, 1);
+  t.equal(c.stats.written, 11);
+  const got = Buffer.alloc(10 * B + 1000);
+  t.same(await c.readRange(id, 0, got.length, got), new Array(11).fill(true), 'all 11 read back, verified');
+  t.ok(got.equals(body.subarray(0, got.length)));
+  // The whole 40-block object, blocks 0-9 already there and block 10 only a prefix: blocks 10.. are written, in jobs of WRITE_RUN_BYTES.
+  events.length = 0;
+  c.writeRun(id, body);
+  await c.flush();
+  const data = events.filter((e) => e.what === 'data');
+  t.same(data.map((e) => e.first), [10, perJob, 2 * perJob].filter((f, i) => i === 0 || f > 10), 'blocks on disk already are not written again; the rest in jobs');
+  t.equal(data.reduce((n, e) => n + e.blocks, 0), 41 - 10, 'each missing block written once');
+  // Jobs run WRITE_CONCURRENCY at once, so their events interleave; each job's entries come after its bytes.
+  for (const d of data) {
+    const di = events.indexOf(d);
+    const ei = events.findIndex((e) => e.what === 'entries' && e.first === d.first && e.blocks === d.blocks);
+    t.ok(ei > di, `blocks ${d.first}+${d.blocks}: bytes, then entries`);
+  }
+  t.equal(events.length, 2 * data.length, 'one entries write per write of bytes');
+  const all = Buffer.alloc(body.length);
+  t.ok((await c.readRange(id, 0, body.length, all)).every(Boolean));
+  t.ok(all.equals(body), 'whole object right');
+  // A gap in the middle: one write for just the missing blocks.
+  const gid = { ns: NS, key: 'gap', etag: '"g"', index: 0 };
+  c.writeRun(gid, body.subarray(0, 3 * B));
+  c.writeRun({ ...gid, index: 5 }, body.subarray(5 * B, 8 * B));
+  await c.flush();
+  events.length = 0;
+  c.writeRun(gid, body.subarray(0, 8 * B));
+  await c.flush();
+  t.same(events.map((e) => [e.what, e.first, e.blocks]), [['data', 3, 2], ['entries', 3, 2]], 'only blocks 3-4, in one write');
+  t.same(problems, [], 'entries only ever after their bytes');
+  t.equal(c.stats.checksumFailures, 0);
+});
+
+t.test('the writer: a held buffer is written from as it is and given back after its job; bytes changed after queueing are never served', async (t) => {
+  const dir = await tempDir(t);
+  const c = await DiskCache.open({ dir, maxBytes: 1024 * MiB, writeBytesPerSec: 1024 * MiB, freeBytes: BIG_FREE });
+  t.teardown(() => c.close());
+  const body = patternBytes(2 * WRITE_RUN_BYTES, 22);
+  let held = 0;
+  let holds = 0;
+  const hold = () => {
+    held++;
+    holds++;
+    let done = false;
+    return () => {
+      if (done) throw new Error('released twice');
+      done = true;
+      held--;
+    };
+  };
+  const id = { ns: NS, key: 'held', etag: '"h"', index: 0 };
+  c.writeRun(id, body, { hold });
+  t.equal(holds, 2, 'one hold per job');
+  t.equal(held, 2, 'held while queued');
+  await c.flush();
+  t.equal(held, 0, 'each released once its job is done');
+  const got = Buffer.alloc(body.length);
+  t.ok((await c.readRange(id, 0, body.length, got)).every(Boolean));
+  t.ok(got.equals(body));
+  // A caller that breaks the contract (changes the bytes before the job wrote them): the CRC was taken
+  // when queued, so the block fails its check at read and is a miss, never the changed bytes.
+  const bad = patternBytes(B, 23);
+  const bid = { ns: NS, key: 'changed', etag: '"c"', index: 0 };
+  c.writeRun(bid, bad, { owned: true });
+  bad.fill(0xee);
+  await c.flush();
+  const out = Buffer.alloc(B);
+  t.equal(await c.readInto(bid, out), false, 'a miss');
+  t.equal(c.stats.checksumFailures, 1, 'counted as a bad block');
+  // Without hold or owned, the bytes are copied at queueing: a later change does not matter.
+  const cid = { ns: NS, key: 'copied', etag: '"c"', index: 0 };
+  const src = patternBytes(B, 24);
+  const keep = Buffer.from(src);
+  c.writeRun(cid, src);
+  src.fill(0xdd);
+  await c.flush();
+  t.equal(await c.readInto(cid, out), true);
+  t.ok(out.equals(keep), 'the bytes as queued');
+});
+
+t.test('the writer: jobs fit a small grant, and jobs waiting on one refill are all written', async (t) => {
+  const dir = await tempDir(t);
+  // 64 MiB: grants of 2 MiB, smaller than WRITE_RUN_BYTES.
+  const c = await openTier(dir, 64 * MiB);
+  t.teardown(() => c.close());
+  const body = patternBytes(24 * B, 25);
+  for (let f = 0; f < 6; f++) c.writeRun({ ns: NS, key: `g${f}`, etag: '"g"', index: 0 }, body);
+  await c.flush();
+  t.equal(c.stats.skipped, 0, 'nothing skipped');
+  t.equal(c.stats.written, 6 * 24);
+  for (let f = 0; f < 6; f++) {
+    const got = Buffer.alloc(body.length);
+    t.ok((await c.readRange({ ns: NS, key: `g${f}`, etag: '"g"' }, 0, body.length, got)).every(Boolean) && got.equals(body), `object ${f} whole`);
+  }
+});
+
+t.test('--cache-dir-direct-write: whole pages written with O_DIRECT where the buffer is aligned, the rest the ordinary way; all read back right', async (t) => {
+  const { prefaultedAlloc } = await import('../../src/pipe/native.js');
+  const { constants, openSync, closeSync } = await import('node:fs');
+  const dir = await tempDir(t);
+  let fsDirect = true;
+  try {
+    closeSync(openSync(path.join(dir, 'probe'), constants.O_WRONLY | constants.O_CREAT | constants.O_DIRECT));
+  } catch {
+    fsDirect = false; // e.g. tmpfs: the tier must fall back
+  }
+  const c = await DiskCache.open({ dir, maxBytes: 1024 * MiB, writeBytesPerSec: 1024 * MiB, freeBytes: BIG_FREE, directWrite: true });
+  t.teardown(() => c.close());
+  const alloc = prefaultedAlloc();
+  const n = 5 * B + 3000;
+  const src = patternBytes(n, 31);
+  // An aligned buffer (a slab, as the block cache's) with a tail that is not a whole page.
+  const slab = alloc ? alloc(6 * B) : Buffer.allocUnsafe(6 * B);
+  src.copy(slab);
+  const id = { ns: NS, key: 'direct', etag: '"d"', index: 0 };
+  c.writeRun(id, slab.subarray(0, n), { owned: true });
+  await c.flush();
+  if (fsDirect && alloc) t.equal(c.stats.directBytes, 5 * B, 'the 5 whole blocks went through O_DIRECT');
+  const got = Buffer.alloc(n);
+  t.ok((await c.readRange(id, 0, n, got)).every(Boolean), 'all present, verified');
+  t.ok(got.equals(src), 'bytes right, tail included');
+  // A buffer that is not page-aligned: refused by O_DIRECT (or not), written all the same.
+  const odd = Buffer.allocUnsafe(3 * B + 1).subarray(1);
+  src.copy(odd, 0, 0, 3 * B);
+  const oid = { ns: NS, key: 'odd', etag: '"d"', index: 0 };
+  c.writeRun(oid, odd, { owned: true });
+  await c.flush();
+  const got2 = Buffer.alloc(3 * B);
+  t.ok((await c.readRange(oid, 0, 3 * B, got2)).every(Boolean));
+  t.ok(got2.equals(src.subarray(0, 3 * B)), 'unaligned buffer: bytes right');
+  t.equal(c.stats.checksumFailures, 0);
+});
+
 t.test('no grant while the filesystem is nearly full: writes are skipped, reads go on', async (t) => {
   const dir = await tempDir(t);
   const c = await openTier(dir, 64 * MiB, async () => 10 * MiB);
@@ -350,6 +521,99 @@ t.test('TieredClient passes a snapshot\'s version pins to S3 and keys those bloc
   await c.flush();
   t.equal(await c.readInto({ ns: NS, key: 'v', etag, versionId: 'ver-1', index: 0 }, Buffer.alloc(B)), true, 'stored under its version');
   t.equal(await c.readInto({ ns: NS, key: 'v', etag, index: 0 }, Buffer.alloc(B)), false, 'not under the unversioned key');
+});
+
+/** Counts fs.readSync calls (the tier's synchronous preads) made by `fn`. */
+function countReadSync<T>(fn: () => T): { value: T; preads: number } {
+  const orig = fsSync.readSync;
+  let preads = 0;
+  fsSync.readSync = ((...a: Parameters<typeof orig>) => { preads++; return orig(...a); }) as typeof orig;
+  syncBuiltinESMExports();
+  try {
+    return { value: fn(), preads };
+  } finally {
+    fsSync.readSync = orig;
+    syncBuiltinESMExports();
+  }
+}
+
+t.test('openWhole, files of one block: read whole and checked at open, two preads, one recycled buffer; a bad block is refused at open', async (t) => {
+  const dir = await tempDir(t);
+  const c = await openTier(dir);
+  t.teardown(() => c.close());
+  const sizes = [1, 4096, 40_000, B];
+  for (const size of sizes) {
+    const id = { ns: NS, key: `small${size}`, etag: '"e"' };
+    c.write({ ...id, index: 0 }, patternBytes(size, size));
+  }
+  await c.flush();
+  for (const size of sizes) {
+    const id = { ns: NS, key: `small${size}`, etag: '"e"' };
+    const body = patternBytes(size, size);
+    // The writer keeps the cache file open: the entry and the bytes, nothing else.
+    const { value: w, preads } = countReadSync(() => c.openWhole(id, size));
+    t.ok(w, `${size}: whole`);
+    t.equal(preads, 2, `${size}: two preads at open (its entry, its bytes)`);
+    const out = Buffer.alloc(size + 10);
+    const { value: n, preads: later } = countReadSync(() => w!.read(out, size + 10, 0));
+    t.equal(n, size, `${size}: every byte, in one read`);
+    t.equal(later, 0, `${size}: reads are copies, no pread`);
+    t.ok(out.subarray(0, size).equals(body), `${size}: right bytes`);
+    t.equal(w!.read(out, 10, size), 0, `${size}: end of file`);
+    if (size > 1) {
+      t.equal(w!.read(out, 1000, 1), Math.min(1000, size - 1), `${size}: a read at an offset`);
+      t.ok(out.subarray(0, Math.min(1000, size - 1)).equals(body.subarray(1, 1001)), `${size}: its bytes`);
+    }
+    w!.close();
+    w!.close(); // idempotent: the buffer goes back once
+  }
+  // The same file opened and closed many times: one buffer, recycled; none held after close.
+  const id = { ns: NS, key: 'small40000', etag: '"e"' };
+  const before = c.smallBufferBytes.allocated;
+  for (let i = 0; i < 200; i++) {
+    const w = c.openWhole(id, 40_000)!;
+    t.equal(w.read(Buffer.alloc(100), 100, 39_950), 50);
+    w.close();
+  }
+  t.equal(c.smallBufferBytes.allocated, before, 'no buffer allocated per open');
+  t.equal(c.smallBufferBytes.inUse, 0, 'none in use once closed');
+  // Open at once past the buffer bound (16 MiB: 256 files of 64 KiB): the rest go the usual way.
+  const open = [];
+  for (let i = 0; i < 300; i++) open.push(c.openWhole(id, 40_000));
+  t.equal(open.filter(Boolean).length, 256, 'at most the bound in buffers at once');
+  for (const w of open) w?.close();
+  t.equal(c.smallBufferBytes.inUse, 0);
+  t.ok(c.smallBufferBytes.allocated <= 16 * MiB, 'allocated within the bound');
+  // A fresh process opens the cache file first: its header is read too.
+  const c2 = await openTier(dir);
+  t.teardown(() => c2.close());
+  const { value: w2, preads } = countReadSync(() => c2.openWhole(id, 40_000));
+  t.ok(w2, 'whole, in a new process');
+  t.equal(preads, 3, 'header, entry, bytes');
+  w2!.close();
+  // A short stored block (a prefix) is not the whole file.
+  const pid = { ns: NS, key: 'prefix', etag: '"e"' };
+  c.write({ ...pid, index: 0 }, patternBytes(30_000, 9).subarray(0, 20_000));
+  await c.flush();
+  t.equal(c.openWhole(pid, 30_000), undefined, 'a stored prefix is a miss');
+  // A bad block: refused at open, counted, its entry zeroed; never a byte of it served.
+  const damage: [string, (f: { data: string; map: string }) => Promise<void>][] = [
+    ['a flipped data byte', async (f) => { const b = await readFile(f.data); b[39_000]! ^= 0x20; await writeFile(f.data, b); }],
+    ['a truncated data file', async (f) => { await truncate(f.data, 1000); }],
+    ['a flipped CRC', async (f) => { const b = await readFile(f.map); b[HEADER_BYTES + 6]! ^= 0x01; await writeFile(f.map, b); }],
+  ];
+  for (const [i, [what, hurt]] of damage.entries()) {
+    const bid = { ns: NS, key: `bad${i}`, etag: '"e"' };
+    c.write({ ...bid, index: 0 }, patternBytes(40_000, 50 + i));
+    await c.flush();
+    const f = c.filesOf(bid);
+    await hurt(f);
+    const fails = c.stats.checksumFailures;
+    t.equal(c.openWhole(bid, 40_000), undefined, `${what}: refused at open (the caller reads from S3)`);
+    t.equal(c.stats.checksumFailures, fails + 1, `${what}: counted`);
+    t.equal((await readFile(f.map)).readUInt32LE(HEADER_BYTES), 0, `${what}: its entry zeroed`);
+    t.equal(c.smallBufferBytes.inUse, 0, `${what}: its buffer given back`);
+  }
 });
 
 t.test('FastFile core: a file whole on disk is read through openWhole, with no GET; a bad block mid-file falls back to S3', async (t) => {

@@ -12,6 +12,9 @@ import { tempMountpoint } from '../helpers/fuse.js';
 
 /** fuse-native's own default per-operation timeout (node_modules/fuse-native/index.js). */
 const FUSE_NATIVE_DEFAULT_TIMEOUT_MS = 15_000;
+async function waitUntil(ok: () => boolean, ms = 5000): Promise<void> {
+  for (const end = Date.now() + ms; !ok() && Date.now() < end;) await new Promise((r) => setTimeout(r, 20));
+}
 const bytes = (n: number, seed: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff));
 
 t.test('an in-memory core through the kernel', async (t) => {
@@ -139,6 +142,44 @@ t.test('an in-memory core through the kernel', async (t) => {
     t.equal(bytesRead, 6);
     t.equal(buf.toString(), 'hello\n');
     t.ok(Date.now() - t0 >= FUSE_NATIVE_DEFAULT_TIMEOUT_MS, 'the read really went through the slow core');
+  });
+
+  t.test('getattr, open and release answer on the direct path, synchronously or after a promise, with their deadline', async (t) => {
+    t.equal(m.directMeta, true, 'getattr, open and release bypass fuse-native\'s wrapper with this fuse-native version (native.ts)');
+    const count = async (op: string, result = 'ok') => {
+      const v = (await registry.getSingleMetric('sluice_fuse_operations_total')!.get()).values;
+      return v.filter((x) => x.labels.op === op && x.labels.result === result).reduce((a, x) => a + x.value, 0);
+    };
+    const core2 = new MemCore({ '/s/a.bin': bytes(70_000, 4), '/s/b.bin': bytes(10, 5), '/slow.bin': bytes(100, 6) });
+    const dir2 = await tempMountpoint(t, 'meta');
+    const m2 = await mountCore(core2, dir2, { allowOther: false, attrTimeoutSec: 60, readaheadKb: 0, fuseTimeoutMs: 1000 });
+    t.teardown(() => m2.unmount());
+    for (const sync of [true, false]) {
+      core2.syncOpen = sync;
+      const what = sync ? 'sync' : 'after a promise';
+      const [g0, o0, r0] = [await count('getattr'), await count('open'), core2.released];
+      for (const [p, b] of [['s/a.bin', bytes(70_000, 4)], ['s/b.bin', bytes(10, 5)]] as const) {
+        const fh = await open(path.join(dir2, p));
+        const st = await fh.stat();
+        t.equal(st.size, b.length, `${what}: ${p} size`);
+        t.equal(st.mode & 0o777, 0o444, `${what}: ${p} mode`);
+        t.equal(st.mtimeMs, new Date('2024-01-01T00:00:00Z').getTime(), `${what}: ${p} mtime`);
+        t.same(await fh.readFile(), b, `${what}: ${p} bytes`);
+        await fh.close();
+      }
+      await waitUntil(() => core2.released - r0 === 2);
+      t.equal(core2.released - r0, 2, `${what}: both handles released`);
+      t.equal(await count('open') - o0, 2, `${what}: opens answered and counted`);
+      if (sync) t.ok(await count('getattr') - g0 >= 3, 'lookups answered and counted (folder and files)');
+      await t.rejects(stat(path.join(dir2, 's', 'none')), { code: 'ENOENT' }, `${what}: a missing file`);
+      await t.rejects(open(path.join(dir2, 's', 'a.bin'), constants.O_RDWR), { code: 'EROFS' }, `${what}: open for writing`);
+    }
+    // An open that waits past the deadline: ETIMEDOUT, as fuse-native's own timer answers; the late answer is dropped.
+    core2.slowOpen = { path: '/slow.bin', ms: 2500 };
+    await t.rejects(readFile(path.join(dir2, 'slow.bin')), { code: 'ETIMEDOUT' }, 'a slow open times out');
+    await new Promise((r) => setTimeout(r, 2000)); // let the late answer land
+    core2.slowOpen = undefined;
+    t.same(await readFile(path.join(dir2, 'slow.bin')), bytes(100, 6), 'the mount still answers afterwards');
   });
 
   t.test('unmount', async (t) => {

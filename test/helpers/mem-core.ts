@@ -22,6 +22,10 @@ export class MemCore implements FsCore {
   slowRead: { path: string; ms: number } | undefined;
   /** A read of this path never settles, except through its signal (unless `abortIgnored`). */
   hungRead: { path: string; abortIgnored?: boolean } | undefined;
+  /** When set, open() of this path answers only after this many ms (a lookup that must ask S3). */
+  slowOpen: { path: string; ms: number } | undefined;
+  /** Handles released (release() calls that found their handle). */
+  released = 0;
   /** Reads given up because their signal fired (FsCore.read's contract: no copy after that). */
   aborted = 0;
   private readonly mtime = new Date('2024-01-01T00:00:00Z');
@@ -52,7 +56,20 @@ export class MemCore implements FsCore {
     return [...names].sort();
   }
 
-  async open(path: string, flags: number): Promise<number> {
+  /** When true, open() and release() answer synchronously (as SluiceFs does once listed); failures still reject. */
+  syncOpen = false;
+
+  open(path: string, flags: number): number | Promise<number> {
+    if (this.slowOpen?.path === path) return new Promise((r) => setTimeout(r, this.slowOpen!.ms)).then(() => this.openNow(path, flags));
+    if (!this.syncOpen) return Promise.resolve().then(() => this.openNow(path, flags));
+    try {
+      return this.openNow(path, flags);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  private openNow(path: string, flags: number): number {
     if ((flags & 3) !== 0) throw new ReadOnlyError('open for writing');
     if (this.dirs.has(path)) throw new IsDirectoryError(path);
     if (!this.files.has(path)) throw new NotFoundError(path);
@@ -86,8 +103,10 @@ export class MemCore implements FsCore {
     return f.copy(dst, 0, Math.min(position, f.length), Math.min(position + length, f.length));
   }
 
-  async release(fh: number): Promise<void> {
-    if (!this.handles.delete(fh)) throw new BadHandleError(fh);
+  release(fh: number): void | Promise<void> {
+    if (!this.handles.delete(fh)) return Promise.reject(new BadHandleError(fh));
+    this.released++;
+    if (!this.syncOpen) return Promise.resolve();
   }
 
   statfs(): StatFs {

@@ -12,7 +12,7 @@ export function testMountOptions(endpoint: string, over: Partial<FastFileOptions
     maxConnections: 16, maxAttempts: 3, requestTimeout: 10_000,
     cacheSize: 8 * MiB, partSize: 1 * MiB, maxPrefetch: 4 * MiB, maxInflight: 16 * MiB,
     crossFilePrefetch: 8, crossFileMaxSize: 1 * MiB,
-    allowOther: false, readAheadKb: 1024, attrTimeout: 60, cacheDirWriteRate: 1024 * MiB,
+    allowOther: false, readAheadKb: 1024, attrTimeout: 60, cacheDirWriteRate: 1024 * MiB, cacheDirDirectWrite: false,
     ...over,
   };
 }

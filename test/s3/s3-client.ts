@@ -234,3 +234,14 @@ t.test('requests are recorded in the metrics', async (t) => {
   }
   t.match(text, /sluice_inflight_bytes 0\n/, 'no bytes left in flight');
 });
+
+t.test('GetBucketVersioning is counted as operation "versioning", not "list"', async (t) => {
+  const c = client() as S3ObjectClient;
+  const count = async (op: string) => (await s3Requests.get()).values.filter((v) => v.labels.operation === op).reduce((a, v) => a + v.value, 0);
+  const list0 = await count('list');
+  const ver0 = await count('versioning');
+  await c.versioning(); // s3rver answers with a listing (no Status): unversioned
+  t.equal(await count('versioning') - ver0, 1, 'one versioning request');
+  t.equal(await count('list') - list0, 0, 'no list request counted for it');
+  t.match(await registry.metrics(), /sluice_s3_requests_total\{operation="versioning",status="200"\}/);
+});
