@@ -20,19 +20,22 @@
  *     sees only channels; it is rewritten after each run, also a failed one, with the
  *     files that completed. No record, no skip.
  *  4. Each object is split into parts of --part-size (one part when smaller). Parts are
- *     fetched with ranged GETs pinned to the listed ETag, at most --max-connections at once
- *     and at most --max-inflight bytes requested at once (a part larger than the budget
- *     still runs, alone). Objects start in key order, so small files finish early and
- *     large ones are fetched in parallel parts.
+ *     fetched with ranged GETs pinned to the listed ETag, at most --max-connections at once,
+ *     from one queue across objects (no object waits for the one before it to finish).
+ *     A part holds its connection only while its GET runs and its memory until its bytes
+ *     are in the file; parts held are bounded by --max-inflight and by --max-connections +
+ *     WRITE_SLACK_PARTS (a part larger than the budget still runs, alone). Objects start in
+ *     key order, so small files finish early and large ones are fetched in parallel parts.
  *  5. Parts are written into "<name>.sluice-part" beside the target, which is renamed
  *     over the target when all its parts are in: a crash never leaves a half-written
  *     file under the final name. On failure or abort, temp files are removed (after a
  *     kill -9, the next run's sweep removes them; the script never starts on a
  *     channel that was not completed).
  *     Each part is one ranged GET into a buffer from a BufferPool (../cache/buffer-pool.ts)
- *     of part-sized slabs, bounded by --max-inflight: the body lands there straight from
- *     the socket (../s3/wire.ts), then one pwritev writes it from that very buffer, and
- *     the slab carries the next part. So no byte is copied in user space, and after the
+ *     of part-sized slabs: the body lands there straight from the socket (../s3/wire.ts),
+ *     and pwritev writes it from that very buffer in WRITE_PIECE pieces as they land
+ *     (RangeOptions.onFilled), so a GET's end leaves at most a piece to write and the
+ *     connection goes on to the next part at once; the slab carries a later part. So no byte is copied in user space, and after the
  *     first --max-inflight bytes no fresh memory is touched (fresh pages cost a page
  *     fault per 4 KiB on our VMs). The slabs come from the addon's allocPrefaulted: 2 MiB
  *     aligned, huge pages where THP allows, mapped in one call, so even the first ones
@@ -40,7 +43,14 @@
  *     Measured (4 x 64 MiB, no latency): see BENCHMARKS.md "File mode and Pipe slabs".
  *     Tails and small files get a buffer of their own.
  *  6. Progress: a cli-progress bar on a TTY (bytes, files, MB/s, ETA); otherwise a log
- *     line every LOG_INTERVAL_MS.
+ *     line every LOG_INTERVAL_MS. At debug level, one line per part (GET and write times).
+ *  7. No fsync. A process crash (kill -9, OOM kill) loses nothing written: the kernel keeps
+ *     the pages, and the next run sweeps the "*.sluice-part" files and keeps the renamed
+ *     files its record vouches for. An OS crash or power loss can leave a renamed file with
+ *     its size but not all its bytes on disk; the channel is a copy of S3 for this job, so
+ *     sluice does not pay a flush of every byte before the script starts (aws s3 cp does
+ *     not fsync either). After such a crash, remove the channel's record (SEMANTICS.md).
+ *     Measured (issue 11, File mode vs aws s3 cp): BENCHMARKS.md "t11-file".
  * The bytes are written as stored: CompressionType does not apply to File mode.
  */
 import { lstat, mkdir, open, readdir, readFile, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
@@ -307,54 +317,161 @@ function conflict(key: string, err: unknown): Error {
   return err as Error;
 }
 
-/** Fetch and write parts under the connection and in-flight byte bounds. */
+/**
+ * Fetch and write parts under the connection and in-flight byte bounds.
+ *
+ * A part holds a connection only while its GET runs, and its bytes (its slab) from the GET's
+ * start until they are all in the file: the connection takes the next part while the last
+ * pieces of this one are still being written, and --max-inflight bounds GETs and pending
+ * writes together. Pieces go to the file as they land (PieceWriter), so when a GET ends at
+ * most about WRITE_PIECE of it is left to write.
+ */
 async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, progress: Progress, finish: (j: Job) => Promise<void>): Promise<void> {
   // Part buffers in use are bounded by the in-flight budget (plus the one part that may exceed it).
   // Slabs mapped up front, in huge pages where THP allows (../pipe/native.ts): see step 5 above.
   const alloc = prefaultedAlloc();
   const pool = new BufferPool({ maxBytes: o.maxInflight + o.partSize, unit: o.partSize, ...(alloc ? { alloc } : {}) });
+  // Parts held: every connection's, and a few whose last piece is still being written. More
+  // would only touch more fresh memory (a fault per 4 KiB): the disk is not what waits.
+  const budget = Math.min(o.maxInflight, (o.maxConnections + WRITE_SLACK_PARTS) * o.partSize);
   let next = 0;
-  let running = 0;
-  let inflight = 0;
+  /** GETs running: at most maxConnections. */
+  let gets = 0;
+  /** Parts started and not yet written: their bytes are what --max-inflight bounds. */
+  let active = 0;
+  let held = 0;
   let failure: unknown;
   await new Promise<void>((resolve) => {
     const pump = () => {
-      while (failure === undefined && !signal.aborted && next < parts.length && running < o.maxConnections) {
+      while (failure === undefined && !signal.aborted && next < parts.length && gets < o.maxConnections) {
         const p = parts[next]!;
         const len = p.end - p.start;
-        if (running > 0 && inflight + len > o.maxInflight) break;
+        if (held > 0 && held + len > budget) break;
         next++;
-        running++;
-        inflight += len;
-        runPart(p).then(
-          () => { running--; inflight -= len; pump(); },
-          (err) => { running--; inflight -= len; failure ??= err; pump(); },
+        gets++;
+        active++;
+        held += len;
+        let getDone = false;
+        const onGetDone = () => { if (!getDone) { getDone = true; gets--; pump(); } };
+        let released = false;
+        const release = () => { if (!released) { released = true; held -= len; pump(); } };
+        runPart(p, onGetDone, release).then(
+          () => { onGetDone(); release(); active--; pump(); },
+          (err) => { onGetDone(); release(); active--; failure ??= err; pump(); },
         );
       }
-      if (running === 0 && (next >= parts.length || failure !== undefined || signal.aborted)) resolve();
+      if (active === 0 && (next >= parts.length || failure !== undefined || signal.aborted)) resolve();
     };
     pump();
   });
   if (failure !== undefined) throw failure;
   if (signal.aborted) throw new AbortedError('File mode download aborted');
 
-  async function runPart(p: Part): Promise<void> {
+  async function runPart(p: Part, onGetDone: () => void, release: () => void): Promise<void> {
     const { job } = p;
     const len = p.end - p.start;
     // Whole parts land in a recycled slab (straight from the socket, src/s3/wire.ts) and go
-    // to the file with one pwritev from it; tails and small files get a buffer of their own.
+    // to the file with pwritev from it, piece by piece as they land; tails and small files get
+    // a buffer of their own, written when complete.
     const slab = pool.acquire(len);
+    const t0 = performance.now();
+    let writer: PieceWriter | undefined;
     try {
-      const buf = await job.obj.client.getRange(job.obj.key, p.start, p.end, job.obj.etag, { signal, ...(slab ? { into: slab.buf } : {}) });
-      job.fd ??= open(job.temp, 'w');
-      await writeAllAt(await job.fd, [buf], buf.length, p.start);
+      if (slab) writer = new PieceWriter(() => (job.fd ??= open(job.temp, 'w')), slab.buf, p.start);
+      let buf: Buffer;
+      try {
+        buf = await job.obj.client.getRange(job.obj.key, p.start, p.end, job.obj.etag, { signal, ...(writer ? { into: writer.buf, onFilled: writer.onFilled } : {}) });
+      } finally {
+        onGetDone();
+      }
+      const t1 = performance.now();
+      if (writer && buf === writer.buf) {
+        await writer.finish(len);
+      } else {
+        job.fd ??= open(job.temp, 'w');
+        await writeAllAt(await job.fd, [buf], buf.length, p.start);
+      }
+      if (log.isLevelEnabled('debug')) log.debug({ channel: o.channel, key: job.obj.key, start: p.start, bytes: len, getMs: Math.round(t1 - t0), writeMs: Math.round(performance.now() - t1), gets }, 'File mode: part written');
     } finally {
-      slab?.unref(); // getRange has settled and the write is done: nothing touches the slab any more
+      // Nothing may write from the slab once it is given back: wait for a piece still being written.
+      if (writer) await writer.idle();
+      slab?.unref(); // getRange has settled and the writes are done: nothing touches the slab any more
+      release();
     }
+    return partDone(p);
+  }
+
+  async function partDone(p: Part): Promise<void> {
+    const len = p.end - p.start;
     servedBytes.inc({ channel: o.channel, mode: 'File' }, len);
     markFirstByte(o.channel, 'File');
     progress.bytes(len);
-    if (--job.partsLeft === 0) await finish(job);
+    if (--p.job.partsLeft === 0) await finish(p.job);
+  }
+}
+
+/** 2: parts beyond one per connection that may wait for their last piece's write. */
+const WRITE_SLACK_PARTS = 2;
+
+/**
+ * 1 MiB: the bytes of a part written with one pwritev as they land. A piece costs one
+ * thread-pool hop and a syscall (~10-20 us) against ~100-300 us of copying 1 MiB into the
+ * page cache, and trails the socket by about 12 ms at 80 MB/s (one S3 stream), so a GET's
+ * end leaves at most 1 MiB to write instead of its whole part.
+ */
+const WRITE_PIECE = 1024 * 1024;
+
+/**
+ * Writes a part's slab to the file as its bytes land (RangeOptions.onFilled): one write at a
+ * time, in order, each of everything landed since the last one once that is WRITE_PIECE or
+ * more; finish() writes the rest. A landed byte is final (a retried attempt goes on from
+ * where the last one stopped), so a piece written is never written again.
+ */
+class PieceWriter {
+  private written = 0;
+  private filled = 0;
+  private writing: Promise<void> | undefined;
+  private error: unknown;
+  private total = -1;
+
+  constructor(private readonly fd: () => Promise<FileHandle>, readonly buf: Buffer, private readonly pos: number) {}
+
+  readonly onFilled = (filled: number): void => {
+    this.filled = filled;
+    if (this.writing === undefined && this.error === undefined && filled - this.written >= WRITE_PIECE) this.kick();
+  };
+
+  /** The whole part (`total` bytes) has landed: write what is left. */
+  async finish(total: number): Promise<void> {
+    this.total = total;
+    this.filled = total;
+    while (this.error === undefined && (this.writing !== undefined || this.written < total)) {
+      if (this.writing === undefined) this.kick();
+      await this.writing;
+    }
+    if (this.error !== undefined) throw this.error;
+  }
+
+  /** Settles when no write is running (the slab may then be reused). */
+  async idle(): Promise<void> {
+    while (this.writing !== undefined) await this.writing;
+  }
+
+  private kick(): void {
+    const from = this.written;
+    const to = this.filled;
+    this.writing = (async () => {
+      try {
+        await writeAllAt(await this.fd(), [this.buf.subarray(from, to)], to - from, this.pos + from);
+        this.written = to;
+      } catch (err) {
+        this.error ??= err;
+      } finally {
+        this.writing = undefined;
+      }
+      // More landed meanwhile: go on while the GET runs (finish() drives the last pieces itself).
+      if (this.error === undefined && this.total < 0 && this.filled - this.written >= WRITE_PIECE) this.kick();
+    })();
   }
 }
 

@@ -63,6 +63,13 @@ export interface RangeOptions extends RequestOptions {
    */
   into?: Buffer;
   /**
+   * Called as bytes land in `into` (issue 11, File mode writes them as they arrive): the
+   * first `filled` bytes of `into` hold their final, validated bytes and no later attempt
+   * writes them again. Called with growing values, any number of times (possibly never,
+   * by a client that does not track landing); only when `into` is honoured.
+   */
+  onFilled?: (filled: number) => void;
+  /**
    * With `into`: keeps `into`'s memory from reuse until the function it returns is called
    * (e.g. a pooled buffer's reference). A client that still reads `into` after it resolves
    * (the disk tier's background writer, src/cache/tiered-client.ts) takes it instead of

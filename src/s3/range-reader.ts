@@ -276,21 +276,23 @@ export class RangeReader {
    * Body chunks are copied once, straight to their place. Once this settles nothing writes
    * to `into` any more, so a caller may recycle it even after a failure.
    */
-  async getRange(key: string, start: number, end: number, etag: string, signal?: AbortSignal, into?: Buffer): Promise<Buffer> {
+  async getRange(key: string, start: number, end: number, etag: string, signal?: AbortSignal, into?: Buffer, onFilled?: (filled: number) => void): Promise<Buffer> {
     if (into !== undefined && into.length !== end - start) throw new RangeError(`getRange into a buffer of ${into.length} bytes for ${end - start} bytes`);
     const out = into ?? Buffer.allocUnsafe(end - start);
-    if (this.o.wire) return this.getRangeWire(this.o.wire, key, start, end, etag, out, signal);
+    const filled = into !== undefined ? onFilled : undefined;
+    if (this.o.wire) return this.getRangeWire(this.o.wire, key, start, end, etag, out, signal, filled);
     let off = 0;
     for await (const chunk of this.read(key, start, end, etag, signal)) {
       chunk.copy(out, off);
       off += chunk.length;
+      filled?.(off);
     }
     if (off !== out.length) throw new BadRangeReplyError(`internal: got ${off} of ${out.length} bytes of s3://${this.o.bucket}/${key}`);
     return out;
   }
 
   /** getRange() through the wire client: attempts land their bytes in `out` until it is full. */
-  private async getRangeWire(wire: WirePool, key: string, start: number, end: number, etag: string, out: Buffer, signal?: AbortSignal): Promise<Buffer> {
+  private async getRangeWire(wire: WirePool, key: string, start: number, end: number, etag: string, out: Buffer, signal?: AbortSignal, onFilled?: (filled: number) => void): Promise<Buffer> {
     const ctx = this.ctx(key, etag);
     const t0 = performance.now();
     const p: Progress = { pos: start, failures: 0, lastProgress: t0 };
@@ -300,7 +302,7 @@ export class RangeReader {
         if (signal?.aborted) throw new AbortedError();
         const before = p.pos;
         try {
-          await this.attemptInto(wire, key, p, end, etag, out, start, signal);
+          await this.attemptInto(wire, key, p, end, etag, out, start, signal, onFilled);
         } catch (err) {
           await this.afterFailure(err, p, before, ctx, signal);
         }
@@ -317,7 +319,7 @@ export class RangeReader {
    * landing there straight from the socket where the framing allows; p.pos moves with them,
    * also when the attempt then fails. One promise and one timer per attempt, none per chunk.
    */
-  private async attemptInto(wire: WirePool, key: string, p: Progress, end: number, etag: string, out: Buffer, base: number, signal?: AbortSignal): Promise<void> {
+  private async attemptInto(wire: WirePool, key: string, p: Progress, end: number, etag: string, out: Buffer, base: number, signal?: AbortSignal, onFilled?: (filled: number) => void): Promise<void> {
     const ctx = this.ctx(key, etag);
     const where = `s3://${this.o.bucket}/${key}`;
     const slot = await this.slot(where, signal);
@@ -353,6 +355,7 @@ export class RangeReader {
         const take = (n: number) => {
           got += n;
           p.pos += n;
+          onFilled?.(p.pos - base);
           if (got === plan!.expected) {
             if (plan!.partial) { const e = ex; ok = true; finish(); e?.close(); } // the rest is not ours
           }

@@ -395,7 +395,7 @@ export class S3ObjectClient implements ObjectClient {
     checkRange(start, endExclusive);
     if (endExclusive === start) return Buffer.alloc(0);
     const { reader } = await this.getDataPath();
-    return reader.getRange(key, start, endExclusive, etag, opts.signal, opts.into);
+    return reader.getRange(key, start, endExclusive, etag, opts.signal, opts.into, opts.onFilled);
   }
 
   async *getStream(key: string, etag: string, opts: StreamOptions = {}): AsyncIterable<Buffer> {

@@ -265,3 +265,89 @@ t.test("the channel folder ends holding exactly this run's objects: strays, part
   t.equal(second.downloaded, 0);
   t.equal(second.skipped, 3);
 });
+
+// ---- issue 11: parts land as they arrive (mapped into the file, or written piece by piece from a slab) ----
+
+t.test('parts are written piece by piece as they land: a connection broken mid-part leaves exact bytes', async (t) => {
+  const { startFaultProxy } = await import('../helpers/fault-proxy.js');
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  await s3.createBucket('bkt');
+  // 3 parts of 3 MiB and a tail: several 1 MiB pieces per part; a fault at half a part lands mid-piece.
+  const body = bytesFor('faulty', 9 * 1024 * KiB + 12_345);
+  const etag = await s3.putObject('bkt', 'ds/big.bin', body);
+  const proxy = await startFaultProxy(s3.port);
+  t.teardown(() => proxy.close());
+  const client = createObjectClient({ bucket: 'bkt', endpoint: proxy.endpoint, region: 'us-east-1', pathStyle: true, credentials: s3.credentials, maxAttempts: 5 });
+  t.teardown(() => client.close());
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-pieces-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  // Count the writes File mode makes: more than one per part means pieces went as they landed.
+  const { open: openFile } = await import('node:fs/promises');
+  const probe = await openFile(process.execPath, 'r');
+  const proto = Object.getPrototypeOf(probe) as { writev: (...a: unknown[]) => Promise<{ bytesWritten: number }> };
+  await probe.close();
+  const writev = proto.writev;
+  let writes = 0;
+  proto.writev = function (this: unknown, ...a: unknown[]) { writes++; return writev.apply(this, a); };
+  t.teardown(() => { proto.writev = writev; });
+  proxy.set({ resetMidBody: 2, truncateBody: 1 });
+  const r = await downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects: [{ key: 'ds/big.bin', size: body.length, etag, rel: 'big.bin', client }], partSize: 3 * 1024 * KiB, maxInflight: 6 * 1024 * KiB, maxConnections: 2, progress: 'none' });
+  t.equal(r.downloadedBytes, body.length);
+  t.equal(proxy.counts.resetMidBody, 2, 'two GETs were reset halfway');
+  t.equal(proxy.counts.truncateBody, 1, 'one GET was cut short halfway');
+  // Each broken GET is retried from the byte where it broke, so the retries ask for less than a part.
+  t.ok(proxy.gets.some((g) => g.start % (3 * 1024 * KiB) !== 0), 'a retry went on from where its attempt broke');
+  t.ok(writes > 4, `the 3 parts and the tail went to the file in pieces (${writes} writes)`);
+  t.equal(sha256(await readFile(path.join(dataDir, 'c', 'big.bin'))), sha256(body), 'exact bytes');
+  t.same(await readdir(path.join(dataDir, 'c')), ['big.bin'], 'no temp file left');
+});
+
+t.test('the in-flight budget bounds GETs and parts still being written together; a GET does not wait for a write', async (t) => {
+  // A client that ignores `into`: every part is a buffer of its own, written after its GET.
+  // Writes are made slow (FileHandle.writev delayed), so parts pile up between GET and file.
+  const { open: openFile } = await import('node:fs/promises');
+  const probe = await openFile(process.execPath, 'r');
+  const proto = Object.getPrototypeOf(probe) as { writev: (...a: unknown[]) => Promise<{ bytesWritten: number }> };
+  await probe.close();
+  const writev = proto.writev;
+  let held = 0;
+  let maxHeld = 0;
+  let writing = 0;
+  let maxGetsWhileWriting = 0;
+  const client = new MemoryClient('bkt');
+  proto.writev = async function (this: unknown, ...a: unknown[]) {
+    writing++;
+    await new Promise((r) => setTimeout(r, 25));
+    try {
+      const res = await writev.apply(this, a);
+      held -= res.bytesWritten;
+      return res;
+    } finally {
+      writing--;
+    }
+  };
+  t.teardown(() => { proto.writev = writev; });
+  client.delayMs = () => 2;
+  const objects = [];
+  for (let i = 0; i < 4; i++) {
+    const key = `p/o${i}`;
+    objects.push({ ...client.put(key, bytesFor(key, 8000)), rel: `o${i}`, client });
+  }
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-held-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const getRange = client.getRange.bind(client);
+  client.getRange = async (key, start, end, etag, opts) => {
+    held += end - start;
+    maxHeld = Math.max(maxHeld, held);
+    if (writing > 0) maxGetsWhileWriting = Math.max(maxGetsWhileWriting, client.inflight + 1);
+    return getRange(key, start, end, etag, opts);
+  };
+  const r = await downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects, partSize: 1000, maxInflight: 4000, maxConnections: 2, progress: 'none' });
+  t.equal(r.downloaded, 4);
+  t.ok(client.maxInflight <= 2, `at most 2 GETs at once (saw ${client.maxInflight})`);
+  t.ok(maxHeld <= 4000, `at most 4000 bytes fetched and not yet written, saw ${maxHeld}`);
+  t.ok(maxHeld > 2000, `parts waiting for their write do not hold a connection: ${maxHeld} bytes held with 2 connections`);
+  t.ok(maxGetsWhileWriting >= 1, 'GETs ran while writes were pending');
+  for (const o of objects) t.ok((await readFile(path.join(dataDir, 'c', o.rel))).equals(bytesFor(o.key, o.size)), o.key);
+});
