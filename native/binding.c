@@ -13,6 +13,8 @@
  *          tryLock(fd: number, exclusive: boolean): boolean   (flock LOCK_NB; false when held elsewhere)
  *          unlock(fd: number): undefined
  *          allocPrefaulted(bytes: number): Buffer | undefined   (see js_alloc_prefaulted)
+ *          setFuseMaxPages(pages: number): undefined   (larger FUSE reads, src/fuse_init.c)
+ *          fuseInitState(): { maxPages: number, kernelMinor: number }
  */
 #include <errno.h>
 #include <stdio.h>
@@ -261,6 +263,36 @@ static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * setFuseMaxPages(pages): max_pages the INIT reply of later mounts asks the kernel for
+ * (src/fuse_init.c); 0 leaves libfuse's reply alone. Returns undefined.
+ */
+static napi_value js_set_fuse_max_pages(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t pages;
+  if (argc < 1 || !get_int32(env, argv[0], "pages", &pages)) return NULL;
+  if (pages < 0 || pages > 65535) {
+    napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "pages must be between 0 and 65535");
+    return NULL;
+  }
+  sluice_fuse_set_max_pages((unsigned)pages);
+  return NULL;
+}
+
+/* fuseInitState(): { maxPages, kernelMinor } of the last INIT reply (maxPages 0: left alone). */
+static napi_value js_fuse_init_state(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result, pages, minor;
+  CHECK_NAPI(env, napi_create_object(env, &result));
+  CHECK_NAPI(env, napi_create_uint32(env, sluice_fuse_last_max_pages(), &pages));
+  CHECK_NAPI(env, napi_create_uint32(env, sluice_fuse_last_kernel_minor(), &minor));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "maxPages", pages));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "kernelMinor", minor));
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"mkfifo", NULL, js_mkfifo, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -270,6 +302,8 @@ static napi_value init(napi_env env, napi_value exports) {
     {"tryLock", NULL, js_try_lock, NULL, NULL, NULL, napi_enumerable, NULL},
     {"unlock", NULL, js_unlock, NULL, NULL, NULL, napi_enumerable, NULL},
     {"allocPrefaulted", NULL, js_alloc_prefaulted, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"setFuseMaxPages", NULL, js_set_fuse_max_pages, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"fuseInitState", NULL, js_fuse_init_state, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -5,7 +5,7 @@
   "targets": [
     {
       "target_name": "sluice_native",
-      "sources": ["binding.c", "src/fifo.c", "src/fuse_fd.c"],
+      "sources": ["binding.c", "src/fifo.c", "src/fuse_fd.c", "src/fuse_init.c"],
       # dlopen/dlvsym: in libc since glibc 2.34, in libdl before.
       "libraries": ["-ldl"],
       "include_dirs": ["include"],

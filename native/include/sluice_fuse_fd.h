@@ -11,4 +11,17 @@ int sluice_parse_fuse_fd_path(const char *mountpoint);
 /* 0 when fd is an open /dev/fuse descriptor; -EBADF when it is not open, -ENODEV when it is something else. */
 int sluice_check_fuse_fd(int fd);
 
+/* libfuse.so.2's `name` at `version` (or any version), or NULL without libfuse (dlopen'ed once). */
+void *sluice_libfuse_sym(const char *name, const char *version);
+
+/* Larger FUSE reads (src/fuse_init.c). */
+struct fuse_chan;
+/* max_pages for the INIT replies of mounts made from now on; 0 leaves libfuse's reply alone. */
+void sluice_fuse_set_max_pages(unsigned pages);
+/* The channel `ch`, or one wrapping its descriptor that patches the INIT reply (see fuse_init.c). */
+struct fuse_chan *sluice_fuse_wrap_chan(struct fuse_chan *ch);
+/* max_pages the last INIT reply set (0: left alone), and the protocol minor that kernel offered. */
+unsigned sluice_fuse_last_max_pages(void);
+unsigned sluice_fuse_last_kernel_minor(void);
+
 #endif

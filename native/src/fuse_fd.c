@@ -19,6 +19,7 @@
  *    (fuse_new parses them); mount options belong to whoever mounted.
  *  - fuse_unmount("/dev/fd/N", ch): destroys the channel (closing N) and unmounts
  *    nothing: the mount belongs to whoever made it, and they unmount it.
+ *  - both wrap the channel for larger reads when asked to (src/fuse_init.c).
  *  - any other mount point: both forward to libfuse's own functions (version FUSE_2.6,
  *    the one fuse-native links), looked up in libfuse.so.2 with dlvsym.
  * libfuse is opened at run time (dlopen), never linked, so the addon still loads on a
@@ -76,7 +77,7 @@ static void *libfuse(void) {
   return handle;
 }
 
-static void *libfuse_sym(const char *name, const char *version) {
+void *sluice_libfuse_sym(const char *name, const char *version) {
   void *h = libfuse();
   if (h == NULL) return NULL;
   void *sym = dlvsym(h, name, version);
@@ -92,33 +93,33 @@ __attribute__((visibility("default")))
 struct fuse_chan *fuse_mount(const char *mountpoint, struct fuse_args *args) {
   int fd = sluice_parse_fuse_fd_path(mountpoint);
   if (fd < 0) {
-    fuse_mount_fn real = (fuse_mount_fn) libfuse_sym("fuse_mount", "FUSE_2.6");
+    fuse_mount_fn real = (fuse_mount_fn) sluice_libfuse_sym("fuse_mount", "FUSE_2.6");
     if (real == NULL) {
       fprintf(stderr, "sluice: libfuse.so.2 cannot be loaded: %s\n", dlerror());
       return NULL;
     }
-    return real(mountpoint, args);
+    return sluice_fuse_wrap_chan(real(mountpoint, args));
   }
   int res = sluice_check_fuse_fd(fd);
   if (res != 0) {
     fprintf(stderr, "sluice: %s is not an open /dev/fuse descriptor (%s)\n", mountpoint, strerror(-res));
     return NULL;
   }
-  fuse_kern_chan_new_fn chan_new = (fuse_kern_chan_new_fn) libfuse_sym("fuse_kern_chan_new", "FUSE_2.4");
+  fuse_kern_chan_new_fn chan_new = (fuse_kern_chan_new_fn) sluice_libfuse_sym("fuse_kern_chan_new", "FUSE_2.4");
   if (chan_new == NULL) {
     fprintf(stderr, "sluice: libfuse.so.2 has no fuse_kern_chan_new\n");
     return NULL;
   }
-  return chan_new(fd);
+  return sluice_fuse_wrap_chan(chan_new(fd));
 }
 
 __attribute__((visibility("default")))
 void fuse_unmount(const char *mountpoint, struct fuse_chan *ch) {
   if (sluice_parse_fuse_fd_path(mountpoint) < 0) {
-    fuse_unmount_fn real = (fuse_unmount_fn) libfuse_sym("fuse_unmount", "FUSE_2.6");
+    fuse_unmount_fn real = (fuse_unmount_fn) sluice_libfuse_sym("fuse_unmount", "FUSE_2.6");
     if (real != NULL) real(mountpoint, ch);
     return;
   }
-  fuse_chan_destroy_fn destroy = (fuse_chan_destroy_fn) libfuse_sym("fuse_chan_destroy", "FUSE_2.4");
+  fuse_chan_destroy_fn destroy = (fuse_chan_destroy_fn) sluice_libfuse_sym("fuse_chan_destroy", "FUSE_2.4");
   if (ch != NULL && destroy != NULL) destroy(ch);
 }

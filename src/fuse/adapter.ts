@@ -62,6 +62,8 @@ const W_OK = 2;
  * st_blksize reported for files. Buffered readers (Python's open(), C stdio) size their
  * buffer from it; 128 KiB is the largest read the kernel sends a libfuse2 filesystem in
  * one request, so one buffered read is one FUSE request instead of thirty-two 4 KiB ones.
+ * (With --fuse-max-read above 128 KiB the kernel's readahead makes the larger requests
+ * whatever the reader's buffer: native/src/fuse_init.c.)
  */
 const BLKSIZE = 128 * 1024;
 

@@ -42,6 +42,7 @@ export const FASTFILE_OPTION_NAMES = [
   'allowOther', 'readAheadKb', 'attrTimeout',
   'noSignRequest', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode',
   'cacheDir', 'cacheDirSize', 'cacheDirWriteRate', 'cacheDirDirectWrite',
+  'fuseMaxRead',
 ] as const;
 
 /** Issue 15: what to read (snapshot, filters, archived objects); `sluice run` sets them per channel. */
@@ -143,12 +144,13 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       allowRoot: o.allowRoot,
       attrTimeoutSec: o.attrTimeout,
       readaheadKb: o.readAheadKb,
+      fuseMaxRead: o.fuseMaxRead,
       fuseTimeoutMs: fuseTimeoutMs({ requestTimeoutMs: o.requestTimeout, maxAttempts: o.maxAttempts }),
     });
     // The rest of the listing waits for the mount (bounded), so the first lookups go first.
     fs.holdListingUntil(mounting);
     const kmount = await mounting; // on failure, mountCore has taken down what it mounted
-    mlog.info({ readaheadKb: kmount.readaheadKb, listed: fs.isListed }, 'mounted');
+    mlog.info({ readaheadKb: kmount.readaheadKb, maxReadKb: kmount.maxRead / 1024, listed: fs.isListed }, 'mounted');
     const mounted = core;
     let done: Promise<void> | undefined;
     return {

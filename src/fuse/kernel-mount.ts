@@ -43,7 +43,7 @@ import { log } from '../log.js';
 import { fuseOpsFor } from './adapter.js';
 import { ReadDeadlines } from './deadline.js';
 import { detachMount, checkFuseAvailable, checkFuseFdMount, fuseFdOf, readMounts } from './mountpoint.js';
-import { loadFuse, type NativeFuse } from './native.js';
+import { LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseMaxRead, requestFuseMaxRead, type NativeFuse } from './native.js';
 import { setReadaheadKb } from './readahead.js';
 
 export interface KernelMountOptions {
@@ -56,6 +56,8 @@ export interface KernelMountOptions {
   readaheadKb: number;
   /** fuse-native per-operation timeout, ms (fuseTimeoutMs() in deadline.ts). */
   fuseTimeoutMs: number;
+  /** Largest read to ask the kernel for, bytes (native.ts requestFuseMaxRead); default DEFAULT_FUSE_MAX_READ. */
+  fuseMaxRead?: number;
   /** libfuse debug output on stderr. */
   debug?: boolean;
 }
@@ -68,6 +70,8 @@ export interface KernelMount {
   readonly directRead: boolean;
   /** getattr, open and release bypass fuse-native's JavaScript wrapper (native.ts); false on an unchecked fuse-native version. */
   readonly directMeta: boolean;
+  /** The largest read the kernel sends this mount, bytes (128 KiB unless the INIT reply raised it). */
+  readonly maxRead: number;
   /** Resolves when the mount has disappeared without unmount() (removed from outside). */
   readonly gone: Promise<void>;
   /** Unmounts (lazily if busy). Idempotent. */
@@ -100,6 +104,14 @@ export function devString(dev: number): string {
 async function stillMounted(mnt: string, dev: string): Promise<boolean> {
   return (await readMounts()).some((m) => m.mountpoint === mnt && m.dev === dev);
 }
+
+/**
+ * Reads of up to 1 MiB (256 pages, the kernel's fuse_max_pages_limit default): 8 times
+ * fewer FUSE requests than libfuse 2's 128 KiB, each a libfuse worker -> main thread ->
+ * worker hand-off (BENCHMARKS.md, t11-ffcpu); 1 MiB is also the mount's default readahead
+ * and what a data loader's buffered reader asks for.
+ */
+export const DEFAULT_FUSE_MAX_READ = 1024 * 1024;
 
 /** How long to wait for the kernel's INIT after mount(2): generous for a loaded 2-core box. */
 const INIT_TIMEOUT_MS = 30_000;
@@ -170,6 +182,8 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   });
 
   const parentDev = fromFd ? undefined : (await stat(path.dirname(mnt))).dev;
+  // Set right before fuse.mount(), which calls fuse_mount() synchronously: one value per mount.
+  const sized = requestFuseMaxRead(opts.fuseMaxRead ?? DEFAULT_FUSE_MAX_READ);
   await withTimeout(new Promise<void>((resolve, reject) => {
     fuse.mount((err) => {
       if (!err) return resolve();
@@ -179,6 +193,9 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
       else reject(new FuseUnavailableError(`FUSE mount of ${mnt} failed (${msg})`, { hint: 'Run as root, or in a container with --device /dev/fuse --cap-add SYS_ADMIN' }));
     });
   }), INIT_TIMEOUT_MS, `mounting ${mnt}`);
+  // fuse.mount() calls back from libfuse's init, before the INIT reply is written: what
+  // the reply said is read once the mount has answered a request (the stat below).
+  let maxRead = LIBFUSE2_MAX_READ;
 
   let dev: string | undefined;
   let watch: NodeJS.Timeout | undefined;
@@ -215,6 +232,8 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
       readaheadKb: undefined,
       directRead: fuse.directRead,
       directMeta: fuse.directMeta,
+      // Nothing here waits for a request through the mount: read on use.
+      get maxRead() { return sized ? negotiatedFuseMaxRead() : LIBFUSE2_MAX_READ; },
       // Its mount point is unknown here, so its removal is not watched: it never resolves.
       gone: new Promise<void>(() => undefined),
       unmount: async () => {
@@ -230,6 +249,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     const st = await withTimeout(stat(mnt), INIT_TIMEOUT_MS, `the first stat of ${mnt}`);
     if (st.dev === parentDev) throw new FuseUnavailableError(`mounting ${mnt} reported success but the folder is not a new filesystem`, { hint: 'Check dmesg for FUSE errors' });
     dev = devString(st.dev);
+    if (sized) maxRead = negotiatedFuseMaxRead();
   } catch (err) {
     await unmount();
     throw err;
@@ -263,5 +283,5 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
         'could not set the mount readahead (needs root and a writable /sys); sequential reads may be slower');
     }
   }
-  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, gone, unmount };
+  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, maxRead, gone, unmount };
 }

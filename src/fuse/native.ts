@@ -7,6 +7,12 @@
  * fuse-native has no switch for (`ro`, `negative_timeout`); everything else goes
  * through fuse-native's own option names.
  *
+ * Larger reads: libfuse 2 leaves the kernel's reads at 128 KiB; our addon's fuse_mount
+ * raises them (up to 1 MiB) in the INIT reply (native/src/fuse_init.c). loadFuse() loads
+ * the addon globally whenever it is built, so that fuse-native's fuse_mount is ours;
+ * requestFuseMaxRead() sets the size before a mount, negotiatedFuseMaxRead() reads back
+ * what the kernel was told.
+ *
  * Descriptor mounts ("/dev/fd/N", see native/src/fuse_fd.c): `loadFuse({ fromFd: true })`
  * first loads our addon with RTLD_GLOBAL, so that fuse-native's calls to libfuse's
  * fuse_mount/fuse_unmount reach the addon's versions, which wrap descriptor N instead of
@@ -142,6 +148,48 @@ let fdShim: FuseFdShim | undefined;
 export interface FuseFdShim {
   /** 0 when `fd` is an open /dev/fuse descriptor, else -EBADF (not open) or -ENODEV (something else). */
   checkFuseFd(fd: number): number;
+  /** max_pages the INIT reply of the mounts made from now on asks for (native/src/fuse_init.c); 0: libfuse's reply. */
+  setFuseMaxPages?(pages: number): void;
+  /** The last INIT reply: max_pages it set (0: left alone, e.g. a kernel before 4.20) and the kernel's protocol minor. */
+  fuseInitState?(): { maxPages: number; kernelMinor: number };
+}
+
+/** The kernel's page size for FUSE's max_pages (4 KiB on x86-64 and on arm64's default kernels). */
+export const FUSE_PAGE = 4096;
+
+/** libfuse 2's read size without our INIT change: the kernel's default of 32 pages. */
+export const LIBFUSE2_MAX_READ = 32 * FUSE_PAGE;
+
+/** Our addon when it is built (loaded into the global scope), else undefined. */
+let optionalShim: FuseFdShim | null | undefined;
+function tryFuseFdShim(): FuseFdShim | undefined {
+  if (optionalShim === undefined) {
+    try {
+      optionalShim = loadFuseFdShim();
+    } catch {
+      optionalShim = null;
+    }
+  }
+  return optionalShim ?? undefined;
+}
+
+/**
+ * Asks the kernel for reads of up to `bytes` (rounded down to whole pages) on the mounts
+ * made after this call, through our addon's INIT reply (native/src/fuse_init.c). Returns
+ * false when the addon is not built (reads stay at LIBFUSE2_MAX_READ). Call between
+ * loadFuse() and the mount.
+ */
+export function requestFuseMaxRead(bytes: number): boolean {
+  const shim = tryFuseFdShim();
+  if (!shim?.setFuseMaxPages) return false;
+  shim.setFuseMaxPages(bytes > LIBFUSE2_MAX_READ ? Math.floor(bytes / FUSE_PAGE) : 0);
+  return true;
+}
+
+/** The largest read the kernel sends the mount made last: what its INIT reply negotiated. */
+export function negotiatedFuseMaxRead(): number {
+  const pages = tryFuseFdShim()?.fuseInitState?.().maxPages ?? 0;
+  return pages > 0 ? pages * FUSE_PAGE : LIBFUSE2_MAX_READ;
 }
 
 /** native/ sits two levels above both src/fuse/ (tests) and dist/fuse/ (the CLI). */
@@ -215,7 +263,9 @@ interface FuseInternals {
  * With `fromFd`, loads the descriptor shim first (see the top of this file).
  */
 export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
+  // A folder mount takes the addon when it is built, for larger reads (requestFuseMaxRead).
   if (opts.fromFd) loadFuseFdShim();
+  else if (!cached) tryFuseFdShim();
   if (cached) return cached;
   const req = createRequire(import.meta.url);
   const Fuse = req('fuse-native') as new (...a: any[]) => any;

@@ -1,0 +1,207 @@
+/*
+ * Larger FUSE reads for libfuse 2: a channel that raises the kernel's max_pages in the
+ * INIT reply.
+ *
+ * The kernel sends a FUSE filesystem reads of at most max_pages pages. It starts at 32
+ * (128 KiB with 4 KiB pages); since Linux 4.20 (protocol 7.28) the filesystem may raise it
+ * to 256 (1 MiB, the fuse_max_pages_limit sysctl) by setting FUSE_MAX_PAGES and max_pages
+ * in its INIT reply. libfuse 2.9 speaks protocol 7.19 and has neither, so every 1 MiB a
+ * reader asks for costs 8 requests, each a hand-off from a libfuse worker to Node's main
+ * thread and back (fuse-native's uv_async + semaphore): the largest share of a sequential
+ * read's CPU once the bytes are cached (BENCHMARKS.md, t11-ffcpu).
+ *
+ * How: fuse_mount() (ours, src/fuse_fd.c) wraps the channel libfuse made in one whose
+ * receive and send are libfuse's own kernel channel's (read and writev on the /dev/fuse
+ * descriptor, with the same errno handling) plus two things:
+ *  - receive notes the INIT request: its unique id, the kernel's protocol minor, flags;
+ *  - send, for the reply to that INIT only, when the kernel offered FUSE_MAX_PAGES (minor
+ *    >= 28), writes libfuse's 24-byte fuse_init_out out to the 64-byte layout with
+ *    FUSE_MAX_PAGES set and max_pages = the configured value. Everything else libfuse
+ *    negotiated (protocol minor 19, max_write, max_readahead, its flags) stays as it was.
+ * The kernel reads flags and max_pages from the reply whatever minor it names (minor >= 6
+ * for flags; the reply may be shorter or equal to its own struct, and is zero-filled), and
+ * clamps max_pages to fuse_max_pages_limit. Only reads get larger: writes stay bounded by
+ * max_write (128 KiB, what libfuse's 132 KiB receive buffer holds; a read-only mount gets
+ * none), and no request the kernel sends grows with max_pages except FUSE_WRITE. libfuse
+ * 2's high-level read allocates the reply buffer at the size asked, so nothing else limits
+ * a 1 MiB read. A kernel without FUSE_MAX_PAGES gets libfuse's reply unchanged.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "sluice_fuse_fd.h"
+
+struct fuse_chan;
+struct fuse_session;
+struct fuse_chan_ops {
+  int (*receive)(struct fuse_chan **chp, char *buf, size_t size);
+  int (*send)(struct fuse_chan *ch, const struct iovec iov[], size_t count);
+  void (*destroy)(struct fuse_chan *ch);
+};
+
+/* The kernel's ABI (include/uapi/linux/fuse.h), the parts used here. */
+#define FUSE_INIT_OPCODE 26
+#define FUSE_MAX_PAGES_FLAG (1u << 22)
+#define FUSE_MAX_PAGES_MINOR 28
+struct in_header { uint32_t len, opcode; uint64_t unique, nodeid; uint32_t uid, gid, pid, padding; };
+struct init_in { uint32_t major, minor, max_readahead, flags; };
+struct out_header { uint32_t len; int32_t error; uint64_t unique; };
+/* fuse_init_out since 7.23: 64 bytes; libfuse 2.9 sends the first 24 (up to max_write). */
+struct init_out {
+  uint32_t major, minor, max_readahead, flags;
+  uint16_t max_background, congestion_threshold;
+  uint32_t max_write, time_gran;
+  uint16_t max_pages, map_alignment;
+  uint32_t flags2, unused[7];
+};
+_Static_assert(sizeof(struct init_out) == 64, "fuse_init_out is 64 bytes");
+
+/* 0 = leave libfuse's INIT reply alone; else max_pages to ask for (set before mounting). */
+static volatile unsigned wanted_pages;
+/* What the last INIT reply said: max_pages set there (0: unchanged) and the kernel's minor. */
+static volatile unsigned last_pages, last_kernel_minor;
+
+void sluice_fuse_set_max_pages(unsigned pages) { wanted_pages = pages; }
+unsigned sluice_fuse_last_max_pages(void) { return last_pages; }
+unsigned sluice_fuse_last_kernel_minor(void) { return last_kernel_minor; }
+
+struct wrap {
+  uint64_t init_unique; /* the INIT request's id while its reply is due, else 0 */
+  uint32_t kernel_minor, kernel_flags;
+  unsigned pages;
+};
+
+/* libfuse 2 functions, looked up once (every libfuse 2.6+ exports them). */
+static struct fuse_chan *(*chan_new)(struct fuse_chan_ops *, int, size_t, void *);
+static int (*chan_fd)(struct fuse_chan *);
+static size_t (*chan_bufsize)(struct fuse_chan *);
+static void *(*chan_data)(struct fuse_chan *);
+static struct fuse_session *(*chan_session)(struct fuse_chan *);
+static void (*chan_destroy)(struct fuse_chan *);
+static int (*session_exited)(struct fuse_session *);
+static void (*session_exit)(struct fuse_session *);
+
+/* libfuse's fuse_kern_chan_receive, plus noting the INIT request. */
+static int wrap_receive(struct fuse_chan **chp, char *buf, size_t size) {
+  struct fuse_chan *ch = *chp;
+  struct fuse_session *se = chan_session(ch);
+  ssize_t res;
+  int err;
+  do {
+    res = read(chan_fd(ch), buf, size);
+    err = errno;
+    if (se != NULL && session_exited(se)) return 0;
+  } while (res == -1 && err == ENOENT); /* an interrupted request: safe to read again */
+  if (res == -1) {
+    if (err == ENODEV) { /* unmounted */
+      if (se != NULL) session_exit(se);
+      return 0;
+    }
+    if (err != EINTR && err != EAGAIN) perror("fuse: reading device");
+    return -err;
+  }
+  if ((size_t)res < sizeof(struct in_header)) {
+    fprintf(stderr, "short read on fuse device\n");
+    return -EIO;
+  }
+  const struct in_header *in = (const struct in_header *)buf;
+  if (in->opcode == FUSE_INIT_OPCODE && (size_t)res >= sizeof *in + sizeof(struct init_in)) {
+    struct wrap *w = chan_data(ch);
+    const struct init_in *arg = (const struct init_in *)(buf + sizeof *in);
+    w->kernel_minor = arg->minor;
+    w->kernel_flags = arg->flags;
+    __atomic_store_n(&w->init_unique, in->unique, __ATOMIC_RELEASE);
+  }
+  return (int)res;
+}
+
+/* libfuse's fuse_kern_chan_send, with the INIT reply rewritten (see the top). */
+static int wrap_send(struct fuse_chan *ch, const struct iovec iov[], size_t count) {
+  if (iov == NULL) return 0;
+  struct wrap *w = chan_data(ch);
+  struct out_header head;
+  struct init_out out;
+  struct iovec patched[2];
+  uint64_t init = __atomic_load_n(&w->init_unique, __ATOMIC_ACQUIRE);
+  if (init != 0 && count == 2 && iov[0].iov_len == sizeof head && ((const struct out_header *)iov[0].iov_base)->unique == init) {
+    __atomic_store_n(&w->init_unique, 0, __ATOMIC_RELEASE);
+    memcpy(&head, iov[0].iov_base, sizeof head);
+    last_kernel_minor = w->kernel_minor;
+    last_pages = 0;
+    if (head.error == 0 && w->pages > 0 && w->kernel_minor >= FUSE_MAX_PAGES_MINOR && (w->kernel_flags & FUSE_MAX_PAGES_FLAG) && iov[1].iov_len <= sizeof out) {
+      memset(&out, 0, sizeof out);
+      memcpy(&out, iov[1].iov_base, iov[1].iov_len);
+      out.flags |= FUSE_MAX_PAGES_FLAG;
+      out.max_pages = (uint16_t)w->pages;
+      head.len = sizeof head + sizeof out;
+      patched[0] = (struct iovec){ &head, sizeof head };
+      patched[1] = (struct iovec){ &out, sizeof out };
+      iov = patched;
+      last_pages = w->pages;
+    }
+  }
+  if (writev(chan_fd(ch), iov, (int)count) == -1) {
+    int err = errno;
+    struct fuse_session *se = chan_session(ch);
+    if (err != ENOENT && !(se != NULL && session_exited(se))) perror("fuse: writing device");
+    return -err;
+  }
+  return 0;
+}
+
+/* libfuse's fuse_kern_chan_destroy, plus our state. */
+static void wrap_destroy(struct fuse_chan *ch) {
+  int fd = chan_fd(ch);
+  if (fd != -1) close(fd);
+  free(chan_data(ch));
+}
+
+static int resolve(void) {
+  static int done;
+  if (done) return done > 0;
+  chan_new = sluice_libfuse_sym("fuse_chan_new", "FUSE_2.6");
+  chan_fd = sluice_libfuse_sym("fuse_chan_fd", "FUSE_2.4");
+  chan_bufsize = sluice_libfuse_sym("fuse_chan_bufsize", "FUSE_2.4");
+  chan_data = sluice_libfuse_sym("fuse_chan_data", "FUSE_2.4");
+  chan_session = sluice_libfuse_sym("fuse_chan_session", "FUSE_2.4");
+  chan_destroy = sluice_libfuse_sym("fuse_chan_destroy", "FUSE_2.4");
+  session_exited = sluice_libfuse_sym("fuse_session_exited", "FUSE_2.4");
+  session_exit = sluice_libfuse_sym("fuse_session_exit", "FUSE_2.4");
+  done = chan_new && chan_fd && chan_bufsize && chan_data && chan_session && chan_destroy && session_exited && session_exit ? 1 : -1;
+  return done > 0;
+}
+
+struct fuse_chan *sluice_fuse_wrap_chan(struct fuse_chan *ch) {
+  unsigned pages = wanted_pages;
+  last_pages = 0; /* until this mount's INIT reply says otherwise */
+  if (ch == NULL || pages == 0 || !resolve()) return ch;
+  struct wrap *w = calloc(1, sizeof *w);
+  if (w == NULL) return ch;
+  w->pages = pages;
+  static struct fuse_chan_ops ops = { wrap_receive, wrap_send, wrap_destroy };
+  /*
+   * The new channel gets its own descriptor for the same open /dev/fuse (libfuse exports
+   * no way to take the old channel's): destroying the old channel closes only the old
+   * number, and the kernel connection lives on until the last descriptor is closed.
+   */
+  int fd = fcntl(chan_fd(ch), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    free(w);
+    return ch;
+  }
+  struct fuse_chan *wrapped = chan_new(&ops, fd, chan_bufsize(ch), w);
+  if (wrapped == NULL) {
+    close(fd);
+    free(w);
+    return ch;
+  }
+  chan_destroy(ch);
+  return wrapped;
+}
