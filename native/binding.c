@@ -13,6 +13,7 @@
  *          tryLock(fd: number, exclusive: boolean): boolean   (flock LOCK_NB; false when held elsewhere)
  *          unlock(fd: number): undefined
  *          allocPrefaulted(bytes: number): Buffer | undefined   (see js_alloc_prefaulted)
+ *          pipeWriterOpen/Push/End/Cancel/Stats   (the paced FIFO writer, src/pipe_writer.c)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 
 #include "sluice_fifo.h"
 #include "sluice_fuse_fd.h"
+#include "sluice_pipe_writer.h"
 
 /* PATH_MAX on Linux; longer paths fail in the kernel with ENAMETOOLONG anyway. */
 #define SLUICE_PATH_MAX 4096
@@ -272,6 +274,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"allocPrefaulted", NULL, js_alloc_prefaulted, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
+  CHECK_NAPI(env, sluice_pipe_writer_init(env, exports));
   return exports;
 }
 
