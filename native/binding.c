@@ -15,6 +15,7 @@
  *          allocPrefaulted(bytes: number): Buffer | undefined   (see js_alloc_prefaulted)
  *          setFuseMaxPages(pages: number): undefined   (larger FUSE reads, src/fuse_init.c)
  *          fuseInitState(): { maxPages: number, kernelMinor: number }
+ *          pipeWriterOpen/Push/End/Cancel/Stats   (the paced FIFO writer, src/pipe_writer.c)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 
 #include "sluice_fifo.h"
 #include "sluice_fuse_fd.h"
+#include "sluice_pipe_writer.h"
 
 /* PATH_MAX on Linux; longer paths fail in the kernel with ENAMETOOLONG anyway. */
 #define SLUICE_PATH_MAX 4096
@@ -306,6 +308,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"fuseInitState", NULL, js_fuse_init_state, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
+  CHECK_NAPI(env, sluice_pipe_writer_init(env, exports));
   return exports;
 }
 

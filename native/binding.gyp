@@ -1,13 +1,14 @@
 {
   # sluice's N-API addon: mkfifo and Linux pipe sizes for Pipe mode, and FUSE mounts
-  # served from an open /dev/fuse descriptor (src/fuse_fd.c).
+  # served from an open /dev/fuse descriptor (src/fuse_fd.c), and the paced FIFO writer
+  # thread of Pipe mode (src/pipe_writer.c).
   # Built by `node-gyp rebuild` in this folder; output stays in native/build/.
   "targets": [
     {
       "target_name": "sluice_native",
-      "sources": ["binding.c", "src/fifo.c", "src/fuse_fd.c", "src/fuse_init.c"],
+      "sources": ["binding.c", "src/fifo.c", "src/fuse_fd.c", "src/fuse_init.c", "src/pipe_writer.c"],
       # dlopen/dlvsym: in libc since glibc 2.34, in libdl before.
-      "libraries": ["-ldl"],
+      "libraries": ["-ldl", "-lpthread"],
       "include_dirs": ["include"],
       # N-API 8 is in every Node >= 12.22, far below our Node >= 20 floor.
       "defines": ["NAPI_VERSION=8"],

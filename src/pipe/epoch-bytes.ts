@@ -35,7 +35,8 @@ export interface EpochBytesOptions {
   onItemDone?(index: number): void;
   /**
    * Resolves once every byte handed on so far has been consumed for good (written to the
-   * pipe). When given, a part's buffer is released for reuse after it (Part.release).
+   * pipe). When given, a part's buffer is released for reuse after it (Part.release),
+   * without waiting for it here: the next part is handed on while this one is written.
    */
   afterWritten?(): Promise<void>;
 }
@@ -71,10 +72,8 @@ async function* itemParts(ra: Readahead, index: number, afterWritten?: () => Pro
       throw new Error(`pipe read-ahead out of step: expected item ${index}, got ${part === undefined ? 'the end' : `item ${part.itemIndex}`}`);
     }
     yield* part.chunks;
-    if (afterWritten) {
-      await afterWritten();
-      part.release();
-    }
+    // The consumer has queued every chunk of the part by now (it asked for the next one).
+    if (afterWritten) void afterWritten().then(() => part.release());
     if (part.last) return;
   }
 }

@@ -15,8 +15,15 @@
  * counts as a reader). Polls back off from 1 ms to OPEN_POLL_MAX_MS. Cancelling
  * is just an AbortSignal: there is no blocked thread to wake.
  *
- * Writing. The open fd is wrapped in a net.Socket (a libuv pipe handle on epoll),
- * so writes never block a thread either. When the socket buffers more than its
+ * Writing, with the addon (paced-writer.ts, native/src/pipe_writer.c): the fd goes to a
+ * writer thread that copies queued buffers into the pipe with writev(2) and sleeps while
+ * the reader drains it, so a GB costs about a thousand wake-ups instead of one per reader
+ * read. write() queues its buffer and resolves once at most max(WRITE_AHEAD_BYTES, its
+ * length) bytes wait ahead of the pipe: the next part is queued while one is written, so
+ * the pipe never runs dry between parts, and the writer holds at most two parts.
+ *
+ * Writing, without the addon: the open fd is wrapped in a net.Socket (a libuv pipe
+ * handle on epoll), so writes never block a thread either. When the socket buffers more than its
  * high-water mark, write() waits for 'drain': the kernel pipe is full and the
  * reader is slow; that time is reported through onFullWait. A reader that closes
  * early makes the kernel answer EPIPE (Node ignores SIGPIPE); write() and end()
@@ -40,9 +47,10 @@ import { close as closeCb, constants as fsConstants, open as openCb } from 'node
 import { lstat, readFile, unlink } from 'node:fs/promises';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
+import { getSystemErrorName, promisify } from 'node:util';
 import { InvalidArgumentError } from '../errors.js';
-import { fifoOps } from './native.js';
+import { fifoOps, pipeWriterAddon, type FifoOps } from './native.js';
+import { PacedPipe, type PacedPipeStats } from './paced-writer.js';
 
 const openFd = promisify(openCb);
 const closeFd = promisify(closeCb);
@@ -55,6 +63,14 @@ const closeFd = promisify(closeCb);
 export const PIPE_BUFFER_BYTES = 1024 * 1024;
 /** Where Linux publishes the per-pipe limit, read when PIPE_BUFFER_BYTES is refused. */
 const PIPE_MAX_SIZE_FILE = '/proc/sys/fs/pipe-max-size';
+/** The kernel's default pipe buffer (16 pages), assumed when the size cannot be read. */
+const DEFAULT_PIPE_BYTES = 64 * 1024;
+/**
+ * 8 MiB, the default Pipe part size: write() resolves once at most this much (or its own
+ * buffer's length, if larger) is queued ahead of the pipe, so one part is written while the
+ * next waits queued (the pipe never runs dry between parts) and the writer holds two parts.
+ */
+export const WRITE_AHEAD_BYTES = 8 * 1024 * 1024;
 /** First poll delay for a reader: a reader already waiting is found on the first try. */
 const OPEN_POLL_MIN_MS = 1;
 /**
@@ -91,6 +107,10 @@ export class FifoWriter {
   readonly path: string;
   private readonly hooks: FifoWriterHooks;
   private socket: net.Socket | undefined;
+  /** The addon's paced writer, when in use (instead of `socket`). */
+  private paced: PacedPipe | undefined;
+  /** destroy() was called. */
+  private destroyed = false;
   /** EPIPE (or any close) seen: the reader is gone. */
   private readerGone = false;
   private error: Error | undefined;
@@ -135,7 +155,7 @@ export class FifoWriter {
    * open(). Never blocks.
    */
   async probeReader(): Promise<boolean> {
-    if (this.early !== undefined || this.socket !== undefined) return true;
+    if (this.early !== undefined || this.socket !== undefined || this.paced !== undefined) return true;
     if (this.removed) return false;
     try {
       this.early = await openFd(this.path, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK);
@@ -215,6 +235,15 @@ export class FifoWriter {
         return false;
       }
       this.pipeSize = await growPipe(fd);
+      const addon = pipeWriterAddon();
+      if (addon !== undefined) {
+        try {
+          this.paced = new PacedPipe(addon, fd, this.pipeSize ?? DEFAULT_PIPE_BYTES, this.hooks.onWritten);
+          return true;
+        } catch {
+          // no thread or eventfd to spare: write through libuv as without the addon
+        }
+      }
       this.attach(fd);
       return true;
     }
@@ -225,6 +254,7 @@ export class FifoWriter {
    * Waits while the pipe is full. Throws on errors other than the reader leaving.
    */
   async write(data: Buffer): Promise<boolean> {
+    if (this.paced !== undefined) return this.writePaced(this.paced, data);
     const socket = this.socket;
     if (socket === undefined) throw new Error('FifoWriter.write() before open()');
     if (this.error) throw this.error;
@@ -255,11 +285,56 @@ export class FifoWriter {
     return !this.readerGone;
   }
 
+  private async writePaced(p: PacedPipe, data: Buffer): Promise<boolean> {
+    if (this.destroyed) return false;
+    if (p.finished) return this.pacedOutcome(p);
+    if (!p.push(data)) {
+      // Refused: the thread is stopping (a write error it has not reported yet). Wait for it.
+      await p.waitWritten(Infinity);
+      return this.pacedOutcome(p);
+    }
+    const until = p.pushed - Math.max(WRITE_AHEAD_BYTES, data.length);
+    if (p.written < until) {
+      const t0 = process.hrtime.bigint();
+      const stopWatch = this.watchWait('read');
+      await p.waitWritten(until);
+      stopWatch();
+      this.hooks.onFullWait?.(Number(process.hrtime.bigint() - t0) / 1e9);
+    }
+    return p.finished ? this.pacedOutcome(p) : true;
+  }
+
+  /** After the paced writer stopped: false when the reader left or destroy() stopped it; throws other write errors. */
+  private pacedOutcome(p: PacedPipe): boolean {
+    if (p.errno !== 0 && !p.readerGone) {
+      const code = getSystemErrorName(-p.errno);
+      throw Object.assign(new Error(`${code}: cannot write to the FIFO ${this.path}`), { code, errno: -p.errno, syscall: 'write', path: this.path });
+    }
+    return !p.finished || (!p.readerGone && !this.destroyed && p.written === p.pushed);
+  }
+
+  /** True when no byte written so far still waits to enter the pipe (the reader may be about to run dry). */
+  drained(): boolean {
+    const p = this.paced;
+    return p !== undefined ? p.written >= p.pushed : this.pendingWrites === 0;
+  }
+
+  /** What the paced writer did (undefined without the addon's writer). */
+  writerStats(): PacedPipeStats | undefined {
+    return this.paced?.stats();
+  }
+
   /**
    * Resolves once every write accepted so far has completed (its bytes are in the pipe, or
    * the write failed): the caller may then reuse the buffers it wrote.
    */
   flushed(): Promise<void> {
+    const p = this.paced;
+    if (p !== undefined) {
+      if (p.written >= p.pushed || p.finished) return Promise.resolve();
+      const stopWatch = this.watchWait('read');
+      return p.waitWritten(p.pushed).then(stopWatch);
+    }
     if (this.pendingWrites === 0) return Promise.resolve();
     // Writes still pending wait on the reader as much as a 'drain' does (a write the
     // socket accepted whole, below its high-water mark, may still sit in a full pipe):
@@ -274,6 +349,17 @@ export class FifoWriter {
    * Waits while the reader has not read the rest; destroy() cuts that short.
    */
   async end(): Promise<boolean> {
+    const p = this.paced;
+    if (p !== undefined) {
+      if (this.destroyed) return false;
+      const t0 = process.hrtime.bigint();
+      const stopWatch = this.watchWait('read');
+      await p.end();
+      stopWatch();
+      const waited = Number(process.hrtime.bigint() - t0) / 1e9;
+      if (waited > 0) this.hooks.onFullWait?.(waited);
+      return this.pacedOutcome(p);
+    }
     const socket = this.socket;
     if (socket === undefined) return false;
     if (!socket.destroyed) {
@@ -294,6 +380,8 @@ export class FifoWriter {
 
   /** Close the write end now, dropping unwritten bytes. */
   destroy(): void {
+    this.destroyed = true;
+    this.paced?.cancel();
     this.socket?.destroy();
     this.socket = undefined;
     this.closeEarly();
@@ -340,14 +428,22 @@ export class FifoWriter {
   }
 }
 
-/** Raise the pipe buffer of `fd` to PIPE_BUFFER_BYTES (or the system limit); the size in effect, if known. */
-async function growPipe(fd: number): Promise<number | undefined> {
-  const ops = fifoOps();
+/**
+ * Raise the pipe buffer of `fd` to PIPE_BUFFER_BYTES, or to the system limit when an
+ * administrator set /proc/sys/fs/pipe-max-size lower; the size in effect, if known (the
+ * kernel's default stays when both are refused, e.g. by the per-user pipe quota).
+ * `ops` and `readLimit` are for tests.
+ */
+export async function growPipe(
+  fd: number,
+  ops: Pick<FifoOps, 'setPipeSize' | 'getPipeSize'> = fifoOps(),
+  readLimit: () => Promise<string> = () => readFile(PIPE_MAX_SIZE_FILE, 'utf8'),
+): Promise<number | undefined> {
   try {
     return ops.setPipeSize(fd, PIPE_BUFFER_BYTES);
   } catch {
     // EPERM: an administrator lowered pipe-max-size below 1 MiB. Take what is allowed.
-    const limit = Number((await readFile(PIPE_MAX_SIZE_FILE, 'utf8').catch(() => '')).trim());
+    const limit = Number((await readLimit().catch(() => '')).trim());
     if (Number.isInteger(limit) && limit > 0 && limit < PIPE_BUFFER_BYTES) {
       try {
         return ops.setPipeSize(fd, limit);

@@ -21,6 +21,7 @@ import { lstat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import type { PipeWriterAddon } from './paced-writer.js';
 
 /** What the compiled addon exports (native/binding.c). */
 interface NativeAddon {
@@ -32,6 +33,8 @@ interface NativeAddon {
   unlock?(fd: number): void;
   /** A buffer whose pages are mapped (huge pages where allowed) before first use; undefined when external buffers are not allowed (absent from an old build). */
   allocPrefaulted?(bytes: number): Buffer | undefined;
+  /** The paced FIFO writer thread (native/src/pipe_writer.c; absent from an old build). */
+  pipeWriterOpen?: PipeWriterAddon['pipeWriterOpen'];
 }
 
 export type FifoBackend = 'native' | 'mkfifo-command';
@@ -96,6 +99,16 @@ export function prefaultedAlloc(): ((bytes: number) => Buffer) | undefined {
       return Buffer.allocUnsafe(n); // ENOMEM from mmap: let V8 try (and report) as it would anyway
     }
   };
+}
+
+/**
+ * The addon's paced FIFO writer (paced-writer.ts), or undefined when the addon is not built,
+ * is an older build without it, or is forced off: FifoWriter then writes through a net.Socket.
+ */
+export function pipeWriterAddon(): PipeWriterAddon | undefined {
+  if (nativeForcedOff()) return undefined;
+  const a = loadAddon();
+  return a?.pipeWriterOpen ? (a as unknown as PipeWriterAddon) : undefined;
 }
 
 /** Why the addon is not in use (undefined when it is, or was not tried yet). For logs. */

@@ -45,7 +45,8 @@ import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
 import { epochBytes, type Compression, type RecordWrapper } from './epoch-bytes.js';
 import { DEFAULT_WAIT_WARNING_MS, FifoWriter, type LongWait } from './fifo-writer.js';
-import { fifoOps, nativeLoadError } from './native.js';
+import { BufferPool } from '../cache/buffer-pool.js';
+import { fifoOps, nativeLoadError, prefaultedAlloc } from './native.js';
 import { Readahead, type PipeItem } from './readahead.js';
 
 export type { PipeItem } from './readahead.js';
@@ -137,6 +138,8 @@ class PipeChannelImpl implements PipeChannel {
   /** FIFOs made and not yet removed: the current epoch's, then maybe the next one's. */
   private readonly fifos = new Map<number, FifoWriter>();
   private stopping = false;
+  /** Part buffers, kept across epochs (compression None only): an epoch after the first maps no new memory. */
+  private pool: BufferPool | undefined;
 
   constructor(o: PipeChannelOptions) {
     this.o = {
@@ -172,6 +175,7 @@ class PipeChannelImpl implements PipeChannel {
       for (const w of this.fifos.values()) w.destroy();
     }
     await this.done.catch(() => {});
+    this.pool?.clear();
     for (const [epoch, w] of [...this.fifos]) {
       this.fifos.delete(epoch);
       await w.remove();
@@ -238,13 +242,27 @@ class PipeChannelImpl implements PipeChannel {
 
   private async serveEpoch(epoch: number, writer: FifoWriter): Promise<EpochOutcome> {
     const items = this.o.itemsForEpoch(epoch);
+    // The writer holds a part being written and the next one queued (fifo-writer.ts): one of
+    // them comes out of the read-ahead's window, so the channel holds maxInflight plus one
+    // part, as when the writer held one part at a time.
+    const recycleParts = this.o.compression === 'None';
+    const writerAhead = recycleParts ? this.o.partSize : 0;
+    const maxInflightBytes = Math.max(1, this.o.maxInflight - this.recordHold - writerAhead);
+    if (recycleParts && this.pool === undefined) {
+      const alloc = prefaultedAlloc();
+      // As readahead.ts sizes its own: the window plus the part being written and the one queued.
+      this.pool = new BufferPool({ maxBytes: maxInflightBytes + 2 * this.o.partSize, unit: this.o.partSize, ...(alloc ? { alloc } : {}) });
+    }
     const ra = new Readahead(items, {
       client: this.o.client,
       partSize: this.o.partSize,
-      maxInflightBytes: Math.max(1, this.o.maxInflight - this.recordHold),
+      maxInflightBytes,
       maxRequests: this.o.maxRequests,
       signal: this.abort.signal,
-      recycleParts: this.o.compression === 'None',
+      recycleParts,
+      ...(this.pool ? { pool: this.pool } : {}),
+      // A part that comes late starves the reader only when the writer has nothing queued.
+      starved: () => writer.drained(),
     });
     try {
       ra.start(); // fetch while the reader has not opened the FIFO yet
@@ -276,6 +294,7 @@ class PipeChannelImpl implements PipeChannel {
         await bytes.return(undefined).catch(() => {});
       }
       if (!(await writer.end())) return this.stopping ? 'stopped' : 'reader-closed';
+      this.logWriterStats(epoch, writer, ra);
       return 'finished';
     } catch (err) {
       if (this.stopping) return 'stopped'; // GETs aborted by stop()
@@ -284,6 +303,14 @@ class PipeChannelImpl implements PipeChannel {
     } finally {
       ra.close();
     }
+  }
+
+  /** The paced writer's counts for the epoch, per GB: how often it woke and wrote. */
+  private logWriterStats(epoch: number, writer: FifoWriter, ra: Readahead): void {
+    const s = writer.writerStats();
+    if (s === undefined || s.written === 0) return;
+    const perGB = (n: number): number => Math.round((n / s.written) * 1e9);
+    this.log.debug({ epoch, ...s, ...ra.stats(), writesPerGB: perGB(s.writes), sleepsPerGB: perGB(s.sleeps), starvedPerGB: perGB(s.starved), idleWaitsPerGB: perGB(s.idleWaits) }, 'pipe writer stats');
   }
 
   private warnIfNoNative(): void {
