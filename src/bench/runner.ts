@@ -11,6 +11,8 @@
  *     (run-once.ts: a fresh target each time, reader processes, bytes checked,
  *     peak RSS and CPU time), with the server's and proxy's CPU time recorded
  *     around each run to tell where the time went. A figure is the median of its runs.
+ *     Repetitions are interleaved across targets (rep 1 of each, then rep 2, ...), so a
+ *     drift in load does not fall on one target's runs only.
  *  4. Everything started is stopped in `finally`, also on failure or Ctrl-C.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -252,6 +254,9 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
           continue;
         }
         if (sc.kind === 'sequential') limits.find((l) => l.profile === profName)!.runs.push(await limitOnce(profName, `before ${sc.name}`));
+        // Repetitions are interleaved (rep 1 of every target, then rep 2, ...), so that a drift in
+        // the machine's load falls on every target alike and their ratios stay side by side.
+        const cells: { fig: Figure; target: TargetName; readers: number }[] = [];
         for (const target of targets) {
           for (const readers of readerCounts) {
             const fig: Figure = {
@@ -261,32 +266,33 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
             figures.push(fig);
             const why = whyUnavailable(target);
             if (why) { fig.unavailable = why; continue; }
-            for (let rep = 0; rep < config.repetitions; rep++) {
-              checkAbort();
-              const runDir = path.join(root, `run-${figures.length}-${rep}`);
-              const caFile = caFor(profName);
-              const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials: server.credentials, runDir, config, ...(caFile ? { caFile } : {}) };
-              commands[target] ??= describeCommand(target, env);
-              const serverCpu0 = cpuOf(serverPid);
-              const proxyCpu0 = cpuOf(proxy.pid);
-              let r: RunResult;
-              try {
-                r = await runOnce(sc, target, readers, objs, env, rep, stops);
-              } catch (err) {
-                r = { rep, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false, error: err instanceof Error ? err.message : String(err) };
-              } finally {
-                await rm(runDir, { recursive: true, force: true }).catch(() => {});
-              }
-              const sc1 = cpuOf(serverPid);
-              const pc1 = cpuOf(proxy.pid);
-              if (serverCpu0 !== undefined && sc1 !== undefined) r.serverCpuSeconds = sc1 - serverCpu0;
-              if (proxyCpu0 !== undefined && pc1 !== undefined) r.proxyCpuSeconds = pc1 - proxyCpu0;
-              fig.runs.push(r);
-              o.log(`[${sc.name} ${profName} ${target} x${readers} rep ${rep + 1}/${config.repetitions}] ${r.error ? `FAILED: ${r.error}` : `${fmt(r.value)} ${unit}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}${r.truncated ? ' (time limit: partial)' : ''}`}`);
-            }
-            summarise(fig);
+            cells.push({ fig, target, readers });
           }
         }
+        for (const { cell: { fig, target, readers }, rep } of runOrder(cells, config.repetitions)) {
+          checkAbort();
+          const runDir = path.join(root, `run-${figures.indexOf(fig)}-${rep}`);
+          const caFile = caFor(profName);
+          const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials: server.credentials, runDir, config, ...(caFile ? { caFile } : {}) };
+          commands[target] ??= describeCommand(target, env);
+          const serverCpu0 = cpuOf(serverPid);
+          const proxyCpu0 = cpuOf(proxy.pid);
+          let r: RunResult;
+          try {
+            r = await runOnce(sc, target, readers, objs, env, rep, stops);
+          } catch (err) {
+            r = { rep, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false, error: err instanceof Error ? err.message : String(err) };
+          } finally {
+            await rm(runDir, { recursive: true, force: true }).catch(() => {});
+          }
+          const sc1 = cpuOf(serverPid);
+          const pc1 = cpuOf(proxy.pid);
+          if (serverCpu0 !== undefined && sc1 !== undefined) r.serverCpuSeconds = sc1 - serverCpu0;
+          if (proxyCpu0 !== undefined && pc1 !== undefined) r.proxyCpuSeconds = pc1 - proxyCpu0;
+          fig.runs.push(r);
+          o.log(`[${sc.name} ${profName} ${target} x${readers} rep ${rep + 1}/${config.repetitions}] ${r.error ? `FAILED: ${r.error}` : `${fmt(r.value)} ${unit}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}${r.truncated ? ' (time limit: partial)' : ''}`}`);
+        }
+        for (const { fig } of cells) summarise(fig);
       }
     }
 
@@ -312,6 +318,13 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     await s3?.stop().catch(() => {});
     await rm(root, { recursive: true, force: true }).catch(() => {});
   }
+}
+
+/** The order of a scenario's runs: repetition 1 of every cell, then repetition 2, and so on. */
+export function runOrder<T>(cells: readonly T[], repetitions: number): { cell: T; rep: number }[] {
+  const order: { cell: T; rep: number }[] = [];
+  for (let rep = 0; rep < repetitions; rep++) for (const cell of cells) order.push({ cell, rep });
+  return order;
 }
 
 /** kind tier: one figure per phase (scenario "NAME.phase"), filled from `repetitions` runs of ./tier.ts. */

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { appliesTo, unitOf } from '../../src/bench/runner.js';
+import { appliesTo, runOrder, unitOf } from '../../src/bench/runner.js';
 import type { ScenarioDef } from '../../src/bench/scenarios.js';
 
 t.test('units and which targets a scenario applies to', async (t) => {
@@ -12,4 +12,10 @@ t.test('units and which targets a scenario applies to', async (t) => {
   t.notOk(appliesTo('random', 'File'), 'random reads of a downloaded file measure the local disk');
   t.notOk(appliesTo('ttfb', 'Pipe'));
   t.ok(appliesTo('list', 'FastFile'));
+});
+
+t.test('repetitions are interleaved across targets, so load drift falls on all of them', async (t) => {
+  const order = runOrder(['sluice', 's3fs', 'rclone'], 2).map(({ cell, rep }) => `${cell}#${rep}`);
+  t.same(order, ['sluice#0', 's3fs#0', 'rclone#0', 'sluice#1', 's3fs#1', 'rclone#1']);
+  t.same(runOrder(['x'], 0), []);
 });
