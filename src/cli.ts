@@ -9,7 +9,6 @@
  */
 import { readFileSync } from 'node:fs';
 import { exitCodeFor, isUserError, SluiceError } from './errors.js';
-import { applyRuntimeTuning } from './runtime-tuning.js';
 
 // Issue 15: start-up steps. Node has started and this module (with its imports) is loaded;
 // `sluice mount` logs the marks at "ready" (src/commands/mount.ts).
@@ -81,8 +80,6 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`sluice: unknown command ${JSON.stringify(cmd)}.${guess ? ` Did you mean sluice ${guess}?` : ''} See sluice --help\n`);
     return 2;
   }
-  // Before the command's modules load, so their functions are compiled under it.
-  applyRuntimeTuning(cmd);
   const command = await entry.load();
   performance.mark('sluice:command');
   return command.run(rest);
