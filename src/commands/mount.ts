@@ -18,7 +18,6 @@ import { helpFor, parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
 import { checkFastFileOptions, DATASET_OPTION_NAMES, FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
 import { configureLogging, log } from '../log.js';
-import { applyRuntimeTuning } from '../runtime-tuning.js';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
 import { startSummary, type Summary } from '../metrics/summary.js';
 import { DAEMON_CHILD_ENV, mountInBackground } from './daemon.js';
@@ -151,8 +150,6 @@ export async function run(argv: string[]): Promise<number> {
         if (options.readyFile) await writeReadyFile(options.readyFile, mountpoint);
         process.stdout.write(`ready ${mountpoint}\n`);
         steps.ready = performance.now();
-        // The per-read path compiles from here on: straight to baseline code (src/runtime-tuning.ts).
-        applyRuntimeTuning();
         // The data path's HTTP library (undici, ~0.1-0.2 CPU s to load and compile) is
         // imported by the first GET (src/s3/s3-client.ts), which is usually the training
         // script's first read right after "ready". Load it now, while the process would

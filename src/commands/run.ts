@@ -26,7 +26,6 @@
  * sluice reports the channel's error.
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import { applyRuntimeTuning } from '../runtime-tuning.js';
 import { setMaxListeners } from 'node:events';
 import type { Readable } from 'node:stream';
 import { mkdir, readFile } from 'node:fs/promises';
@@ -265,8 +264,6 @@ export async function run(argv: string[]): Promise<number> {
     }
 
     log.info({ command: rest }, 'starting the training command');
-    // The channels' per-read paths compile from here on: straight to baseline code (src/runtime-tuning.ts).
-    applyRuntimeTuning();
     const c = spawn(rest[0]!, rest.slice(1), { stdio: ['inherit', 'inherit', 'pipe'], env });
     child = c;
     const stderrTail = new TailBuffer();
