@@ -59,14 +59,19 @@ async function runReaders(dir, tag) {
 
 async function metrics(port) {
   const t = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const ops = {}; let gets = 0;
+  if (cfg.debugMetrics) console.error(t.split("\n").filter((l) => /early|listing|fuse_operations/.test(l)).join("\n"));
+  const ops = {}; let gets = 0; let early = 0; let listed;
   for (const line of t.split('\n')) {
     let m = /^sluice_fuse_operations_total\{op="(\w+)",result="(\w+)"\} (\d+)/.exec(line);
     if (m) ops[m[1]] = (ops[m[1]] ?? 0) + Number(m[3]);
     m = /^sluice_s3_requests_total\{[^}]*operation="get"[^}]*\} (\d+)/.exec(line);
     if (m) gets += Number(m[1]);
+    m = /^sluice_early_lookups_total\{[^}]*\} (\d+)/.exec(line);
+    if (m) early += Number(m[1]);
+    m = /^sluice_listing_seconds\{[^}]*\} ([\d.e-]+)/.exec(line);
+    if (m) listed = Number(m[1]);
   }
-  return { ops, gets };
+  return { ops, gets, early, listed };
 }
 
 function evict(files) {
@@ -100,6 +105,12 @@ async function startDaemon(dist, name, tierDir, prof) {
 }
 
 async function measure(d, tag) {
+  // settleMs: wait this long after the mount is ready before reading (the daemon's start-up work then falls outside the measured span); its CPU is reported.
+  const s0 = cpuOf(d.pid);
+  const w0 = Number(process.hrtime.bigint() / 1000n);
+  if (cfg.settleMs) await new Promise((r) => setTimeout(r, cfg.settleMs));
+  writeFileSync(path.join(root, `window-settle-${tag}.json`), JSON.stringify({ from: w0, to: Number(process.hrtime.bigint() / 1000n) }));
+  const settleCpuMs = Math.round((cpuOf(d.pid) - s0) * 1000);
   const m0 = await metrics(d.port);
   let st;
   if (cfg.strace) { st = spawn('strace', ['-c', '-f', '-p', String(d.pid), '-o', path.join(root, `strace-${tag}.txt`)], { stdio: 'ignore' }); await new Promise((r) => setTimeout(r, 1000)); }
@@ -110,7 +121,7 @@ async function measure(d, tag) {
   if (st) { const done = new Promise((r) => st.on('exit', r)); st.kill('SIGINT'); await done; }
   const c1 = cpuOf(d.pid); const m1 = await metrics(d.port);
   const ops = Object.fromEntries(Object.keys(m1.ops).map((k) => [k, +(((m1.ops[k] - (m0.ops[k] ?? 0)) / r.items).toFixed(2))]).filter(([, v]) => v > 0));
-  return { fps: Math.round(r.items / r.secs), cpuMsPerFile: +((c1 - c0) * 1000 / r.items).toFixed(3), gets: m1.gets - m0.gets, ops, bad: r.bad };
+  return { settleCpuMs, fps: Math.round(r.items / r.secs), cpuMsPerFile: +((c1 - c0) * 1000 / r.items).toFixed(3), gets: m1.gets - m0.gets, early: m1.early - m0.early, listedAtStart: m0.listed !== undefined, listingSecs: m1.listed, ops, bad: r.bad };
 }
 
 const out = [];
