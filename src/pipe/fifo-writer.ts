@@ -129,6 +129,15 @@ export class FifoWriter {
     this.warnAt = { open: first, read: first };
   }
 
+  /** Time a wait on the reader (`wait` settles when it has read enough): long-wait reports while it lasts; its seconds. */
+  private async timeReaderWait(wait: () => Promise<void>): Promise<number> {
+    const t0 = process.hrtime.bigint();
+    const stopWatch = this.watchWait('read');
+    await wait();
+    stopWatch();
+    return Number(process.hrtime.bigint() - t0) / 1e9;
+  }
+
   /** Start timing a wait of kind `what`; call the returned function when it ends. */
   private watchWait(what: LongWait): () => void {
     const hook = this.hooks.onLongWait;
@@ -267,9 +276,7 @@ export class FifoWriter {
       if (--this.pendingWrites === 0) for (const w of this.flushWaiters.splice(0)) w();
     });
     if (!accepted) {
-      const t0 = process.hrtime.bigint();
-      const stopWatch = this.watchWait('read');
-      await new Promise<void>((resolve) => {
+      const waited = await this.timeReaderWait(() => new Promise<void>((resolve) => {
         const done = (): void => {
           socket.off('drain', done);
           socket.off('close', done);
@@ -277,9 +284,8 @@ export class FifoWriter {
         };
         socket.on('drain', done);
         socket.on('close', done);
-      });
-      stopWatch();
-      this.hooks.onFullWait?.(Number(process.hrtime.bigint() - t0) / 1e9);
+      }));
+      this.hooks.onFullWait?.(waited);
     }
     if (this.error) throw this.error;
     return !this.readerGone;
@@ -294,13 +300,7 @@ export class FifoWriter {
       return this.pacedOutcome(p);
     }
     const until = p.pushed - Math.max(WRITE_AHEAD_BYTES, data.length);
-    if (p.written < until) {
-      const t0 = process.hrtime.bigint();
-      const stopWatch = this.watchWait('read');
-      await p.waitWritten(until);
-      stopWatch();
-      this.hooks.onFullWait?.(Number(process.hrtime.bigint() - t0) / 1e9);
-    }
+    if (p.written < until) this.hooks.onFullWait?.(await this.timeReaderWait(() => p.waitWritten(until)));
     return p.finished ? this.pacedOutcome(p) : true;
   }
 
@@ -352,25 +352,17 @@ export class FifoWriter {
     const p = this.paced;
     if (p !== undefined) {
       if (this.destroyed) return false;
-      const t0 = process.hrtime.bigint();
-      const stopWatch = this.watchWait('read');
-      await p.end();
-      stopWatch();
-      const waited = Number(process.hrtime.bigint() - t0) / 1e9;
+      const waited = await this.timeReaderWait(() => p.end());
       if (waited > 0) this.hooks.onFullWait?.(waited);
       return this.pacedOutcome(p);
     }
     const socket = this.socket;
     if (socket === undefined) return false;
     if (!socket.destroyed) {
-      const t0 = process.hrtime.bigint();
-      const stopWatch = this.watchWait('read');
-      await new Promise<void>((resolve) => {
+      const waited = await this.timeReaderWait(() => new Promise<void>((resolve) => {
         socket.once('close', () => resolve());
         socket.end();
-      });
-      stopWatch();
-      const waited = Number(process.hrtime.bigint() - t0) / 1e9;
+      }));
       if (waited > 0) this.hooks.onFullWait?.(waited);
     }
     this.socket = undefined;
