@@ -310,6 +310,14 @@ static pw_t *get_handle(napi_env env, napi_value v) {
   return data;
 }
 
+/* The handle that is a call's only argument (NULL when missing, or after throwing when it is not one). */
+static pw_t *handle_arg(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1) return NULL;
+  return get_handle(env, argv[0]);
+}
+
 /* pipeWriterOpen(fd, pipeSize, onProgress): a handle; the thread owns fd from now on. */
 static napi_value js_open(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -424,10 +432,7 @@ static napi_value js_push(napi_env env, napi_callback_info info) {
 
 /* pipeWriterEnd(handle): close the write end once everything queued is written. */
 static napi_value js_end(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1) return NULL;
-  pw_t *w = get_handle(env, argv[0]);
+  pw_t *w = handle_arg(env, info);
   if (w == NULL) return NULL;
   pthread_mutex_lock(&w->mu);
   w->closing = 1;
@@ -442,10 +447,7 @@ static napi_value js_end(napi_env env, napi_callback_info info) {
 
 /* pipeWriterCancel(handle): stop now, dropping what is not written; the thread closes fd and reports finished. */
 static napi_value js_cancel(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1) return NULL;
-  pw_t *w = get_handle(env, argv[0]);
+  pw_t *w = handle_arg(env, info);
   if (w == NULL) return NULL;
   pthread_mutex_lock(&w->mu);
   w->cancelled = 1;
@@ -458,10 +460,8 @@ static napi_value js_cancel(napi_env env, napi_callback_info info) {
 
 /* pipeWriterStats(handle): [writes, full, sleeps, starved, idleWaits, written]. */
 static napi_value js_stats(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1], result, v;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1) return NULL;
-  pw_t *w = get_handle(env, argv[0]);
+  napi_value result, v;
+  pw_t *w = handle_arg(env, info);
   if (w == NULL) return NULL;
   double s[ST_COUNT + 1];
   pthread_mutex_lock(&w->mu);
