@@ -367,21 +367,11 @@ async function preadFull(fd: number, buf: Buffer, pos: number): Promise<number> 
   return done;
 }
 
+/** preadFull(), synchronously. */
 function preadFullSync(fd: number, buf: Buffer, pos: number): number {
   let done = 0;
   while (done < buf.length) {
     const n = readSync(fd, buf, done, buf.length - done, pos + done);
-    if (n === 0) break;
-    done += n;
-  }
-  return done;
-}
-
-/** Reads buf[off, off + len) from `pos` until full or the file ends; returns the bytes read. */
-function preadInto(fd: number, buf: Buffer, off: number, len: number, pos: number): number {
-  let done = 0;
-  while (done < len) {
-    const n = readSync(fd, buf, off + done, len - done, pos + done);
     if (n === 0) break;
     done += n;
   }
@@ -653,11 +643,12 @@ export class DiskCache {
     let ok = false;
     try {
       const ent = this.smallEntry;
-      ok = preadInto(h.map, ent, 0, ENTRY_BYTES, HEADER_BYTES) === ENTRY_BYTES && ent.readUInt32LE(0) === size;
+      ok = preadFullSync(h.map, ent, HEADER_BYTES) === ENTRY_BYTES && ent.readUInt32LE(0) === size;
       if (ok) {
         const crc = ent.readUInt32LE(4);
-        if (preadInto(h.data, buf, 0, size, 0) < size) ok = this.corrupt(h, 0, 'truncated data');
-        else if (crc32c(size === buf.length ? buf : buf.subarray(0, size)) !== crc) ok = this.corrupt(h, 0, 'checksum mismatch');
+        const bytes = size === buf.length ? buf : buf.subarray(0, size);
+        if (preadFullSync(h.data, bytes, 0) < size) ok = this.corrupt(h, 0, 'truncated data');
+        else if (crc32c(bytes) !== crc) ok = this.corrupt(h, 0, 'checksum mismatch');
       }
     } catch {
       ok = false;
