@@ -432,7 +432,8 @@ class PieceWriter {
   private filled = 0;
   private writing: Promise<void> | undefined;
   private error: unknown;
-  private total = -1;
+  /** finish() drives the last pieces (the GET has ended). */
+  private finishing = false;
 
   constructor(private readonly fd: () => Promise<FileHandle>, readonly buf: Buffer, private readonly pos: number) {}
 
@@ -443,7 +444,7 @@ class PieceWriter {
 
   /** The whole part (`total` bytes) has landed: write what is left. */
   async finish(total: number): Promise<void> {
-    this.total = total;
+    this.finishing = true;
     this.filled = total;
     while (this.error === undefined && (this.writing !== undefined || this.written < total)) {
       if (this.writing === undefined) this.kick();
@@ -470,7 +471,7 @@ class PieceWriter {
         this.writing = undefined;
       }
       // More landed meanwhile: go on while the GET runs (finish() drives the last pieces itself).
-      if (this.error === undefined && this.total < 0 && this.filled - this.written >= WRITE_PIECE) this.kick();
+      if (this.error === undefined && !this.finishing && this.filled - this.written >= WRITE_PIECE) this.kick();
     })();
   }
 }
