@@ -115,8 +115,8 @@ export async function prepareReader(h: ReaderHashing, threads: number, killAfter
   };
 }
 
-/** Prepares a reader for `plan` and runs it (planFile: kept for callers that name one; unused). */
-export async function runReader(plan: ReadPlan, _planFile: string, threads: number, killAfterMs: number): Promise<ReadResult> {
+/** Prepares a reader for `plan` and runs it. */
+export async function runReader(plan: ReadPlan, threads: number, killAfterMs: number): Promise<ReadResult> {
   return (await prepareReader(plan, threads, killAfterMs)).run(plan);
 }
 
@@ -320,7 +320,7 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
         let warmCpu = m.stats()?.cpuSeconds ?? 0;
         r.startupCpuSeconds = warmCpu;
         if (warm) {
-          const w = await runReader({ kind: 'files', paths: [path.join(m.dir, rel(objs[0]!.key))], maxSeconds: sc.maxSeconds, ...readerHashing(sc, env.config, 1, objs[0]!.size) }, path.join(env.runDir, 'plan-warm.json'), 4, killAfter);
+          const w = await runReader({ kind: 'files', paths: [path.join(m.dir, rel(objs[0]!.key))], maxSeconds: sc.maxSeconds, ...readerHashing(sc, env.config, 1, objs[0]!.size) }, 4, killAfter);
           if (w.error || checkHashes([objs[0]!.sha256], w) > 0 || w.items !== 1) throw new Error(`warm-up read of ${objs[0]!.key}: ${w.error ?? 'wrong bytes'}`);
           warmCpu = m.stats()?.cpuSeconds ?? 0;
         }

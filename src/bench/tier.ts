@@ -80,7 +80,7 @@ export async function runTier(
     const gets0 = (await proxyStats()).objectGets;
     const cpu0 = cpu();
     const plans = shards.map((s) => ({ kind: 'files' as const, paths: s.map((x) => path.join(dir, rel(x.key))), maxSeconds: sc.maxSeconds, ...readerHashing(sc, env.config, shards.length, s.reduce((n, x) => n + x.size, 0)) }));
-    const results = await Promise.all(plans.map((p, i) => runReader(p, path.join(env.runDir, `plan-${tag}-${i}.json`), 4, killAfter)));
+    const results = await Promise.all(plans.map((p) => runReader(p, 4, killAfter)));
     const cpu1 = cpu();
     r.s3Gets = (await proxyStats()).objectGets - gets0;
     const errors = results.map((x) => x.error).filter(Boolean);
