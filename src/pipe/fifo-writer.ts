@@ -300,7 +300,10 @@ export class FifoWriter {
       return this.pacedOutcome(p);
     }
     const until = p.pushed - Math.max(WRITE_AHEAD_BYTES, data.length);
-    if (p.written < until) this.hooks.onFullWait?.(await this.timeReaderWait(() => p.waitWritten(until)));
+    if (p.written < until) {
+      const waited = await this.timeReaderWait(() => p.waitWritten(until));
+      this.hooks.onFullWait?.(waited);
+    }
     return p.finished ? this.pacedOutcome(p) : true;
   }
 
