@@ -272,7 +272,10 @@ static void pw_call_js(napi_env env, napi_value cb, void *context, void *data) {
   if (env == NULL || cb == NULL) return; /* the environment is going away */
   pthread_mutex_lock(&w->mu);
   double written = w->written;
-  int finished = w->finished, err = w->err, idle = w->count == 0;
+  /* Idle: nothing queued and no close asked for. After end(), the ref taken there must last
+     until the thread reports the fd closed, even if the queue drains first; else the process
+     may exit between the reader's EOF and that report, and end() never resolves. */
+  int finished = w->finished, err = w->err, idle = w->count == 0 && !w->closing;
   w->notify_pending = 0;
   pthread_mutex_unlock(&w->mu);
   if ((idle || finished) && w->js_refd) {
