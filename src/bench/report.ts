@@ -54,6 +54,12 @@ function cpuCell(v: number | null | undefined): string {
   return v === null || v === undefined ? '–' : v.toFixed(2);
 }
 
+/** A mount's or Pipe host's start-up CPU, paid once (not in its CPU s/GB), when known. */
+function startupCell(f: Figure): string {
+  const s = f.startupCpuSeconds;
+  return s === null || s === undefined || f.cpuSecondsPerGB === null ? '' : ` (+${s.toFixed(2)} s start-up)`;
+}
+
 /** The readers' CPU s/GB: over the timed span, then "+ hash" (sha256, inline or after the span) when known. */
 function readerCpuCell(f: Figure): string {
   const h = f.readerHashCpuSecondsPerGB;
@@ -92,9 +98,9 @@ export function markdownTable(res: BenchResults): string {
     const fig = f.unavailable ? `not available: ${f.unavailable}` : f.value === null ? `failed: ${f.runs.find((r) => r.error)?.error ?? 'no result'}` : fmtValue(f.value, f.unit);
     const ok = f.unavailable || f.value === null ? '–' : hasWrongBytes(f) ? '**WRONG**' : f.verified ? `verified${f.runs.some((r) => r.truncated) ? ' (partial: time limit)' : ''}${inlineHashNote(f)}` : 'not verified: no object completed within the time limit';
     const gets = f.s3Gets !== undefined && f.s3Gets !== null ? ` (S3 GETs: ${f.s3Gets})` : '';
-    lines.push(`| ${f.scenario}: ${f.title}${gets} | ${f.profile} | ${f.readers} | ${f.target} | ${fig.replace(/\|/g, '/')} | ${f.fractionOfLimit === null ? '–' : `${(f.fractionOfLimit * 100).toFixed(0)}%`} | ${vs} | ${f.peakRssBytes === null ? '–' : `${(f.peakRssBytes / MiB).toFixed(0)} MiB`} | ${cpuCell(f.cpuSecondsPerGB)} | ${readerCpuCell(f)} | ${cpuCell(f.serverCpuSecondsPerGB)} | ${ok} |`);
+    lines.push(`| ${f.scenario}: ${f.title}${gets} | ${f.profile} | ${f.readers} | ${f.target} | ${fig.replace(/\|/g, '/')} | ${f.fractionOfLimit === null ? '–' : `${(f.fractionOfLimit * 100).toFixed(0)}%`} | ${vs} | ${f.peakRssBytes === null ? '–' : `${(f.peakRssBytes / MiB).toFixed(0)} MiB`} | ${cpuCell(f.cpuSecondsPerGB)}${startupCell(f)} | ${readerCpuCell(f)} | ${cpuCell(f.serverCpuSecondsPerGB)} | ${ok} |`);
   }
-  lines.push('', 'Times (s) are better lower, so there a sluice ÷ peer below 1 favours sluice; for rates, above 1 does. "× limit" is the figure\'s MB/s over the link limit of its profile. CPU s/GB is utime + stime per GB read (decimal) of the target\'s process (sluice\'s daemon, or the peer), of the reader processes, and of the local S3 server, in the same runs. The readers\' figure is their reading, then "+ hash" their sha256 work: by default they keep the bytes and hash them after the span stops (as the link limit does), so the span measures the data source alone; "hashed inside the timed span" marks figures where they did not.');
+  lines.push('', 'Times (s) are better lower, so there a sluice ÷ peer below 1 favours sluice; for rates, above 1 does. "× limit" is the figure\'s MB/s over the link limit of its profile. CPU s/GB is utime + stime per GB read (decimal) of the target\'s process (sluice\'s daemon, or the peer), of the reader processes, and of the local S3 server, in the same runs. A mount\'s or a Pipe host\'s CPU counts from the moment it is ready; what it spent starting (process start, listing, mount or FIFOs), paid once and not per GB, is in parentheses. A download\'s start-up is inside its figure. The readers\' figure is their reading, then "+ hash" their sha256 work: by default they keep the bytes and hash them after the span stops (as the link limit does), so the span measures the data source alone; "hashed inside the timed span" marks figures where they did not.');
   return lines.join('\n');
 }
 

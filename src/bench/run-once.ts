@@ -1,9 +1,10 @@
 /**
  * One run of one target in one scenario: start it fresh (a cold cache), read with
  * reader processes (reader.ts), check every byte against the source's sha256,
- * record the target process's peak RSS and CPU time, stop it. A mount's CPU time counts
- * from the moment it is ready (its start-up is recorded apart, startupCpuSeconds); a
- * download's or a Pipe host's covers the whole process, whose start-up is part of its job. Kinds:
+ * record the target process's peak RSS and CPU time, stop it. A mount's or a Pipe host's
+ * CPU time counts from the moment it is ready (the mount answers, the FIFOs exist); its
+ * start-up is recorded apart (startupCpuSeconds), as it is paid once, not per GB. A
+ * download's covers the whole process: its start-up is inside its timed span. Kinds:
  *  - sequential: reader i of N reads batches i, i+N, ... of BATCH_FILES files in key
  *    order, from the mount, the downloaded copy (time includes the download) or its
  *    Pipe FIFO; the figure is files/s or MB/s over the readers' span;
@@ -49,8 +50,8 @@ export interface RunResult {
   peakRssBytes?: number;
   cpuSeconds?: number;
   /**
-   * Mount targets: CPU seconds the target spent before its mount was ready (process start,
-   * listing, mount). Not in cpuSeconds: CPU s/GB is the cost of the bytes, and a fresh
+   * Mount and Pipe targets: CPU seconds the target spent before it was ready (process
+   * start, listing, mount or FIFOs). Not in cpuSeconds: CPU s/GB is the cost of the bytes, and a fresh
    * daemon's ~0.8 s of start-up over a run of 0.1-0.3 GB would add 3-8 s/GB to it.
    */
   startupCpuSeconds?: number;
@@ -344,10 +345,14 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
       const stopP = () => p.stop();
       stops.add(stopP);
       try {
+        // As for a mount: CPU from here on (its FIFOs exist) is the bytes'; start-up is apart.
+        const readyCpu = p.stats()?.cpuSeconds ?? 0;
+        r.startupCpuSeconds = readyCpu;
         plans = p.fifos.map((f, i) => ({ kind: 'stream', path: f, segments: shards[i]!.map((x) => x.size), maxSeconds: sc.maxSeconds, ...hashing(i) }));
         results = await runAll(plans);
         startMs = Math.min(...results.map((x) => x.startMs));
         applyStats(r, p.stats());
+        if (r.cpuSeconds !== undefined) r.cpuSeconds -= readyCpu;
       } finally {
         stops.delete(stopP);
         await p.stop();

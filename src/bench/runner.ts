@@ -57,6 +57,8 @@ export interface Figure {
   peakRssBytes: number | null;
   /** The target's (sluice daemon or peer) CPU seconds per GB read: utime + stime over the run. */
   cpuSecondsPerGB: number | null;
+  /** Mount and Pipe targets: median CPU seconds before the target was ready (paid once; not in cpuSecondsPerGB). */
+  startupCpuSeconds?: number | null;
   /** The reader processes' CPU seconds per GB spent reading (the training job's share of the I/O cost; hashing apart, below). */
   readerCpuSecondsPerGB: number | null;
   /** The reader processes' sha256 CPU seconds per GB, inline or after the span (src/bench/reader.ts). */
@@ -386,6 +388,8 @@ function summarise(fig: Figure): void {
     return median(ok.filter((r) => pick(r) !== undefined && r.bytes > 0).map((r) => pick(r)! / (r.bytes / 1e9)));
   };
   fig.cpuSecondsPerGB = perGB((r) => r.cpuSeconds);
+  const startup = ok.map((r) => r.startupCpuSeconds).filter((x): x is number => x !== undefined);
+  if (startup.length > 0) fig.startupCpuSeconds = median(startup);
   fig.readerCpuSecondsPerGB = perGB((r) => r.readerCpuSeconds);
   fig.readerHashCpuSecondsPerGB = perGB((r) => r.readerHashCpuSeconds);
   const hashed = ok.filter((r) => r.readerHash !== undefined && r.bytes > 0);

@@ -28,7 +28,9 @@
  * Failure: when an epoch cannot be completed (an object vanished, S3 keeps failing,
  * bad gzip), `done` rejects and the write end stays OPEN, so the reader blocks
  * rather than mistaking a cut-off epoch for a complete one. The caller must then
- * stop() the channel (and normally the training command with it).
+ * stop() the channel (and normally the training command with it). Before `done`
+ * rejects, what the writer already accepted goes into the pipe (FAILURE_FLUSH_MS),
+ * so a reading script gets every object ahead of the failed one, then blocks.
  *
  * Metrics: sluice_served_bytes_total{mode="Pipe"} (bytes into the pipe; its rate is
  * the reader's consumption rate), sluice_pipe_full_seconds_total (reader slow),
@@ -68,6 +70,14 @@ export const DEFAULT_PIPE_MAX_REQUESTS = 64;
  * larger record spills to disk (recordio.ts). So a channel holds at most maxInflight.
  */
 export const RECORD_HOLD_MAX = 16 * MiB;
+/**
+ * When an epoch fails, the bytes the writer accepted before the failure (whole objects
+ * ahead of the failed one) are let into the pipe before `done` rejects, so the reader
+ * always sees everything up to the failed object, not a variable part of it. 1 s: the
+ * writer thread needs microseconds when the reader is reading; a reader that is not
+ * reading must not hold back the failure report for long.
+ */
+const FAILURE_FLUSH_MS = 1000;
 /** SageMaker's channel names: letters, digits, '.', '-', '_' (and never a path). */
 const CHANNEL_NAME_RE = /^[A-Za-z0-9._-]+$/;
 
@@ -298,6 +308,7 @@ class PipeChannelImpl implements PipeChannel {
       return 'finished';
     } catch (err) {
       if (this.stopping) return 'stopped'; // GETs aborted by stop()
+      await flushWithin(writer, FAILURE_FLUSH_MS);
       this.log.error({ epoch, err }, 'pipe epoch failed; the FIFO stays open until the channel is stopped');
       throw err;
     } finally {
@@ -319,6 +330,17 @@ class PipeChannelImpl implements PipeChannel {
     const why = nativeLoadError();
     this.log.warn({ reason: why instanceof Error ? why.message.split('\n')[0] : 'SLUICE_NO_NATIVE is set' },
       'native addon not in use: FIFOs made with the mkfifo command, pipe buffer left at the kernel default (64 KiB)');
+  }
+}
+
+/** Wait until `writer` has written what it accepted, or `ms`, whichever comes first; never throws. */
+async function flushWithin(writer: FifoWriter, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); });
+  try {
+    await Promise.race([writer.flushed().catch(() => {}), timeout]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -33,6 +33,12 @@ t.test('the table has every figure, ratios, limit and verification', async (t) =
   t.equal(md.split('\n').filter((l) => l.startsWith('| B:')).length, figures.length);
 });
 
+t.test('a mount\'s start-up CPU is shown apart from its CPU per GB', async (t) => {
+  const md = markdownTable(results([fig({ target: 'Pipe', value: 250, cpuSecondsPerGB: 1.2, startupCpuSeconds: 0.65 }), fig({ target: 'aws', value: 100 })]));
+  t.match(md, /\| Pipe \| 250 MB\/s \|.*\| 1\.20 \(\+0\.65 s start-up\) \|/);
+  t.notMatch(md.split('\n').find((l) => l.includes('| aws |'))!, /start-up/, 'no start-up figure, none shown');
+});
+
 t.test('wrong bytes are shouted', async (t) => {
   const run = { rep: 0, value: 10, seconds: 1, bytes: 10, items: 1, verified: false, mismatches: 1, truncated: false };
   t.match(markdownTable(results([fig({ target: 'FastFile', value: 10, verified: false, runs: [run] })])), /\*\*WRONG\*\*/);

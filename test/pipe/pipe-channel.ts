@@ -177,6 +177,22 @@ t.test('a GET that fails makes done reject with its error', async (t) => {
   t.equal((await reader).length, 100, 'the reader got the first object, then EOF at stop()');
 });
 
+t.test('a GET that fails while the reader holds the pipe unread still makes done reject', async (t) => {
+  // Object 000 (2 MiB) fills the 1 MiB pipe, and the writer queues the rest; object 001
+  // fails. What was queued cannot enter the pipe, as nobody reads: the failure must be
+  // reported anyway, after a bounded wait, not once the reader reads.
+  const client = new MemoryClient();
+  const { items } = dataset(client, [2 * 1024 * 1024, 100]);
+  client.fail = (key) => (key.endsWith('001') ? new NoSuchKeyError('bucket', key) : undefined);
+  const ch = await start(t, { client, itemsForEpoch: () => items, partSize: 256 * 1024 });
+  const holder = spawn('sh', ['-c', `exec 3<"${ch.fifoPath(0)}"; sleep 60`], { stdio: 'ignore' });
+  t.teardown(() => { if (holder.exitCode === null) holder.kill('SIGKILL'); });
+  await t.rejects(ch.done, NoSuchKeyError);
+  await ch.stop();
+  t.notOk(existsSync(ch.fifoPath(0)), 'FIFO removed by stop()');
+  holder.kill('SIGKILL');
+});
+
 t.test('a reader that closes early moves the channel to the next epoch (EPIPE handled)', async (t) => {
   const client = new MemoryClient();
   const { items, bodies } = dataset(client, Array.from({ length: 8 }, (_, i) => 400_000 + i));
