@@ -47,6 +47,13 @@
  * signal copies before it returns. An answer that waits for a promise (a lookup before the
  * listing completes) keeps fuse-native's deadline: a timer, armed only then, answers
  * ETIMEDOUT as fuse-native's would. `directMeta` says whether they are installed.
+ *
+ * Reads answered in C (memReads(), native/src/fuse_memread.c): the addon's fuse_new() puts
+ * its own read and release in front of fuse-native's, so that a handle whose verified bytes
+ * JavaScript holds (the disk tier's small files) is read and released in libfuse's worker
+ * thread, with no hop here; the adapter registers such handles at open and takes their
+ * releases later (adapter.ts memReadDrainer). Only on the checked fuse-native versions,
+ * only when the addon wrapped this mount, and not with SLUICE_NO_NATIVE set.
  */
 import { createRequire } from 'node:module';
 import os from 'node:os';
