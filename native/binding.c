@@ -16,6 +16,7 @@
  *          setFuseMaxPages(pages: number): undefined   (larger FUSE reads, src/fuse_init.c)
  *          fuseInitState(): { maxPages: number, kernelMinor: number }
  *          pipeWriterOpen/Push/End/Cancel/Stats   (the paced FIFO writer, src/pipe_writer.c)
+ *          memReadAdd/Remove/Drain/Clear/Mounted   (FUSE reads from memory in C, src/fuse_memread.c)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include "sluice_fifo.h"
 #include "sluice_fuse_fd.h"
 #include "sluice_pipe_writer.h"
+#include "sluice_memread.h"
 
 /* PATH_MAX on Linux; longer paths fail in the kernel with ENAMETOOLONG anyway. */
 #define SLUICE_PATH_MAX 4096
@@ -309,6 +311,7 @@ static napi_value init(napi_env env, napi_value exports) {
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   CHECK_NAPI(env, sluice_pipe_writer_init(env, exports));
+  CHECK_NAPI(env, sluice_memread_init(env, exports));
   return exports;
 }
 

@@ -6,7 +6,8 @@
 // Seeds tier-small (800 x 40 KB, 4 folders) in a local s3rver (no latency proxy: tier phases make no GETs),
 // writes the same files to a local folder, fills one tier dir per dist (epoch 1), then per round and per dist:
 // epoch2 (same mount as a warm-up epoch, mount pages evicted), restarted (warm), restarted-cold; and local warm.
-// Prints files/s, daemon CPU ms per file, FUSE ops per file, GET count (from metrics).
+// Prints files/s, daemon CPU ms per file, FUSE ops per file (memRead: of the reads, those answered in libfuse's thread,
+// native/src/fuse_memread.c), GET count (from metrics).
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync, readFileSync, readdirSync, rmSync, existsSync } from 'node:fs';
 import path from 'node:path';
@@ -66,6 +67,8 @@ async function metrics(port) {
     if (m) ops[m[1]] = (ops[m[1]] ?? 0) + Number(m[3]);
     m = /^sluice_s3_requests_total\{[^}]*operation="get"[^}]*\} (\d+)/.exec(line);
     if (m) gets += Number(m[1]);
+    m = /^sluice_fuse_memory_reads_total (\d+)/.exec(line);
+    if (m) ops.memRead = Number(m[1]);
     m = /^sluice_early_lookups_total\{[^}]*\} (\d+)/.exec(line);
     if (m) early += Number(m[1]);
     m = /^sluice_listing_seconds\{[^}]*\} ([\d.e-]+)/.exec(line);

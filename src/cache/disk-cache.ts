@@ -290,6 +290,12 @@ export interface WholeFile {
    */
   read(dst: Buffer, length: number, position: number): number | Promise<number>;
   close(): void;
+  /**
+   * The whole file's verified bytes (exactly its size), when the reader holds them all in
+   * memory until close() (openSmall's): reads may be answered from them elsewhere (the FUSE
+   * thread, native/src/fuse_memread.c) as long as that stops before close().
+   */
+  readonly bytes?: Buffer;
   /** What the reader did so far (tests, bench): see WholeStats (the ring reader; openSmall's has none). */
   readonly stats?: WholeStats;
 }
@@ -1499,6 +1505,11 @@ class SmallFile implements WholeFile {
   private closed = false;
 
   constructor(private readonly buf: Buffer, private readonly size: number, private readonly pool: SmallBuffers) {}
+
+  get bytes(): Buffer | undefined {
+    if (this.closed) return undefined;
+    return this.size === this.buf.length ? this.buf : this.buf.subarray(0, this.size);
+  }
 
   read(dst: Buffer, length: number, position: number): number {
     if (this.closed) return -1;

@@ -94,7 +94,7 @@ export interface SluiceFsOptions {
    * block cache and read-ahead; a read it cannot verify returns -1 and the handle goes the
    * usual way from then on.
    */
-  openDirect?: (key: string, etag: string, size: number) => { read(dst: Buffer, length: number, position: number): number | Promise<number>; close(): void } | undefined;
+  openDirect?: (key: string, etag: string, size: number) => { read(dst: Buffer, length: number, position: number): number | Promise<number>; close(): void; readonly bytes?: Buffer | undefined } | undefined;
   /** The mount's kernel readahead in bytes (--read-ahead-kb), so its out-of-order requests keep a reader sequential; default 0 (the cursor's own tolerances). */
   kernelReadahead?: number;
   // ---- issue 15: snapshots, filters, archived objects ----
@@ -472,6 +472,29 @@ export class SluiceFs implements FsCore {
       h.served = true;
     }
     return bytes;
+  }
+
+  /**
+   * The whole file's verified bytes when handle `fh` holds them in memory until its release
+   * (a small file read whole from the disk tier at open), else undefined. Reads may then be
+   * answered from them outside read() (the FUSE thread: native/src/fuse_memread.c) until the
+   * handle is released; servedElsewhere() counts them.
+   */
+  heldBytes(fh: number): Buffer | undefined {
+    return this.handles.get(fh)?.direct?.bytes;
+  }
+
+  /** Counts `reads` reads of handle `fh` that were answered from heldBytes() outside read(), `bytes` in all, as read() would. */
+  servedElsewhere(fh: number, reads: number, bytes: number): void {
+    const h = this.handles.get(fh);
+    if (!h) return;
+    const labels = this.readLabels;
+    for (let i = 0; i < reads; i++) readWait.observe(labels, 0);
+    if (bytes > 0) {
+      servedBytes.inc(labels, bytes);
+      markFirstByte(this.channel, 'FastFile');
+      h.served = true;
+    }
   }
 
   /** Synchronous; an unknown handle is a rejection (BadHandleError). */

@@ -44,6 +44,10 @@ export interface FsCore {
   read(fh: number, dst: Buffer, length: number, position: number, opts?: { signal?: AbortSignal }): number | Promise<number>;
   /** Sync when it can be; failures reject. */
   release(fh: number): void | Promise<void>;
+  /** The file's verified bytes when handle `fh` holds them all in memory until release (see core.ts); optional. */
+  heldBytes?(fh: number): Buffer | undefined;
+  /** Counts reads of `fh` answered from heldBytes() outside read(): `reads` of `bytes` in all (see core.ts); optional. */
+  servedElsewhere?(fh: number, reads: number, bytes: number): void;
   statfs(): StatFs | Promise<StatFs>;
   /** Throws ReadOnlyError naming the operation; the adapter calls it for every write-like op. */
   refuse(op: string): never;

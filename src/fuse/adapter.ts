@@ -51,9 +51,9 @@
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore } from '../fs/types.js';
-import { fuseOps, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
+import { fuseMemoryReads, fuseOps, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
-import type { NativeOps, NativeStat, ReadReply } from './native.js';
+import type { MemReads, NativeOps, NativeStat, ReadReply } from './native.js';
 
 /** access(2) mode bit for write permission. */
 const W_OK = 2;
@@ -86,6 +86,53 @@ export interface AdapterHooks {
   onUnexpectedError?: (op: string, path: string, err: unknown) => void;
   /** The read deadline (deadline.ts); without one, a read waits for the core however long it takes. */
   readDeadlines?: ReadDeadlines;
+  /** The mount's C-side reads from memory (native.ts MemReads), once mounted; undefined: every read comes here. */
+  memReads?: () => MemReads | undefined;
+}
+
+const RELEASE_LABELS = { op: 'release' } as const;
+const RELEASE_OK_LABELS = { op: 'release', result: 'ok' } as const;
+
+/**
+ * Reads answered in C (native/src/fuse_memread.c) are counted here once their handle's
+ * entry leaves the C table: as reads answered at once (0 s), with the size the kernel asked
+ * for spread evenly over them, and as served bytes of the handle (core.servedElsewhere).
+ */
+function countMemReads(core: FsCore, fh: number, reads: number, served: number, asked: number): void {
+  if (reads <= 0) return;
+  fuseOps.inc(READ_OK_LABELS, reads);
+  fuseMemoryReads.inc(reads);
+  for (let i = 0; i < reads; i++) {
+    fuseOpSeconds.observe(READ_LABELS, 0);
+    fuseReadBytes.observe(asked / reads);
+  }
+  core.servedElsewhere?.(fh, reads, served);
+}
+
+/**
+ * A function that takes the handles the kernel released in C since its last call
+ * (native.ts MemReads.drain): counts their reads and their release (answered at once),
+ * and releases them in the core, which gives their buffers back. With `all` (unmount), it
+ * also removes and counts the entries still open, whose handles the core keeps until their
+ * release or its close. Build one per mount (its callbacks are made once).
+ */
+export function memReadDrainer(core: FsCore, onError?: (fh: number, err: unknown) => void): (mem: MemReads, all?: boolean) => void {
+  const released = (fh: number, reads: number, served: number, asked: number): void => {
+    countMemReads(core, fh, reads, served, asked);
+    fuseOpSeconds.observe(RELEASE_LABELS, 0);
+    fuseOps.inc(RELEASE_OK_LABELS);
+    try {
+      const r = core.release(fh);
+      if (r instanceof Promise) r.catch((err: unknown) => onError?.(fh, err));
+    } catch (err) {
+      onError?.(fh, err);
+    }
+  };
+  const open = (fh: number, reads: number, served: number, asked: number): void => countMemReads(core, fh, reads, served, asked);
+  return (mem, all = false) => {
+    mem.drain(released);
+    if (all) mem.clear(open);
+  };
 }
 
 /** Metric labels of the read path, built once (prom-client takes label objects). */
@@ -189,6 +236,8 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
   }
 
   const deadlines = hooks.readDeadlines;
+  const drainMem = memReadDrainer(core, (fh, err) => hooks.onUnexpectedError?.('release', `fh ${fh}`, err));
+  const countRemoved = (fh: number, reads: number, served: number, asked: number): void => countMemReads(core, fh, reads, served, asked);
 
   /** Answers a read (bytes read, or a negative errno) and records it. */
   function readAnswered(code: number, startedMs: number, reply: ReadReply, token: unknown, buf: Buffer): void {
@@ -234,7 +283,19 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
     },
     open(path, flags, cb) {
       // The core refuses write flags (EROFS) itself.
-      handle('open', path, () => core.open(path, flags), (c, fh) => cb(c, fh));
+      const mem = hooks.memReads?.();
+      if (!mem) {
+        handle('open', path, () => core.open(path, flags), (c, fh) => cb(c, fh));
+        return;
+      }
+      // Handles the kernel released in C are taken here (and once a second, kernel-mount.ts);
+      // a handle whose bytes the core holds is answered in C from now on, before the kernel learns its fh.
+      drainMem(mem);
+      handle('open', path, () => then(core.open(path, flags), (fh) => {
+        const bytes = core.heldBytes?.(fh);
+        if (bytes) mem.add(fh, bytes);
+        return fh;
+      }), (c, fh) => cb(c, fh));
     },
     read(path, fd, buf, len, pos, reply, token) {
       fuseReadBytes.observe(len);
@@ -265,7 +326,11 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
       });
     },
     release(path, fd, cb) {
-      handle('release', path, () => core.release(fd), (c) => cb(c));
+      // A handle still in the C table (its release came here: the C queue was full): out of it, then counted, before the core gives its buffer back.
+      handle('release', path, () => {
+        hooks.memReads?.()?.remove(fd, countRemoved);
+        return core.release(fd);
+      }, (c) => cb(c));
     },
     fsync(path, _datasync, _fd, cb) {
       // Nothing is ever dirty on a read-only mount: fsync succeeds, as on any read-only file.

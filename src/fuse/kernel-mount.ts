@@ -40,10 +40,10 @@ import path from 'node:path';
 import { FuseUnavailableError, MountpointError } from '../errors.js';
 import type { FsCore } from '../fs/types.js';
 import { log } from '../log.js';
-import { fuseOpsFor } from './adapter.js';
+import { fuseOpsFor, memReadDrainer } from './adapter.js';
 import { ReadDeadlines } from './deadline.js';
 import { detachMount, checkFuseAvailable, checkFuseFdMount, fuseFdOf, readMounts } from './mountpoint.js';
-import { LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseMaxRead, requestFuseMaxRead, type NativeFuse } from './native.js';
+import { LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseMaxRead, requestFuseMaxRead, type MemReads, type NativeFuse } from './native.js';
 import { setReadaheadKb } from './readahead.js';
 
 export interface KernelMountOptions {
@@ -70,6 +70,8 @@ export interface KernelMount {
   readonly directRead: boolean;
   /** getattr, open and release bypass fuse-native's JavaScript wrapper (native.ts); false on an unchecked fuse-native version. */
   readonly directMeta: boolean;
+  /** Reads of a small file held in memory are answered in libfuse's thread (native.ts MemReads). */
+  readonly memReads: boolean;
   /** The largest read the kernel sends this mount, bytes (128 KiB unless the INIT reply raised it). */
   readonly maxRead: number;
   /** Resolves when the mount has disappeared without unmount() (removed from outside). */
@@ -115,6 +117,12 @@ export const DEFAULT_FUSE_MAX_READ = 1024 * 1024;
 
 /** How long to wait for the kernel's INIT after mount(2): generous for a loaded 2-core box. */
 const INIT_TIMEOUT_MS = 30_000;
+/**
+ * How often handles the kernel released in C (native/src/fuse_memread.c) are taken when no
+ * open takes them first: their metrics (served bytes, files) and the core's open-handle
+ * count lag by at most this; each take is one cheap call into the addon.
+ */
+const MEM_DRAIN_MS = 1000;
 
 const flog = log.child({ component: 'fuse' });
 
@@ -164,7 +172,18 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   const fromFd = fd !== undefined;
   const Fuse = loadFuse({ fromFd });
   const readDeadlines = new ReadDeadlines(opts.fuseTimeoutMs);
-  const fuse: NativeFuse = new Fuse(mnt, fuseOpsFor(core, { onUnexpectedError: errorLogger(), readDeadlines }), {
+  // Reads answered in C from memory (native.ts MemReads), set once mounted and unset at unmount.
+  let mem: MemReads | undefined;
+  let memTimer: NodeJS.Timeout | undefined;
+  const drainMem = memReadDrainer(core, (fh, err) => flog.warn({ fh, err: err instanceof Error ? err.message : String(err) }, 'releasing a handle released in C failed'));
+  /** Stops answering reads in C: what the kernel released is released in the core, what is open goes back to the JavaScript read path. */
+  const stopMemReads = (): void => {
+    if (memTimer) clearInterval(memTimer);
+    const m = mem;
+    mem = undefined;
+    if (m) drainMem(m, true);
+  };
+  const fuse: NativeFuse = new Fuse(mnt, fuseOpsFor(core, { onUnexpectedError: errorLogger(), readDeadlines, memReads: () => mem }), {
     timeout: opts.fuseTimeoutMs,
     // Mount options: for a descriptor mount its maker chose them (libfuse would reject them here).
     fsname: fromFd ? '' : 'sluice',
@@ -193,6 +212,12 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
       else reject(new FuseUnavailableError(`FUSE mount of ${mnt} failed (${msg})`, { hint: 'Run as root, or in a container with --device /dev/fuse --cap-add SYS_ADMIN' }));
     });
   }), INIT_TIMEOUT_MS, `mounting ${mnt}`);
+  mem = fuse.memReads();
+  if (mem) {
+    const m = mem;
+    memTimer = setInterval(() => drainMem(m), MEM_DRAIN_MS);
+    memTimer.unref();
+  }
   // fuse.mount() calls back from libfuse's init, before the INIT reply is written: what
   // the reply said is read once the mount has answered a request (the stat below).
   let maxRead = LIBFUSE2_MAX_READ;
@@ -203,6 +228,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   const unmount = (): Promise<void> => {
     if (watch) clearInterval(watch);
     readDeadlines.stop();
+    stopMemReads();
     unmounted ??= new Promise<void>((resolve) => {
       fuse.unmount((err) => {
         if (!err) return resolve();
@@ -232,6 +258,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
       readaheadKb: undefined,
       directRead: fuse.directRead,
       directMeta: fuse.directMeta,
+      memReads: mem !== undefined,
       // Nothing here waits for a request through the mount: read on use.
       get maxRead() { return sized ? negotiatedFuseMaxRead() : LIBFUSE2_MAX_READ; },
       // Its mount point is unknown here, so its removal is not watched: it never resolves.
@@ -240,6 +267,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
         if (stopped) return;
         stopped = true;
         readDeadlines.stop();
+        stopMemReads();
         await new Promise<void>((resolve) => fuse.unmount(() => resolve()));
       },
     };
@@ -283,5 +311,5 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
         'could not set the mount readahead (needs root and a writable /sys); sequential reads may be slower');
     }
   }
-  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, maxRead, gone, unmount };
+  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, memReads: mem !== undefined, maxRead, gone, unmount };
 }

@@ -47,12 +47,20 @@
  * signal copies before it returns. An answer that waits for a promise (a lookup before the
  * listing completes) keeps fuse-native's deadline: a timer, armed only then, answers
  * ETIMEDOUT as fuse-native's would. `directMeta` says whether they are installed.
+ *
+ * Reads answered in C (memReads(), native/src/fuse_memread.c): the addon's fuse_new() puts
+ * its own read and release in front of fuse-native's, so that a handle whose verified bytes
+ * JavaScript holds (the disk tier's small files) is read and released in libfuse's worker
+ * thread, with no hop here; the adapter registers such handles at open and takes their
+ * releases later (adapter.ts memReadDrainer). Only on the checked fuse-native versions,
+ * only when the addon wrapped this mount, and not with SLUICE_NO_NATIVE set.
  */
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FuseUnavailableError } from '../errors.js';
+import { nativeForcedOff } from '../pipe/native.js';
 
 /** A stat as fuse-native encodes it (dates or epoch ms). */
 export interface NativeStat {
@@ -132,6 +140,12 @@ export interface NativeFuse {
   mount(cb: (err: Error | null) => void): void;
   unmount(cb: (err: (Error & { unmountFailure?: boolean }) | null) => void): void;
   /**
+   * Reads answered in libfuse's worker thread from bytes in memory (native/src/fuse_memread.c)
+   * for this mount, once mounted; undefined when our addon did not wrap the mount (not built,
+   * loaded after fuse-native, a fuse-native it was not checked against) or SLUICE_NO_NATIVE is set.
+   */
+  memReads(): MemReads | undefined;
+  /**
    * Releases the native mount's hold on the event loop when unmount() failed because the
    * mount was already gone (removed from outside): fuse-native then skips that step, and
    * its libuv handle would keep the process alive forever. Idempotent.
@@ -152,6 +166,61 @@ export interface FuseFdShim {
   setFuseMaxPages?(pages: number): void;
   /** The last INIT reply: max_pages it set (0: left alone, e.g. a kernel before 4.20) and the kernel's protocol minor. */
   fuseInitState?(): { maxPages: number; kernelMinor: number };
+  /** native/src/fuse_memread.c, for the mount whose fuse-native thread buffer is `thread` (see MemReads). */
+  memReadAdd?(thread: Buffer, fh: number, bytes: Buffer): boolean;
+  memReadRemove?(thread: Buffer, fh: number, counts: Float64Array): boolean;
+  memReadDrain?(thread: Buffer, out: Float64Array): number;
+  memReadClear?(thread: Buffer, out: Float64Array): number;
+  memReadMounted?(thread: Buffer): boolean;
+}
+
+/** Counts of one handle's reads answered in C: reads, bytes served, bytes the kernel asked for. */
+export type MemReadCounts = (fh: number, reads: number, served: number, asked: number) => void;
+
+/**
+ * Reads answered in libfuse's worker thread from a handle's bytes held in memory, with no
+ * hop to JavaScript (native/src/fuse_memread.c, which also answers the handle's RELEASE).
+ * The caller keeps `bytes` alive and unchanged until the handle's entry has left the table:
+ * reported by drain() (the kernel released it), remove() or clear().
+ */
+export interface MemReads {
+  /** Answer fh's reads from `bytes` (the whole file) from now on; false when refused (the reads go to ops.read). */
+  add(fh: number, bytes: Buffer): boolean;
+  /** Stops answering fh in C; `each` gets its counts when it had an entry (returns whether it had). */
+  remove(fh: number, each: MemReadCounts): boolean;
+  /** `each` for every handle the kernel released in C since the last drain (its entry is gone). */
+  drain(each: MemReadCounts): void;
+  /** Removes every entry left (unmount); `each` gets their counts. */
+  clear(each: MemReadCounts): void;
+}
+
+/** Records per drain call: one N-API call empties a queue of this many releases. */
+const MEM_DRAIN_BATCH = 256;
+
+/** MemReads of the mount whose fuse-native thread buffer is `thread` (see MemReads). */
+function memReadsOf(shim: Required<Pick<FuseFdShim, 'memReadAdd' | 'memReadRemove' | 'memReadDrain' | 'memReadClear'>>, thread: Buffer): MemReads {
+  const counts = new Float64Array(3);
+  const out = new Float64Array(4 * MEM_DRAIN_BATCH);
+  const each = (take: (thread: Buffer, out: Float64Array) => number, f: MemReadCounts): void => {
+    for (;;) {
+      const n = take(thread, out);
+      for (let i = 0; i < n; i++) f(out[4 * i]!, out[4 * i + 1]!, out[4 * i + 2]!, out[4 * i + 3]!);
+      if (n < MEM_DRAIN_BATCH) return;
+    }
+  };
+  return {
+    add: (fh, bytes) => shim.memReadAdd(thread, fh, bytes),
+    remove: (fh, f) => {
+      if (!shim.memReadRemove(thread, fh, counts)) return false;
+      f(fh, counts[0]!, counts[1]!, counts[2]!);
+      return true;
+    },
+    drain: (f) => each(shim.memReadDrain, f),
+    clear: (f) => {
+      each(shim.memReadDrain, f);
+      each(shim.memReadClear, f);
+    },
+  };
 }
 
 /** The kernel's page size for FUSE's max_pages (4 KiB on x86-64 and on arm64's default kernels). */
@@ -322,6 +391,19 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
         once.armIfWaiting();
       };
       return true;
+    }
+
+    private memReadsOnce: MemReads | null | undefined;
+    memReads(): MemReads | undefined {
+      if (this.memReadsOnce !== undefined) return this.memReadsOnce ?? undefined;
+      const thread = (this as unknown as { _thread: Buffer | null })._thread;
+      if (!thread) return undefined; // not mounted (yet)
+      const shim = optionalShim ?? fdShim;
+      const { memReadAdd, memReadRemove, memReadDrain, memReadClear, memReadMounted } = shim ?? {};
+      this.memReadsOnce = direct && !nativeForcedOff() && memReadAdd && memReadRemove && memReadDrain && memReadClear && memReadMounted?.(thread)
+        ? memReadsOf({ memReadAdd, memReadRemove, memReadDrain, memReadClear }, thread)
+        : null;
+      return this.memReadsOnce ?? undefined;
     }
 
     releaseNative(): void {

@@ -340,3 +340,11 @@ export const archivedSkipped = new client.Counter({
   labelNames: ['channel'] as const,
   registers: [registry],
 });
+
+// ---- FUSE reads answered from memory in libfuse's thread (issue 14, native/src/fuse_memread.c) ----
+
+export const fuseMemoryReads = new client.Counter({
+  name: 'sluice_fuse_memory_reads_total',
+  help: 'FUSE reads answered in libfuse\'s worker thread from a small file\'s verified bytes held in memory, without a hop to JavaScript (also counted in sluice_fuse_operations_total{op="read"}, when the handle is released).',
+  registers: [registry],
+});

@@ -161,8 +161,8 @@ const commandOps: FifoOps = {
   getPipeSize: () => undefined,
 };
 
-/** True when the environment variable asks for the fallback. */
-function nativeForcedOff(): boolean {
+/** True when the environment variable asks for the fallback (also read by src/fuse/native.ts: no C-side reads). */
+export function nativeForcedOff(): boolean {
   const v = process.env[NO_NATIVE_ENV];
   return v !== undefined && v !== '' && v !== '0' && v.toLowerCase() !== 'false';
 }

@@ -1,0 +1,24 @@
+/*
+ * Reads answered in libfuse's worker thread from bytes JavaScript holds (src/fuse_memread.c).
+ * The C functions take the mount's fuse-native thread buffer (`thread`) as its name.
+ */
+#ifndef SLUICE_MEMREAD_H
+#define SLUICE_MEMREAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <node_api.h>
+
+/* Serve fh's reads from bytes[0..length): 0, -ENODEV (no table for this mount) or -EBUSY (slot taken). */
+int sluice_memread_add(const void *thread, uint64_t fh, const char *bytes, size_t length);
+/* Removes fh's entry; 1 and its counts (reads, bytes served, bytes asked) when it was there, else 0. */
+int sluice_memread_remove(const void *thread, uint64_t fh, uint64_t counts[3]);
+/* Up to `max` records (fh, reads, served, asked) into out: released handles, or (clear) live entries, removed. */
+size_t sluice_memread_drain(const void *thread, uint64_t *out, size_t max, int clear);
+/* 1 when the mount's reads and releases pass through fuse_memread.c. */
+int sluice_memread_mounted(const void *thread);
+
+/* Registers memReadAdd/Remove/Drain/Clear/Mounted on the addon's exports. */
+napi_status sluice_memread_init(napi_env env, napi_value exports);
+
+#endif
