@@ -21,7 +21,11 @@
  * --no-pipe skips the Pipe case; --pipe-only skips the mount rounds (only the Pipe case).
  * --to-null times mount reads into /dev/null and checks their sha256 right after, untimed
  *   (the Pipe case still hashes as it reads: a FIFO can be read only once).
- * (BULK_BENCH_NODE_ARGS: node flags for the mount daemon, e.g. '--cpu-prof --cpu-prof-dir=DIR'.)
+ * --env NAME:VAR=VALUE sets VAR for variant NAME's mount daemon only (e.g. a GLIBC_TUNABLES
+ *   experiment against the same dist); repeatable.
+ * (BULK_BENCH_NODE_ARGS: node flags for the mount daemon and the Pipe case's `sluice run`, e.g.
+ * '--cpu-prof --cpu-prof-dir=DIR'. BULK_BENCH_THREADS=1: per-thread CPU of each read on stderr.
+ * BULK_BENCH_RUN_ARGS: extra `sluice run` flags for the Pipe case, e.g. '--log-level debug'.)
  * Variants are interleaved round by round, so they see the same machine load.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -33,6 +37,8 @@ import path from 'node:path';
 const args = process.argv.slice(2);
 let rounds = 3, sizeMiB = 512, tls = false, pipe = true, pipeOnly = false, toNull = false;
 const variants = [];
+/** --env NAME:VAR=VALUE: an environment variable for variant NAME's daemon only (e.g. GLIBC_TUNABLES). */
+const variantEnv = {};
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--rounds') rounds = Number(args[++i]);
   else if (args[i] === '--size') sizeMiB = Number(args[++i]);
@@ -40,6 +46,7 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--no-pipe') pipe = false;
   else if (args[i] === '--pipe-only') pipeOnly = true;
   else if (args[i] === '--to-null') toNull = true;
+  else if (args[i] === '--env') { const [name, kv] = [args[++i].slice(0, args[i].indexOf(':')), args[i].slice(args[i].indexOf(':') + 1)]; (variantEnv[name] ??= {})[kv.slice(0, kv.indexOf('='))] = kv.slice(kv.indexOf('=') + 1); }
   else { const [name, dist] = args[i].split('='); variants.push({ name, dist: path.resolve(dist) }); }
 }
 if (variants.length === 0) { console.error('usage: bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] NAME=DIST_DIR ...'); process.exit(2); }
@@ -144,7 +151,7 @@ async function fillBlockCache(pid, file) {
 
 async function mountRound(v) {
   const mnt = mkdtempSync(path.join(work, 'mnt-'));
-  const child = spawn(process.execPath, [...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...mountArgs], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...mountArgs], { env: { ...env, ...variantEnv[v.name] }, stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     await new Promise((resolve, reject) => {
       let out = '';
@@ -175,7 +182,7 @@ async function pipeRound(v) {
   // Per-thread stats (BULK_BENCH_THREADS=1): every task's stat line, before and after the read.
   const tasks = (f) => process.env.BULK_BENCH_THREADS ? `; for t in /proc/$PPID/task/*; do echo "\${t##*/} $(cat $t/stat)"; done > ${root}/${f}` : '';
   const script = `cat /proc/$PPID/stat > ${root}/s0${tasks('k0')}; date +%s.%N > ${root}/t0; sha256sum < ${root}/input/data/train_0 > ${root}/sum; date +%s.%N > ${root}/t1; cat /proc/$PPID/stat > ${root}/s1${tasks('k1')}`;
-  const r = spawnSync(process.execPath, [...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env, encoding: 'utf8', timeout: 300_000 });
+  const r = spawnSync(process.execPath, [...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
   if (r.status !== 0) throw new Error(`pipe run failed: ${r.stderr}`);
   if (runArgs.length > 0) process.stderr.write(r.stderr);
   const got = readFileSync(`${root}/sum`, 'utf8').split(' ')[0];
