@@ -17,6 +17,7 @@
  *          fuseInitState(): { maxPages: number, kernelMinor: number }
  *          pipeWriterOpen/Push/End/Cancel/Stats   (the paced FIFO writer, src/pipe_writer.c)
  *          memReadAdd/Remove/Drain/Clear/Mounted   (FUSE reads from memory in C, src/fuse_memread.c)
+ *          setRecvLowat(fd: number, bytes: number): number   (SO_RCVLOWAT, the mark set; see js_set_recv_lowat)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <node_api.h>
@@ -297,6 +299,42 @@ static napi_value js_fuse_init_state(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * setRecvLowat(fd, bytes): SO_RCVLOWAT on a connected socket; returns the mark set. A TCP
+ * socket is then reported readable (epoll) only once that many bytes are queued, or at FIN,
+ * an error or receive-memory pressure, so a body read from a fast sender wakes the event loop
+ * once per mark instead of once per segment burst (src/s3/wire.ts sets it while a long
+ * Content-Length body is read and lowers it to what is left of the body, so the last bytes
+ * are never held back). The mark is capped at a quarter of the socket's current receive
+ * buffer (SO_RCVBUF, which autotuning grows): a larger one would make Linux raise the buffer
+ * and clamp the TCP window to the mark (tcp_set_rcvlowat), and the window is what carries
+ * a long-latency link; a quarter stays well inside the window the sender may fill.
+ */
+static napi_value js_set_recv_lowat(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2) {
+    napi_throw_type_error(env, "ERR_MISSING_ARGS", "setRecvLowat(fd, bytes) needs two arguments");
+    return NULL;
+  }
+  int32_t fd = -1, bytes = 0;
+  if (!get_int32(env, argv[0], "fd", &fd) || !get_int32(env, argv[1], "bytes", &bytes)) return NULL;
+  if (bytes < 1) {
+    napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "bytes must be >= 1");
+    return NULL;
+  }
+  int rcvbuf = 0;
+  socklen_t len = sizeof rcvbuf;
+  if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) < 0) return throw_errno(env, -errno, "getsockopt", NULL);
+  int v = bytes < rcvbuf / 4 ? bytes : rcvbuf / 4;
+  if (v < 1) v = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) < 0) return throw_errno(env, -errno, "setsockopt", NULL);
+  napi_value result;
+  CHECK_NAPI(env, napi_create_int32(env, v, &result));
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"mkfifo", NULL, js_mkfifo, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -308,6 +346,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"allocPrefaulted", NULL, js_alloc_prefaulted, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setFuseMaxPages", NULL, js_set_fuse_max_pages, NULL, NULL, NULL, napi_enumerable, NULL},
     {"fuseInitState", NULL, js_fuse_init_state, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"setRecvLowat", NULL, js_set_recv_lowat, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   CHECK_NAPI(env, sluice_pipe_writer_init(env, exports));

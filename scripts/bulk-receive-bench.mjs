@@ -23,7 +23,9 @@
  *   (the Pipe case still hashes as it reads: a FIFO can be read only once).
  * --env NAME:VAR=VALUE sets VAR for variant NAME's mount daemon only (e.g. a GLIBC_TUNABLES
  *   experiment against the same dist); repeatable.
- * (BULK_BENCH_NODE_ARGS: node flags for the mount daemon, e.g. '--cpu-prof --cpu-prof-dir=DIR'.)
+ * (BULK_BENCH_NODE_ARGS: node flags for the mount daemon and the Pipe case's `sluice run`, e.g.
+ * '--cpu-prof --cpu-prof-dir=DIR'. BULK_BENCH_THREADS=1: per-thread CPU of each read on stderr.
+ * BULK_BENCH_RUN_ARGS: extra `sluice run` flags for the Pipe case, e.g. '--log-level debug'.)
  * Variants are interleaved round by round, so they see the same machine load.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -52,6 +54,8 @@ if (variants.length === 0) { console.error('usage: bulk-receive-bench.mjs [--rou
 const daemonNodeArgs = (process.env.BULK_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
 /** Extra `sluice mount` flags, e.g. BULK_BENCH_MOUNT_ARGS='--max-prefetch 16MiB'. */
 const mountArgs = (process.env.BULK_BENCH_MOUNT_ARGS ?? '').split(' ').filter(Boolean);
+/** Extra `sluice run` flags for the Pipe case, e.g. BULK_BENCH_RUN_ARGS='--log-level debug' (its log is then shown). */
+const runArgs = (process.env.BULK_BENCH_RUN_ARGS ?? '').split(' ').filter(Boolean);
 const TICK = 100; // CLOCK_TICKS_PER_SEC on Linux
 const cpuOf = (stat) => { const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); return (Number(f[11]) + Number(f[12])) / TICK; };
 const cpu = (pid) => cpuOf(readFileSync(`/proc/${pid}/stat`, 'utf8'));
@@ -95,7 +99,7 @@ if (tls) {
 await s3.createBucket('bulk');
 const size = sizeMiB * 1024 * 1024;
 const sums = {};
-for (const key of ['a', 'b', 'pipe/p']) {
+for (const key of pipeOnly ? ['pipe/p'] : pipe ? ['a', 'b', 'pipe/p'] : ['a', 'b']) {
   const body = randomBytes(size);
   sums[key] = createHash('sha256').update(body).digest('hex');
   await s3.putObject('bulk', key, body);
@@ -175,13 +179,26 @@ async function mountRound(v) {
 
 async function pipeRound(v) {
   const root = mkdtempSync(path.join(work, 'root-'));
-  const script = `cat /proc/$PPID/stat > ${root}/s0; date +%s.%N > ${root}/t0; sha256sum < ${root}/input/data/train_0 > ${root}/sum; date +%s.%N > ${root}/t1; cat /proc/$PPID/stat > ${root}/s1`;
-  const r = spawnSync(process.execPath, [path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
+  // Per-thread stats (BULK_BENCH_THREADS=1): every task's stat line, before and after the read.
+  const tasks = (f) => process.env.BULK_BENCH_THREADS ? `; for t in /proc/$PPID/task/*; do echo "\${t##*/} $(cat $t/stat)"; done > ${root}/${f}` : '';
+  const script = `cat /proc/$PPID/stat > ${root}/s0${tasks('k0')}; date +%s.%N > ${root}/t0; sha256sum < ${root}/input/data/train_0 > ${root}/sum; date +%s.%N > ${root}/t1; cat /proc/$PPID/stat > ${root}/s1${tasks('k1')}`;
+  const r = spawnSync(process.execPath, [...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
   if (r.status !== 0) throw new Error(`pipe run failed: ${r.stderr}`);
+  if (runArgs.length > 0) process.stderr.write(r.stderr);
   const got = readFileSync(`${root}/sum`, 'utf8').split(' ')[0];
   if (got !== sums['pipe/p']) throw new Error(`pipe sha256 mismatch: ${got}`);
   const secs = Number(readFileSync(`${root}/t1`, 'utf8')) - Number(readFileSync(`${root}/t0`, 'utf8'));
   record(v.name, 'pipe', secs, cpuOf(readFileSync(`${root}/s1`, 'utf8')) - cpuOf(readFileSync(`${root}/s0`, 'utf8')));
+  if (process.env.BULK_BENCH_THREADS) {
+    const load = (f) => Object.fromEntries(readFileSync(`${root}/${f}`, 'utf8').trim().split('\n').map((l) => { const st = l.slice(l.indexOf(' ') + 1); const f = st.slice(st.lastIndexOf(')') + 2).split(' '); return [`${st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'))}#${l.slice(0, l.indexOf(' '))}`, { u: Number(f[11]) / TICK, s: Number(f[12]) / TICK }]; }));
+    const k0 = load('k0'), k1 = load('k1');
+    const total = cpuOf(readFileSync(`${root}/s1`, 'utf8')) - cpuOf(readFileSync(`${root}/s0`, 'utf8'));
+    const live = Object.entries(k1).map(([k, c]) => [k, c.u + c.s - (k0[k] ? k0[k].u + k0[k].s : 0), c.u - (k0[k]?.u ?? 0), c.s - (k0[k]?.s ?? 0)]).filter(([, d]) => d > 0);
+    // A thread that ended during the read (the paced writer closes the FIFO and exits at EOF) is
+    // in the process total but no longer listed: the remainder is charged to it.
+    const gone = total - live.reduce((a, [, d]) => a + d, 0);
+    process.stderr.write(`${v.name} pipe threads (s, user+sys): ${live.map(([k, d, u, sy]) => `${k}=${d.toFixed(2)}(${u.toFixed(2)}+${sy.toFixed(2)})`).join(' ')} ended=${gone.toFixed(2)} total=${total.toFixed(2)}\n`);
+  }
   rmSync(root, { recursive: true, force: true });
 }
 

@@ -35,6 +35,8 @@ interface NativeAddon {
   allocPrefaulted?(bytes: number): Buffer | undefined;
   /** The paced FIFO writer thread (native/src/pipe_writer.c; absent from an old build). */
   pipeWriterOpen?: PipeWriterAddon['pipeWriterOpen'];
+  /** setsockopt SO_RCVLOWAT, capped by the receive buffer; the mark set (absent from an old build). */
+  setRecvLowat?(fd: number, bytes: number): number;
 }
 
 export type FifoBackend = 'native' | 'mkfifo-command';
@@ -109,6 +111,17 @@ export function pipeWriterAddon(): PipeWriterAddon | undefined {
   if (nativeForcedOff()) return undefined;
   const a = loadAddon();
   return a?.pipeWriterOpen ? (a as unknown as PipeWriterAddon) : undefined;
+}
+
+/**
+ * SO_RCVLOWAT for a connected socket (native/binding.c js_set_recv_lowat), for the data
+ * path's ranged GETs (../s3/wire.ts); undefined when the addon is not built, is an older
+ * build without it, or is forced off (the socket then wakes on every segment burst, as before).
+ */
+export function recvLowatOp(): ((fd: number, bytes: number) => number) | undefined {
+  if (nativeForcedOff()) return undefined;
+  const a = loadAddon();
+  return a?.setRecvLowat?.bind(a);
 }
 
 /** Why the addon is not in use (undefined when it is, or was not tried yet). For logs. */

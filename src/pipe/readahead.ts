@@ -20,7 +20,16 @@
  * data), and it is the usual case, because parts started together share the link and
  * finish together. Measured: counting every wait as starving let a 270 MB/s reader of a
  * 512 MiB object ramp the window to 120 MiB (15 slabs mapped, ~0.2 CPU s/GB); counting
- * only a writer that ran dry kept it at a few parts. Without the ramp, the first take() of an epoch
+ * only a writer that ran dry kept it at a few parts. A doubling must also pay: past the second,
+ * the window doubles again only if the last doubling raised the rate at which parts were taken
+ * (over at least a window's bytes since it) by RAMP_GAIN (the first is free: one part's time to
+ * first byte says nothing of the link; the second measures the rate the third is judged by); otherwise the link, not the window, is
+ * the limit (a local or CPU-bound server, a saturated NIC) and more parts in flight would only
+ * map more slabs. Measured (scripts/bulk-receive-bench.mjs, s3rver, a sha256sum reader at
+ * ~150 MB/s, load ~5): the window went to 120 MiB (17 slabs of 8 MiB first touched, ~0.3 CPU s
+ * on this VM, about a third of the daemon's CPU for a 512 MiB epoch) for no gain in MB/s. A
+ * plateau is probed again every RAMP_REPROBE_WINDOWS windows of bytes, so a link that gets
+ * faster later in a long epoch is still used. Without the ramp, the first take() of an epoch
  * would start the whole window at once (16 parts of 8 MiB), every GET would share
  * the link, and the first part (which the reader waits for) would complete only
  * when about half the window had arrived: seconds of time to first byte.
@@ -50,6 +59,7 @@
  * that their failures are never unhandled. close() aborts every GET in flight.
  */
 import { setMaxListeners } from 'node:events';
+import { performance } from 'node:perf_hooks';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
 import { BufferPool } from '../cache/buffer-pool.js';
@@ -118,6 +128,14 @@ const NOTHING_TO_RELEASE = (): void => {};
  * the link never idles between the two.
  */
 export const RAMP_START_PARTS = 2;
+/**
+ * 1.25: a doubling that raised the take rate by less did not pay. Doubling the GETs of a
+ * latency-bound link about doubles the rate; on a saturated link the rate moves by the noise of
+ * a loaded machine (+-10-20% measured), which this stays above.
+ */
+export const RAMP_GAIN = 1.25;
+/** After a doubling that did not pay, try once more when this many windows of bytes were taken since. */
+export const RAMP_REPROBE_WINDOWS = 16;
 
 export class Readahead {
   private readonly items: readonly PipeItem[];
@@ -133,6 +151,15 @@ export class Readahead {
   private closed = false;
   /** The byte bound in force: ramps from RAMP_START_PARTS parts up to maxInflightBytes. */
   private window: number;
+  /** Bytes taken so far, and when/at what count the window last changed (RAMP_GAIN). */
+  private takenBytes = 0;
+  private rampAt = { time: 0, taken: 0 };
+  /** The window an epoch starts with (its first doubling is free). */
+  private readonly firstWindow: number;
+  /** Take rate (bytes/ms) under the window before the last doubling; undefined until one was measured. */
+  private rateBefore: number | undefined;
+  /** The last doubling did not pay: no more until `takenBytes` reaches this (a re-probe). */
+  private plateauUntil = -1;
   private readonly onOuterAbort = (): void => this.close();
   /** Part buffers, when recycled: bounded by the byte window plus the one part that may exceed it. */
   private readonly pool: BufferPool | undefined;
@@ -144,6 +171,8 @@ export class Readahead {
     this.items = items;
     this.opts = opts;
     this.window = Math.min(opts.maxInflightBytes, RAMP_START_PARTS * opts.partSize);
+    this.firstWindow = this.window;
+    this.rampAt = { time: performance.now(), taken: 0 };
     const alloc = opts.recycleParts && !opts.pool ? prefaultedAlloc() : undefined;
     // The window, plus the part the FIFO writer is writing and the next one queued behind it
     // (fifo-writer.ts WRITE_AHEAD_BYTES): both are taken out of the window but not yet released.
@@ -172,10 +201,33 @@ export class Readahead {
     } finally {
       if (!this.closed) {
         this.heldBytes -= task.bytes;
-        if (waited && (this.opts.starved?.() ?? true)) this.window = Math.min(this.opts.maxInflightBytes, this.window * 2);
+        this.takenBytes += task.bytes;
+        if (waited && this.window < this.opts.maxInflightBytes && (this.opts.starved?.() ?? true)) this.grow();
         this.fill();
       }
     }
+  }
+
+  /** The consumer starved: double the window, if it may pay (see the module comment). */
+  private grow(): void {
+    const now = performance.now();
+    if (this.window > this.firstWindow) {
+      if (this.takenBytes < this.plateauUntil) return;
+      const since = this.takenBytes - this.rampAt.taken;
+      if (since < this.window) return; // too few bytes under this window to judge it yet
+      const rate = since / Math.max(1, now - this.rampAt.time);
+      const reprobe = this.plateauUntil >= 0;
+      if (!reprobe && this.rateBefore !== undefined && rate < this.rateBefore * RAMP_GAIN) {
+        // The last doubling did not pay: stay, and try once more after RAMP_REPROBE_WINDOWS.
+        this.plateauUntil = this.takenBytes + RAMP_REPROBE_WINDOWS * this.window;
+        this.rampAt = { time: now, taken: this.takenBytes };
+        return;
+      }
+      this.plateauUntil = -1;
+      this.rateBefore = rate;
+    } // else the first doubling, free: the first window's rate is mostly the first part's time to first byte
+    this.window = Math.min(this.opts.maxInflightBytes, this.window * 2);
+    this.rampAt = { time: now, taken: this.takenBytes };
   }
 
   /** Slabs allocated and reused (undefined when parts are not recycled), and the window reached. */

@@ -71,6 +71,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
+import { recvLowatOp } from '../pipe/native.js';
 
 /** Header names lower-cased; the first value of a repeated header. */
 export type WireHeaders = Record<string, string>;
@@ -125,6 +126,17 @@ export class WireStallError extends Error {
  * chunked bodies and error replies, and body bytes whenever a handler has no landing region.
  */
 const BOUNCE_BYTES = 64 * 1024;
+/**
+ * 1 MiB: the receive low-water mark (SO_RCVLOWAT) while a Content-Length body has at least
+ * this much left. Without it a loopback or LAN sender wakes the event loop once per burst it
+ * writes (~100 KiB: measured ~10,000 epoll wake-ups per GB of Pipe mode, each a context switch,
+ * the largest single cost of the daemon's main thread on our paravirtualised VMs); with it,
+ * about one per MiB, and each read lands that much in the slab at once. Lowered to 1 when less
+ * of the body is left (its last bytes are never held back), and between exchanges. The addon
+ * caps it at a quarter of the socket's receive buffer (native/binding.c), so it never narrows
+ * the TCP window; without the addon nothing changes.
+ */
+const RECV_LOWAT_BYTES = 1024 * 1024;
 /** S3 reply headers are ~1 KiB; 64 KiB is far beyond any real reply and bounds a broken one. */
 const MAX_HEAD = 64 * 1024;
 const CRLFCRLF = Buffer.from('\r\n\r\n');
@@ -161,6 +173,10 @@ class Conn {
   private timer: NodeJS.Timeout | undefined;
   /** performance.now() of the last reply byte (or of sending) while an exchange is on; of going idle otherwise. */
   private last = performance.now();
+  /** The socket's SO_RCVLOWAT as last set (1: the kernel's default, every byte is reported). */
+  private lowat = 1;
+  /** The mark was raised (or tried) during the current exchange. */
+  private lowatTried = false;
 
   constructor(private readonly pool: WirePool, url: URL, ca: string | undefined, private readonly stallMs: number, private readonly keepAliveMs: number) {
     const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
@@ -191,8 +207,15 @@ class Conn {
     if (this.dead) return;
     const quiet = performance.now() - this.last;
     if (this.ex !== undefined) {
+      if (this.stallMs > 0 && this.lowat > 1 && quiet >= this.stallMs / 2) {
+        // Bytes below the low-water mark are not reported: take the mark down, so any that
+        // came are read (and stamp `last`) before the stall is judged.
+        this.setLowat(1);
+        this.arm(Math.max(1, this.stallMs - quiet));
+        return;
+      }
       if (this.stallMs > 0 && quiet >= this.stallMs) { this.fail(new WireStallError(this.stallMs)); return; }
-      this.arm(this.stallMs > 0 ? this.stallMs - quiet : this.keepAliveMs);
+      this.arm(this.stallMs > 0 ? (this.lowat > 1 ? this.stallMs / 2 : this.stallMs) - quiet : this.keepAliveMs);
     } else {
       if (quiet >= this.keepAliveMs) { this.destroy(); return; }
       this.arm(this.keepAliveMs - quiet);
@@ -225,7 +248,10 @@ class Conn {
       ex.started = true;
       this.remaining -= n;
       ex.handler.onLanded(n);
-      if (this.ex === ex && this.remaining === 0) this.complete();
+      if (this.ex === ex) {
+        if (this.remaining === 0) this.complete();
+        else this.tuneLowat();
+      }
       return true;
     }
     this.feed(buf, 0, n);
@@ -239,6 +265,7 @@ class Conn {
     this.head = [];
     this.headLen = 0;
     this.keepAlive = true;
+    this.lowatTried = false;
     this.last = performance.now();
     let req = `GET ${ex.path} HTTP/1.1\r\nhost: ${hostHeader}\r\n`;
     for (const [k, v] of Object.entries(ex.headers)) if (k.toLowerCase() !== 'host') req += `${k}: ${v}\r\n`;
@@ -262,7 +289,10 @@ class Conn {
           this.remaining -= n;
           ex.handler.onBody(buf.subarray(off, off + n));
           off += n;
-          if (this.ex === ex && this.remaining === 0) this.complete();
+          if (this.ex === ex) {
+            if (this.remaining === 0) this.complete();
+            else this.tuneLowat();
+          }
           break;
         }
         case State.UntilClose:
@@ -380,12 +410,42 @@ class Conn {
     this.fail(closedError('the server closed the connection before the reply ended'));
   }
 
+  /**
+   * While a Content-Length body is read: a low-water mark of RECV_LOWAT_BYTES when at least
+   * that much is left, none (1) once less is (see RECV_LOWAT_BYTES). Two setsockopt calls per
+   * long body.
+   */
+  private tuneLowat(): void {
+    if (this.lowat > 1) {
+      if (this.remaining < this.lowat) this.setLowat(1);
+    } else if (!this.lowatTried && this.remaining >= 2 * RECV_LOWAT_BYTES) {
+      this.lowatTried = true; // once per exchange: not again after the stall check took it down
+      this.setLowat(RECV_LOWAT_BYTES);
+    }
+  }
+
+  /** Set SO_RCVLOWAT (the addon may set less, see RECV_LOWAT_BYTES); a failure leaves the socket as it was. */
+  private setLowat(bytes: number): void {
+    const op = this.pool.recvLowat;
+    if (op === undefined) return;
+    // A TLS socket's own handle wraps the TCP handle that owns the descriptor.
+    const h = (this.sock as unknown as { _handle?: { fd?: number; _parent?: { fd?: number } } })._handle;
+    const fd = h?._parent?.fd ?? h?.fd ?? -1;
+    if (fd < 0) return;
+    try {
+      this.lowat = op(fd, bytes);
+    } catch {
+      this.lowat = 1; // EBADF/ENOTSOCK: the socket is going away; nothing to tune
+    }
+  }
+
   /** The reply is complete: hand the connection back (or drop it) and tell the handler. */
   private complete(): void {
     const ex = this.ex!;
     this.ex = undefined;
     ex.conn = undefined;
     this.state = State.Idle;
+    if (this.lowat > 1) this.setLowat(1); // the next reply's head (and a short body) must be seen at once
     this.uses++;
     if (this.keepAlive) this.pool.release(this);
     else this.destroy();
@@ -439,6 +499,8 @@ class ExchangeImpl implements Exchange {
 }
 
 export class WirePool {
+  /** @internal SO_RCVLOWAT setter from the addon, or undefined (then no mark is set). */
+  readonly recvLowat = recvLowatOp();
   private readonly url: URL;
   private readonly idle: Conn[] = [];
   private readonly queue: ExchangeImpl[] = [];

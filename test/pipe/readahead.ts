@@ -149,6 +149,31 @@ t.test('time to first byte: an epoch starts with RAMP_START_PARTS parts in fligh
   t.ok(client.maxInflight > RAMP_START_PARTS && client.maxInflight <= 16, `the window grew to the budget (max ${client.maxInflight} in flight)`);
 });
 
+t.test('past its second doubling the window doubles only while that raises the rate: a shared link stops it, a latency-bound one does not', async (t) => {
+  // Link-bound: GETs are served one after another, 25 ms each (a link of fixed bandwidth), so
+  // more parts in flight bring no more bytes per second. Latency-bound: every GET takes 25 ms,
+  // however many are in flight. (25 ms: long against a loaded machine's timer lateness.)
+  let linkFreeAt = 0;
+  const serial = (): number => {
+    const now = performance.now();
+    linkFreeAt = Math.max(now, linkFreeAt) + 25;
+    return linkFreeAt - now;
+  };
+  for (const [name, delay, check] of [
+    ['link-bound', serial, (max: number) => max <= 4 * RAMP_START_PARTS],
+    ['latency-bound', () => 25, (max: number) => max > 4 * RAMP_START_PARTS],
+  ] as const) {
+    const client = new MemoryClient();
+    const body = bytesFor(name, 48_000);
+    const items: PipeItem[] = [{ kind: 'object', info: client.put(name, body) }];
+    client.delayMs = () => delay();
+    const ra = new Readahead(items, { client, partSize: 1000, maxInflightBytes: 16_000, maxRequests: 64 });
+    const rest = await drainAll(ra);
+    t.ok(Buffer.concat(rest.map((p) => p.data)).equals(body), `${name}: every byte, in order`);
+    t.ok(check(client.maxInflight), `${name}: at most ${client.maxInflight} GETs in flight (stops at ${4 * RAMP_START_PARTS} only when the link is shared)`);
+  }
+});
+
 t.test('a consumer slower than S3 never waits for a part, so the window stays at its first few parts', async (t) => {
   const client = new MemoryClient();
   const body = bytesFor('slow-reader', 32_000);
