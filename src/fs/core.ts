@@ -165,6 +165,14 @@ const LOOKUP_QUIET_MS = 10;
 const LISTING_YIELD_MAX_MS = 200;
 
 /** statfs block size: what `df` multiplies by; 4 KiB is the page size. */
+/**
+ * How long a folder's carried read-ahead window (ReadCursor step 3) stays good after a
+ * handle read a file of it to the end sequentially: a loader opens its next file within
+ * milliseconds, or after decoding a shard for a few seconds at most. Later, or after a
+ * handle that read but stopped short (or went random), the next file ramps up from the
+ * first window again; so a reader that only peeks at files costs one window at most.
+ */
+const CARRY_MS = 5000;
 const STATFS_BSIZE = 4096;
 
 /** Directory size reported by getattr: 4096, as ext4 and most tools expect. */
@@ -420,7 +428,9 @@ export class SluiceFs implements FsCore {
     // An early file (index -1) has no known siblings, so no cross-file prefetch follows it.
     const file = node.index >= 0 ? node.parent.files[node.index]! : { key: node.info.key, etag: node.info.etag, size: node.info.size };
     const direct = this.opts.openDirect?.(file.key, file.etag, file.size);
-    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0), unpin: this.opts.pinObject?.(file.key, file.etag, file.size), direct });
+    const carry = node.parent.carry;
+    const startWindow = carry !== undefined && performance.now() - carry.atMs < CARRY_MS ? carry.window : 0;
+    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0, startWindow), unpin: this.opts.pinObject?.(file.key, file.etag, file.size), direct });
     openHandles.set({ channel: this.channel }, this.handles.size);
     // A file whole on disk: its neighbours most likely are too (same epoch), so no cross-file prefetch (it would copy them into memory for nothing).
     if (node.index >= 0 && !direct) this.crossFile.onOpen(node.parent.files, node.index);
@@ -502,6 +512,11 @@ export class SluiceFs implements FsCore {
     const h = this.handles.get(fh);
     if (!h || !this.handles.delete(fh)) return Promise.reject(new BadHandleError(fh));
     h.cursor.close();
+    // Step 3 of ReadCursor: a file read to its end sequentially carries its window to the
+    // folder's next file; one read otherwise (stopped short, random) ends the carry.
+    const { window, read } = h.cursor.carry();
+    if (window > 0) h.node.parent.carry = { window, atMs: performance.now() };
+    else if (read) h.node.parent.carry = undefined;
     h.direct?.close();
     h.unpin?.();
     this.readStats.sequentialReads += h.cursor.stats.sequentialReads;

@@ -48,6 +48,8 @@ export interface DirNode {
   subdirs: number;
   /** Found by a lookup before the listing completed: its children are not known here (see core.ts). */
   provisional?: true;
+  /** Read-ahead window carried to the next file opened here, and when it was set (performance.now()); see core.ts CARRY_MS. */
+  carry?: { window: number; atMs: number };
 }
 
 export type Node = FileNode | DirNode;

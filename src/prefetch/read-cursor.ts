@@ -28,7 +28,11 @@
  *  2. Demand. The blocks covering [position, end) are looked up in the cache; the
  *     missing ones are fetched at once (never waiting on the in-flight budget).
  *  3. Read ahead, while sequential. The window starts at FIRST_WINDOW and doubles
- *     up to maxPrefetch each time a new batch is issued. A batch is issued when less
+ *     up to maxPrefetch each time a new batch is issued. A handle given a carried
+ *     window (a sibling file was just read sequentially to its end, see CARRY_MS in
+ *     fs/core.ts) starts its first run from offset 0 at that window instead: a loader
+ *     reading large files one after another keeps its parallel GETs from one file to
+ *     the next, instead of ramping up from single small GETs at every file. A batch is issued when less
  *     than half a window is requested ahead of the reader, and covers up to
  *     end + window, as part-aligned parallel GETs within the in-flight budget; a
  *     batch the budget refuses is retried on the next read. Once the window is at
@@ -132,6 +136,8 @@ export class ReadCursor {
   private aheadTo = 0;
   /** Blocks before this index were offered to the cache's retire(). */
   private retiredTo = 0;
+  /** Window for the first sequential run from offset 0 (a carried window); 0 after use or when none. */
+  private startWindow: number;
   /** This handle's hold on its file's random fill, once it has one. */
   private fillTicket: FillTicket | undefined;
   private closed = false;
@@ -144,7 +150,10 @@ export class ReadCursor {
     private readonly randomFill?: RandomFill,
     /** The mount's kernel readahead window in bytes (read_ahead_kb * 1024); widens the reorder span. */
     kernelReadahead = 0,
+    /** A carried window (step 3): the first sequential run from offset 0 starts at it; 0: FIRST_WINDOW. */
+    startWindow = 0,
   ) {
+    this.startWindow = startWindow;
     this.spanBack = Math.max(SEEK_BACKWARD_TOLERANCE, kernelReadahead);
     this.spanAhead = Math.max(SEEK_FORWARD_TOLERANCE, kernelReadahead);
     this.firstSpan = Math.max(FIRST_READ_SPAN, kernelReadahead);
@@ -159,6 +168,15 @@ export class ReadCursor {
 
   get currentWindow(): number {
     return this.window;
+  }
+
+  /**
+   * The window to carry to the next file (step 3): the current one when this handle is
+   * still sequential and has read its file to the end, else 0. `read`: whether it read at all.
+   */
+  carry(): { window: number; read: boolean } {
+    const read = this.frontier !== undefined;
+    return { window: this.window > 0 && read && this.frontier! >= this.file.size ? this.window : 0, read };
   }
 
   /** Reads up to `length` bytes at `position` into dst[0..); fewer only at end of file. */
@@ -261,7 +279,8 @@ export class ReadCursor {
     if (sequential) {
       this.stats.sequentialReads++;
       if (this.window === 0) {
-        this.window = Math.min(FIRST_WINDOW, this.maxPrefetch);
+        this.window = Math.min(runStart === 0 ? Math.max(FIRST_WINDOW, this.startWindow) : FIRST_WINDOW, this.maxPrefetch);
+        this.startWindow = 0;
         this.frontier = Math.max(end, frontier ?? 0);
         this.runStart = runStart;
         // Read-ahead starts at the run's start; blocks already resident or in flight are skipped.

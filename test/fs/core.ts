@@ -239,3 +239,36 @@ t.test('reads honour an AbortSignal; close() is idempotent and drops the cache',
   t.equal(fs.openHandleCount, 0);
   await t.rejects(fs.open('/a.bin', 0), { code: 'SLUICE_ABORTED' });
 });
+
+t.test('large files of a folder read one after another: the next file starts at the read-ahead window the last one reached', async (t) => {
+  const client = new FakeObjectClient();
+  for (const n of ['a', 'b', 'c']) client.put(`ds/big/${n}.bin`, patternBytes(12 * MiB, n.charCodeAt(0)));
+  client.put('ds/other/d.bin', patternBytes(12 * MiB, 9));
+  const fs = await SluiceFs.create(opts(client, { crossFilePrefetch: 0 }));
+  t.teardown(() => fs.close());
+  /** Bytes asked for by the GETs made during the first read of `path`, and that read's handle. */
+  const firstRead = async (path: string): Promise<{ fh: number; asked: number }> => {
+    const fh = await fs.open(path, 0);
+    const before = client.requests.length;
+    const n = await fs.read(fh, Buffer.alloc(128 * KiB), 128 * KiB, 0);
+    t.equal(n, 128 * KiB);
+    return { fh, asked: client.requests.slice(before).reduce((s, r) => s + r.end - r.start, 0) };
+  };
+  const readRest = async (fh: number, from: number, to: number): Promise<void> => {
+    for (let pos = from; pos < to; pos += 128 * KiB) await fs.read(fh, Buffer.alloc(128 * KiB), 128 * KiB, pos);
+    await fs.release(fh);
+  };
+  const a = await firstRead('/big/a.bin');
+  t.ok(a.asked <= 2 * MiB, `the folder's first file ramps up from the first window (${a.asked} bytes asked)`);
+  await readRest(a.fh, 128 * KiB, 12 * MiB);
+  const b = await firstRead('/big/b.bin');
+  t.equal(b.asked, 8 * MiB + 1 * MiB, 'the next file starts at the window a.bin reached (8 MiB ahead of its first read, in whole parts)');
+  const d = await firstRead('/other/d.bin');
+  t.ok(d.asked <= 2 * MiB, 'another folder carries nothing');
+  await fs.release(d.fh);
+  await readRest(b.fh, 128 * KiB, 4 * MiB); // b.bin closed before its end
+  const c = await firstRead('/big/c.bin');
+  t.ok(c.asked <= 2 * MiB, `after a file closed before its end, the next ramps up again (${c.asked} bytes asked)`);
+  await fs.release(c.fh);
+  t.same(await readAll(fs, '/big/c.bin'), client.body('ds/big/c.bin'), 'bytes');
+});

@@ -295,3 +295,41 @@ t.test('first reads: within the reorder span undecided, far random; a random cur
   await readAt(far, 20 * MiB + 4 * KiB, 4 * KiB);
   t.equal(far.stats.sequentialReads, 1, 'contiguous with a read two reads back: sequential');
 });
+
+t.test('a carried window: the first run from offset 0 starts at it, as parallel part GETs; carry() reports a whole sequential read', async (t) => {
+  const s = setup({ files: 2, size: 4 * MiB });
+  const max = 4 * MiB;
+  // File 0 read whole, sequentially, at the usual ramp.
+  const a = new ReadCursor(s.files[0]!, s.fetcher, max);
+  t.same(a.carry(), { window: 0, read: false }, 'nothing read: nothing to carry, nothing to clear');
+  for (let pos = 0; pos < 4 * MiB; pos += 128 * KiB) { await readAt(a, pos, 128 * KiB); await settle(); }
+  const carried = a.carry();
+  t.equal(carried.window, max, 'read to the end sequentially: carries its window');
+  // File 1 given that window: the first read issues the whole window at once.
+  const before = s.client.requests.length;
+  const b = new ReadCursor(s.files[1]!, s.fetcher, max, undefined, 0, carried.window);
+  const got = await readAt(b, 0, 128 * KiB);
+  t.ok(got.equals(s.client.body(s.files[1]!.key).subarray(0, 128 * KiB)), 'bytes');
+  const gets = s.client.requests.slice(before);
+  t.equal(gets[0]!.end - gets[0]!.start, 128 * KiB, 'the demand GET still covers only the read: first byte as fast');
+  t.equal(gets.reduce((n, r) => n + r.end - r.start, 0), 4 * MiB, 'the first batch asked for the carried window (the whole file) at once');
+  t.equal(gets.length, 1 + 4 * MiB / PART, 'as part-sized GETs (the first part less the demanded read)');
+  for (const r of gets) t.equal(Math.floor(r.start / PART), Math.floor((r.end - 1) / PART), 'no GET crosses a part boundary');
+});
+
+t.test('a carried window is ignored by a handle whose first run starts past 0, and not carried by one that stopped short or went random', async (t) => {
+  const s = setup({ files: 3, size: 16 * MiB });
+  const max = 4 * MiB;
+  const seek = new ReadCursor(s.files[0]!, s.fetcher, max, undefined, 0, max);
+  await readAt(seek, 8 * MiB, 128 * KiB);
+  await readAt(seek, 8 * MiB + 128 * KiB, 128 * KiB);
+  t.ok(seek.currentWindow <= 2 * FIRST_WINDOW, `a run from 8 MiB ramps from the first window (${seek.currentWindow})`);
+  const short = new ReadCursor(s.files[1]!, s.fetcher, max);
+  for (let pos = 0; pos < 2 * MiB; pos += 128 * KiB) await readAt(short, pos, 128 * KiB);
+  t.same(short.carry(), { window: 0, read: true }, 'stopped short: nothing to carry, and the folder\'s carry ends');
+  const random = new ReadCursor(s.files[2]!, s.fetcher, max);
+  await readAt(random, 0, 128 * KiB);
+  await readAt(random, 12 * MiB, 128 * KiB);
+  await readAt(random, 16 * MiB - 128 * KiB, 128 * KiB);
+  t.same(random.carry(), { window: 0, read: true }, 'random at the end: nothing to carry');
+});
