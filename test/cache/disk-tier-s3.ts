@@ -22,7 +22,7 @@ import { mountFastFile } from '../../src/fuse/fastfile.js';
 import { seedDataset, sourceBytes, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';
-import { registry } from '../../src/metrics/metrics.js';
+import { metricSum } from '../helpers/metrics.js';
 import { createObjectClient } from '../../src/s3/s3-client.js';
 import { startPipeChannel } from '../../src/pipe/pipe-channel.js';
 import type { ObjectInfo } from '../../src/s3/object-client.js';
@@ -38,13 +38,7 @@ const BUCKET = 'tier';
 const PREFIX = 'ds/';
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-/** Sum of a metric's values whose labels include `labels`. */
-async function metric(name: string, labels: Record<string, string> = {}): Promise<number> {
-  const m = registry.getSingleMetric(name);
-  if (!m) throw new Error(`no metric ${name}`);
-  const { values } = await m.get();
-  return values.filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x)).reduce((a, v) => a + v.value, 0);
-}
+const metric = metricSum;
 const gets = () => metric('sluice_s3_requests_total', { operation: 'get' });
 
 /** A reader in a child process (as a training script): sha256 of each file; bounded in time. */

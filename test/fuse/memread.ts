@@ -16,7 +16,7 @@ import { mountFastFile, type FastFileMount } from '../../src/fuse/fastfile.js';
 import { sourceBytes, uploadLayout, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';
-import { registry } from '../../src/metrics/metrics.js';
+import { metricSum } from '../helpers/metrics.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
 
@@ -29,12 +29,7 @@ const PREFIX = 'ds/';
 const BLOCK = 256 * 1024; // the disk tier's block: files up to it are read whole at open (openSmall)
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-async function metric(name: string, labels: Record<string, string> = {}): Promise<number> {
-  const m = registry.getSingleMetric(name);
-  if (!m) throw new Error(`no metric ${name}`);
-  const { values } = await m.get();
-  return values.filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x)).reduce((a, v) => a + v.value, 0);
-}
+const metric = metricSum;
 const memReads = () => metric('sluice_fuse_memory_reads_total');
 const served = () => metric('sluice_served_bytes_total');
 const delivered = () => metric('sluice_channel_objects_total');
