@@ -27,8 +27,14 @@
  *        last RECENT_ENDS reads ended (contiguous, whatever came in between).
  *  2. Demand. The blocks covering [position, end) are looked up in the cache; the
  *     missing ones are fetched at once (never waiting on the in-flight budget).
- *  3. Read ahead, while sequential. The window starts at FIRST_WINDOW and doubles
- *     up to maxPrefetch each time a new batch is issued. A handle given a carried
+ *  3. Read ahead, while sequential. The window starts at FIRST_WINDOW (or at the
+ *     mount's kernel readahead window when that is larger: the kernel asks that far
+ *     ahead of the reader anyway, and a smaller window would leave its requests to
+ *     demand-fetch odd pieces of parts) and doubles
+ *     up to maxPrefetch each time a new batch is issued. A sequential read
+ *     that starts past what was requested ahead is read ahead of (from where the
+ *     requests stopped) before its own blocks are demanded, so it is served by the
+ *     batch's GETs instead of cutting a part with a GET of its own. A handle given a carried
  *     window (a sibling file was just read sequentially to its end, see CARRY_MS in
  *     fs/core.ts) starts its first run from offset 0 at that window instead: a loader
  *     reading large files one after another keeps its parallel GETs from one file to
@@ -128,6 +134,8 @@ export class ReadCursor {
   private readonly spanBack: number;
   private readonly spanAhead: number;
   private readonly firstSpan: number;
+  /** A run's first window: FIRST_WINDOW, or the kernel readahead window when larger (step 3). */
+  private readonly firstWindow: number;
   /** Where the current sequential run started (its first read, or 0). */
   private runStart = 0;
   /** The first read started inside the reorder span, not at 0: the next read decides (step 1). */
@@ -157,6 +165,7 @@ export class ReadCursor {
     this.spanBack = Math.max(SEEK_BACKWARD_TOLERANCE, kernelReadahead);
     this.spanAhead = Math.max(SEEK_FORWARD_TOLERANCE, kernelReadahead);
     this.firstSpan = Math.max(FIRST_READ_SPAN, kernelReadahead);
+    this.firstWindow = Math.max(FIRST_WINDOW, kernelReadahead);
   }
 
   /** The handle is closed: lets go of the random fill (its GETs in flight still land in the cache). Idempotent. */
@@ -201,9 +210,17 @@ export class ReadCursor {
     const pins: Slab[] = [];
     let blocks: (Buffer | Promise<Buffer>)[];
     try {
+      // A sequential read that starts past what was requested ahead (a kernel readahead
+      // request overtook the window while it ramps up) is read ahead of first, from where
+      // the requests stopped: it then finds its blocks in the batch's part-aligned GETs
+      // instead of splitting a part with a GET of its own. Otherwise its own blocks are
+      // demanded first, so the first byte comes back as fast as it can.
+      const overtook = sequential && position > this.aheadTo;
+      if (overtook) this.readAhead(position, this.frontier!);
       blocks = this.fetcher.demand(this.file, first, last, pins);
-      if (sequential) this.readAhead(this.frontier!);
-      else if (kind === RANDOM) {
+      if (sequential) {
+        if (!overtook) this.readAhead(position, this.frontier!);
+      } else if (kind === RANDOM) {
         if (this.aheadTo < end) this.aheadTo = end;
         if (this.randomFill && !this.fillTicket && !this.closed) this.fillTicket = this.randomFill.request(this.file);
       }
@@ -279,7 +296,7 @@ export class ReadCursor {
     if (sequential) {
       this.stats.sequentialReads++;
       if (this.window === 0) {
-        this.window = Math.min(runStart === 0 ? Math.max(FIRST_WINDOW, this.startWindow) : FIRST_WINDOW, this.maxPrefetch);
+        this.window = Math.min(Math.max(this.firstWindow, runStart === 0 ? this.startWindow : 0), this.maxPrefetch);
         this.startWindow = 0;
         this.frontier = Math.max(end, frontier ?? 0);
         this.runStart = runStart;
@@ -312,9 +329,12 @@ export class ReadCursor {
     this.retiredTo = before;
   }
 
-  private readAhead(end: number): void {
+  /** Step 3 for a sequential read at `position`, the run's frontier at `end`. */
+  private readAhead(position: number, end: number): void {
     const size = this.file.size;
-    if (this.aheadTo < end) this.aheadTo = end;
+    // A read that overlaps what was requested demands its own blocks (see readNow), so the
+    // batch starts past it; one that overtook the requests leaves the gap to the batch.
+    if (this.aheadTo < end && position <= this.aheadTo) this.aheadTo = end;
     // A window of a part or more ends on a part boundary: whole-part GETs (see step 3).
     const partSize = this.fetcher.blocksPerPart * this.fetcher.blockSize;
     let target = Math.min(size, end + this.window);

@@ -269,6 +269,27 @@ t.test('reordered sequential reads stay sequential: part-sized GETs, each byte f
   }
 });
 
+t.test('a sequential read that overtook the read-ahead is served by whole-part GETs from where the requests stopped', async (t) => {
+  const s = setup();
+  const c = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB);
+  const body = s.client.body(s.files[0]!.key);
+  await readAt(c, 0, 128 * KiB);
+  const requested = s.client.requests.reduce((n, r) => Math.max(n, r.end), 0);
+  const before = s.client.requests.length;
+  // A kernel readahead request that overtook the others, inside the forward tolerance but past the requests.
+  const at = requested + 3 * BLOCK;
+  t.ok(at < 128 * KiB + SEEK_FORWARD_TOLERANCE, 'the read is within the forward tolerance');
+  t.ok((await readAt(c, at, 128 * KiB)).equals(body.subarray(at, at + 128 * KiB)), 'exact bytes');
+  t.equal(c.stats.randomReads, 0, 'still sequential');
+  const later = s.client.requests.slice(before);
+  t.ok(later.length > 0, 'the read was fetched');
+  t.equal(later[0]!.start, requested, 'the batch starts where the requests stopped, not at the read');
+  for (const r of later) t.equal(r.end - r.start, PART, `GET ${r.start}-${r.end} is a whole part`);
+  // The gap's reads find their blocks requested: nothing is fetched twice.
+  for (let p = 128 * KiB; p < at; p += 128 * KiB) t.ok((await readAt(c, p, 128 * KiB)).equals(body.subarray(p, p + 128 * KiB)), `gap bytes at ${p}`);
+  t.equal(new Set(s.client.requests.map((r) => r.start)).size, s.client.requests.length, 'no range fetched twice');
+});
+
 t.test('first reads: within the reorder span undecided, far random; a random cursor turns sequential on any recent contiguity', async (t) => {
   const s = setup({ size: 32 * MiB });
   const near = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB);
