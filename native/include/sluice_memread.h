@@ -1,5 +1,6 @@
 /*
- * Reads answered in libfuse's worker thread from bytes JavaScript holds (src/fuse_memread.c).
+ * Reads, and getattrs of listed paths, answered in libfuse's worker thread from what
+ * JavaScript gave it (src/fuse_memread.c).
  * The C functions take the mount's fuse-native thread buffer (`thread`) as its name.
  */
 #ifndef SLUICE_MEMREAD_H
@@ -18,7 +19,12 @@ size_t sluice_memread_drain(const void *thread, uint64_t *out, size_t max, int c
 /* 1 when the mount's reads and releases pass through fuse_memread.c. */
 int sluice_memread_mounted(const void *thread);
 
-/* Registers memReadAdd/Remove/Drain/Clear/Mounted on the addon's exports. */
+/* Installs the mount's listing for getattr (rows of 5 doubles: path length, mode, nlink, size, mtime ms): 0 or a negative errno. */
+int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, const double *rows, size_t n, uint32_t uid, uint32_t gid, uint32_t blksize);
+/* getattrs answered from the listing since the last call; with `clear`, the listing is dropped too. */
+uint64_t sluice_attrs_take(const void *thread, int clear);
+
+/* Registers memReadAdd/Remove/Drain/Clear/Mounted and attrTableSet/Take on the addon's exports. */
 napi_status sluice_memread_init(napi_env env, napi_value exports);
 
 #endif

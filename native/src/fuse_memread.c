@@ -47,6 +47,22 @@
  *   release are answered here (sluice_fuse_memory_reads_total: 1 per file);
  *   daemon CPU ms per file, restarted:      0.84 (0.74-0.99) -> 0.68 (0.68-0.74)  (-19%)
  *                           restarted-cold: 1.03 (0.98-1.05) -> 0.83 (0.83-0.99)  (-20%)
+ *
+ * Attributes. getattr of a listed path is answered here too. A FastFile view is fixed once
+ * listed (src/fs/tree.ts), so JavaScript hands this file a copy of it (attrTableSet: every
+ * path with its mode, nlink, size and mtime, as src/fuse/adapter.ts listedAttrs builds them
+ * from the same answers its own getattr gives) and each LOOKUP of a listed path (a restarted
+ * job's every file) is a probe of an open-addressing hash table (FNV-1a of the path, linear
+ * probing, at most half full) under a read lock, with the stat filled exactly as fuse-native's
+ * populate_stat() fills it from JavaScript's answer. A path not in the table (not listed, or
+ * asked before the listing was handed over) goes to fuse-native's getattr as before. The
+ * table is replaced (write lock) only by a new listing or dropped at unmount
+ * (attrTableTake(thread, true)) and at the thread's next mount. Its size: 48 bytes per path
+ * plus 8 bytes of index slots per path (two slots each) plus the path's bytes; 1 million
+ * paths of 60 bytes take about 116 MB, next to what the listing itself holds in JavaScript.
+ * Hits are counted (attrTableTake) into sluice_fuse_memory_getattrs_total and
+ * sluice_fuse_operations_total{op="getattr"}.
+ *
  * What is left per file is two hand-offs (LOOKUP and OPEN): in a CPU profile of the
  * restarted daemon (after), the self time of the direct getattr and open handlers
  * (src/fuse/native.ts; native calls such as fuse-native's signal, which wakes the libfuse
@@ -60,6 +76,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <node_api.h>
@@ -87,9 +104,11 @@ struct fuse_context {
   void *private_data;
   mode_t umask;
 };
+typedef int (*getattr_fn)(const char *, struct stat *);
 typedef int (*read_fn)(const char *, char *, size_t, off_t, struct fuse_file_info *);
 typedef int (*release_fn)(const char *, struct fuse_file_info *);
 /* Indices of read and release among fuse_operations' leading function pointers (libfuse 2.x). */
+#define OP_GETATTR 0
 #define OP_READ 15
 #define OP_RELEASE 19
 
@@ -114,11 +133,32 @@ struct entry {
 struct released {
   uint64_t fh, reads, served, asked;
 };
+/* One listed path's attributes (getattr answered here; see "Attributes" above). */
+struct attr_row {
+  uint64_t hash;     /* FNV-1a of the path's bytes */
+  uint64_t path_off; /* in attrs.paths */
+  uint64_t size;
+  uint64_t mtime_ms; /* also atime and ctime, as the JavaScript answer has them */
+  uint32_t path_len;
+  uint32_t mode;
+  uint32_t nlink;
+};
+struct attrs {
+  uint32_t uid, gid, blksize;
+  size_t mask;      /* index slots - 1 (a power of two, at least twice the rows) */
+  uint32_t *index;  /* row + 1, or 0 for an empty slot (linear probing) */
+  struct attr_row *rows;
+  char *paths;
+};
 struct mount {
   struct fuse *fuse;     /* libfuse's, as requests' contexts name it */
   void *user_data;       /* fuse-native's fuse_thread_t (its JavaScript _thread Buffer) */
-  read_fn read;          /* fuse-native's */
+  getattr_fn getattr;    /* fuse-native's */
+  read_fn read;
   release_fn release;
+  pthread_rwlock_t attrs_lock; /* read-held by a getattr using attrs, write-held to replace it */
+  struct attrs *attrs;         /* NULL until JavaScript installs the listing */
+  uint64_t attr_hits;          /* getattrs answered from attrs, not yet taken by JavaScript (atomic) */
   pthread_mutex_t lock;  /* guards slots and the queue */
   struct entry slots[SLOTS];
   struct released queue[QUEUE];
@@ -147,6 +187,62 @@ static struct mount *mount_of_thread(const void *user_data) {
     if (mounts[i]->user_data == user_data && __atomic_load_n(&mounts[i]->fuse, __ATOMIC_ACQUIRE) != NULL) return mounts[i];
   }
   return NULL;
+}
+
+static uint64_t fnv1a(const char *p, size_t n) {
+  uint64_t h = 14695981039346656037ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ULL;
+  return h;
+}
+
+static const struct attr_row *attrs_find(const struct attrs *a, const char *path, size_t len) {
+  uint64_t h = fnv1a(path, len);
+  for (size_t i = h & a->mask;; i = (i + 1) & a->mask) {
+    uint32_t r = a->index[i];
+    if (r == 0) return NULL;
+    const struct attr_row *row = &a->rows[r - 1];
+    if (row->hash == h && row->path_len == len && memcmp(a->paths + row->path_off, path, len) == 0) return row;
+  }
+}
+
+static void attrs_free(struct attrs *a) {
+  if (a == NULL) return;
+  free(a->index);
+  free(a->rows);
+  free(a->paths);
+  free(a);
+}
+
+/* The stat fuse-native's populate_stat() would make of the ints JavaScript sends for this row. */
+static void fill_stat(const struct attrs *a, const struct attr_row *row, struct stat *st) {
+  memset(st, 0, sizeof *st);
+  st->st_mode = row->mode;
+  st->st_uid = a->uid;
+  st->st_gid = a->gid;
+  st->st_size = (off_t)row->size;
+  st->st_nlink = row->nlink;
+  st->st_blksize = a->blksize;
+  st->st_blocks = (blkcnt_t)((row->size + 511) / 512);
+  struct timespec ts = { (time_t)(row->mtime_ms / 1000), (long)(row->mtime_ms % 1000) * 1000000L };
+  st->st_atim = ts;
+  st->st_mtim = ts;
+  st->st_ctim = ts;
+}
+
+static int mem_getattr(const char *path, struct stat *st) {
+  struct mount *m = mount_of_request();
+  if (m == NULL) return -EIO; /* cannot happen: only our mounts have this getattr */
+  pthread_rwlock_rdlock(&m->attrs_lock);
+  const struct attrs *a = m->attrs;
+  const struct attr_row *row = a != NULL ? attrs_find(a, path, strlen(path)) : NULL;
+  if (row != NULL) {
+    fill_stat(a, row, st);
+    pthread_rwlock_unlock(&m->attrs_lock);
+    __atomic_add_fetch(&m->attr_hits, 1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  pthread_rwlock_unlock(&m->attrs_lock);
+  return m->getattr(path, st);
 }
 
 static int mem_read(const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
@@ -211,6 +307,7 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
     m = calloc(1, sizeof *m);
     if (m != NULL) {
       pthread_mutex_init(&m->lock, NULL);
+      pthread_rwlock_init(&m->attrs_lock, NULL);
       m->user_data = user_data;
       mounts[mount_count] = m;
       __atomic_store_n(&mount_count, mount_count + 1, __ATOMIC_RELEASE);
@@ -224,9 +321,16 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   pthread_mutex_lock(&m->lock);
   memset(m->slots, 0, sizeof m->slots);
   m->head = m->count = 0;
+  m->getattr = (getattr_fn)ops[OP_GETATTR];
   m->read = (read_fn)ops[OP_READ];
   m->release = (release_fn)ops[OP_RELEASE];
   pthread_mutex_unlock(&m->lock);
+  /* The previous mount of this thread is over: its listing goes. */
+  pthread_rwlock_wrlock(&m->attrs_lock);
+  attrs_free(m->attrs);
+  m->attrs = NULL;
+  __atomic_store_n(&m->attr_hits, 0, __ATOMIC_RELAXED);
+  pthread_rwlock_unlock(&m->attrs_lock);
   /* libfuse copies the operations into its own struct fuse, so this copy may go after. */
   void **mine = malloc(op_size);
   if (mine == NULL) {
@@ -234,6 +338,7 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
     return real(ch, args, op, op_size, user_data);
   }
   memcpy(mine, op, op_size);
+  if (mine[OP_GETATTR] != NULL) mine[OP_GETATTR] = (void *)mem_getattr;
   mine[OP_READ] = (void *)mem_read;
   mine[OP_RELEASE] = (void *)mem_release;
   struct fuse *f = real(ch, args, mine, op_size, user_data);
@@ -299,6 +404,76 @@ size_t sluice_memread_drain(const void *thread, uint64_t *out, size_t max, int c
 }
 
 int sluice_memread_mounted(const void *thread) { return mount_of_thread(thread) != NULL; }
+
+/*
+ * Installs the listing (n rows of 5 doubles: path length, mode, nlink, size, mtime in ms;
+ * the paths' bytes one after another in `paths`), replacing any earlier one. Returns 0,
+ * -ENODEV (no table for this mount), -EINVAL (a row does not fit) or -ENOMEM.
+ */
+int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, const double *rows, size_t n, uint32_t uid, uint32_t gid, uint32_t blksize) {
+  struct mount *m = mount_of_thread(thread);
+  if (m == NULL) return -ENODEV;
+  if (n == 0 || n > UINT32_MAX / 4) return -EINVAL;
+  size_t slots = 16;
+  while (slots < 2 * n) slots *= 2;
+  struct attrs *a = calloc(1, sizeof *a);
+  if (a != NULL) {
+    a->index = calloc(slots, sizeof *a->index);
+    a->rows = malloc(n * sizeof *a->rows);
+    a->paths = malloc(paths_len > 0 ? paths_len : 1);
+  }
+  if (a == NULL || a->index == NULL || a->rows == NULL || a->paths == NULL) {
+    attrs_free(a);
+    return -ENOMEM;
+  }
+  a->uid = uid;
+  a->gid = gid;
+  a->blksize = blksize;
+  a->mask = slots - 1;
+  memcpy(a->paths, paths, paths_len);
+  size_t off = 0;
+  for (size_t r = 0; r < n; r++) {
+    const double *v = rows + 5 * r;
+    if (!(v[0] >= 1 && v[0] <= paths_len - off) || !(v[3] >= 0 && v[3] <= 9007199254740991.0) || !(v[4] >= 0 && v[4] <= 9007199254740991.0)) {
+      attrs_free(a);
+      return -EINVAL;
+    }
+    struct attr_row *row = &a->rows[r];
+    row->path_len = (uint32_t)v[0];
+    row->path_off = off;
+    row->mode = (uint32_t)v[1];
+    row->nlink = (uint32_t)v[2];
+    row->size = (uint64_t)v[3];
+    row->mtime_ms = (uint64_t)v[4];
+    row->hash = fnv1a(a->paths + off, row->path_len);
+    off += row->path_len;
+    /* A path listed twice keeps its first row (the tree has none such). */
+    if (attrs_find(a, a->paths + row->path_off, row->path_len) != NULL) continue;
+    size_t i = row->hash & a->mask;
+    while (a->index[i] != 0) i = (i + 1) & a->mask;
+    a->index[i] = (uint32_t)(r + 1);
+  }
+  pthread_rwlock_wrlock(&m->attrs_lock);
+  struct attrs *old = m->attrs;
+  m->attrs = a;
+  pthread_rwlock_unlock(&m->attrs_lock);
+  attrs_free(old);
+  return 0;
+}
+
+/* getattrs answered from the listing since the last call; with `clear`, the listing goes too. */
+uint64_t sluice_attrs_take(const void *thread, int clear) {
+  struct mount *m = mount_of_thread(thread);
+  if (m == NULL) return 0;
+  if (clear) {
+    pthread_rwlock_wrlock(&m->attrs_lock);
+    struct attrs *old = m->attrs;
+    m->attrs = NULL;
+    pthread_rwlock_unlock(&m->attrs_lock);
+    attrs_free(old);
+  }
+  return __atomic_exchange_n(&m->attr_hits, 0, __ATOMIC_RELAXED);
+}
 
 /* ---- N-API ---- */
 
@@ -406,6 +581,42 @@ static napi_value js_mounted(napi_env env, napi_callback_info info) {
   return boolean(env, sluice_memread_mounted(thread));
 }
 
+static int u32_arg(napi_env env, napi_value v, uint32_t *out) {
+  return napi_get_value_uint32(env, v, out) == napi_ok;
+}
+
+/* attrTableSet(thread, paths: Buffer, rows: Float64Array(5 * n), uid, gid, blksize): boolean (false: no table for this mount, a bad row, or no memory). */
+static napi_value js_attrs_set(napi_env env, napi_callback_info info) {
+  size_t argc = 6;
+  napi_value argv[6];
+  void *thread, *paths;
+  size_t tl, pl, n;
+  double *rows;
+  uint32_t uid, gid, blksize;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 || !buffer_arg(env, argv[0], &thread, &tl) ||
+      !buffer_arg(env, argv[1], &paths, &pl) || !f64_arg(env, argv[2], &rows, &n) || n % 5 != 0 ||
+      !u32_arg(env, argv[3], &uid) || !u32_arg(env, argv[4], &gid) || !u32_arg(env, argv[5], &blksize)) {
+    return bad_args(env, "attrTableSet(thread: Buffer, paths: Buffer, rows: Float64Array(5 * n), uid: number, gid: number, blksize: number)");
+  }
+  return boolean(env, sluice_attrs_set(thread, paths, pl, rows, n / 5, uid, gid, blksize) == 0);
+}
+
+/* attrTableTake(thread, clear: boolean): number of getattrs answered from the table since the last take. */
+static napi_value js_attrs_take(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  void *thread;
+  size_t tl;
+  bool clear = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || !buffer_arg(env, argv[0], &thread, &tl) ||
+      napi_get_value_bool(env, argv[1], &clear) != napi_ok) {
+    return bad_args(env, "attrTableTake(thread: Buffer, clear: boolean)");
+  }
+  napi_value r;
+  napi_create_double(env, (double)sluice_attrs_take(thread, clear), &r);
+  return r;
+}
+
 napi_status sluice_memread_init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"memReadAdd", NULL, js_add, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -413,6 +624,8 @@ napi_status sluice_memread_init(napi_env env, napi_value exports) {
     {"memReadDrain", NULL, js_drain, NULL, NULL, NULL, napi_enumerable, NULL},
     {"memReadClear", NULL, js_clear, NULL, NULL, NULL, napi_enumerable, NULL},
     {"memReadMounted", NULL, js_mounted, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"attrTableSet", NULL, js_attrs_set, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"attrTableTake", NULL, js_attrs_take, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
 }

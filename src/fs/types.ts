@@ -49,6 +49,12 @@ export interface FsCore {
   /** Counts reads of `fh` answered from heldBytes() outside read(): `reads` of `bytes` in all (see core.ts); optional. */
   servedElsewhere?(fh: number, reads: number, bytes: number): void;
   statfs(): StatFs | Promise<StatFs>;
+  /**
+   * Settles when the view is complete and fixed (FastFile: the listing is done); from then on
+   * getattr and readdir answer synchronously and never change. Optional: a core without it
+   * has its getattrs answered in JavaScript only (src/fuse/kernel-mount.ts).
+   */
+  readonly listed?: Promise<void>;
   /** Throws ReadOnlyError naming the operation; the adapter calls it for every write-like op. */
   refuse(op: string): never;
 }

@@ -51,7 +51,7 @@
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore } from '../fs/types.js';
-import { fuseMemoryReads, fuseOps, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
+import { fuseMemoryGetattrs, fuseMemoryReads, fuseOps, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
 import type { MemReads, NativeOps, NativeStat, ReadReply } from './native.js';
 
@@ -134,6 +134,91 @@ export function memReadDrainer(core: FsCore, onError?: (fh: number, err: unknown
     if (all) mem.clear(open);
   };
 }
+
+/**
+ * The fixed view as the rows native.ts MemAttrs.install() takes: every path (the root
+ * included) with the mode, nlink, size and mtime its getattr answers, in the exact form
+ * toNativeStat() gives fuse-native (so C answers what JavaScript would). Undefined when a
+ * path's answer does not fit the table's form (a uid or gid that differs between paths,
+ * an mtime before 1970): then getattr stays in JavaScript. Walks the folders from the
+ * root, yielding to the event loop every ATTR_ROWS_PER_TURN paths.
+ */
+export interface ListedAttrs {
+  paths: Buffer;
+  rows: Float64Array;
+  uid: number;
+  gid: number;
+  blksize: number;
+  count: number;
+}
+
+/** Paths walked per event-loop turn while building ListedAttrs: ~5 ms of work, so reads are not held up. */
+const ATTR_ROWS_PER_TURN = 8192;
+
+export async function listedAttrs(core: FsCore): Promise<ListedAttrs | undefined> {
+  // Both grow by doubling: a million paths cost their final size (about 100 MB) and not the
+  // several times more that arrays of strings and numbers would hold at the peak.
+  let rows = new Float64Array(5 * 1024);
+  let paths = Buffer.allocUnsafe(64 * 1024);
+  let count = 0;
+  let at = 0;
+  let uid = -1;
+  let gid = -1;
+  const add = (p: string, a: Attr): boolean => {
+    const st = toNativeStat(a);
+    const mtime = st.mtime.getTime();
+    if (uid === -1) { uid = st.uid; gid = st.gid; }
+    if (st.uid !== uid || st.gid !== gid || !(mtime >= 0) || !Number.isInteger(st.size) || st.size < 0) return false;
+    const len = Buffer.byteLength(p);
+    if (at + len > paths.length) {
+      const more = Buffer.allocUnsafe(Math.max(2 * paths.length, at + len));
+      paths.copy(more, 0, 0, at);
+      paths = more;
+    }
+    paths.write(p, at);
+    at += len;
+    if (5 * (count + 1) > rows.length) {
+      const more = new Float64Array(2 * rows.length);
+      more.set(rows);
+      rows = more;
+    }
+    const r = 5 * count++;
+    rows[r] = len;
+    rows[r + 1] = st.mode;
+    rows[r + 2] = st.nlink || 1;
+    rows[r + 3] = st.size;
+    rows[r + 4] = mtime;
+    return true;
+  };
+  if (!add('/', await core.getattr('/'))) return undefined;
+  const dirs = ['/'];
+  let turn = 0;
+  while (dirs.length > 0) {
+    const dir = dirs.pop()!;
+    for (const name of await core.readdir(dir)) {
+      const p = childPath(dir, name);
+      const a = await core.getattr(p);
+      if (!add(p, a)) return undefined;
+      if ((a.mode & S_IFMT) === S_IFDIR) dirs.push(p);
+      if (++turn % ATTR_ROWS_PER_TURN === 0) await new Promise<void>((r) => setImmediate(r));
+    }
+  }
+  return { paths: paths.subarray(0, at), rows: rows.subarray(0, 5 * count), uid, gid, blksize: BLKSIZE, count };
+}
+
+/** Counts `n` getattrs answered in C from the listing (native.ts MemAttrs) as getattrs answered at once. */
+export function countMemGetattrs(n: number): void {
+  if (n <= 0) return;
+  fuseOps.inc(GETATTR_OK_LABELS, n);
+  fuseMemoryGetattrs.inc(n);
+  for (let i = 0; i < n; i++) fuseOpSeconds.observe(GETATTR_LABELS, 0);
+}
+
+const GETATTR_LABELS = { op: 'getattr' } as const;
+const GETATTR_OK_LABELS = { op: 'getattr', result: 'ok' } as const;
+/** st_mode's file type bits, and a folder's. */
+const S_IFMT = 0o170000;
+const S_IFDIR = 0o040000;
 
 /** Metric labels of the read path, built once (prom-client takes label objects). */
 const READ_LABELS = { op: 'read' } as const;

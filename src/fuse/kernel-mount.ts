@@ -40,10 +40,10 @@ import path from 'node:path';
 import { FuseUnavailableError, MountpointError } from '../errors.js';
 import type { FsCore } from '../fs/types.js';
 import { log } from '../log.js';
-import { fuseOpsFor, memReadDrainer } from './adapter.js';
+import { countMemGetattrs, fuseOpsFor, listedAttrs, memReadDrainer } from './adapter.js';
 import { ReadDeadlines } from './deadline.js';
 import { detachMount, checkFuseAvailable, checkFuseFdMount, fuseFdOf, readMounts } from './mountpoint.js';
-import { LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseMaxRead, requestFuseMaxRead, type MemReads, type NativeFuse } from './native.js';
+import { LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseMaxRead, requestFuseMaxRead, type MemAttrs, type MemReads, type NativeFuse } from './native.js';
 import { setReadaheadKb } from './readahead.js';
 
 export interface KernelMountOptions {
@@ -163,6 +163,20 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * Once `listed` settles, hands the view to C (native.ts MemAttrs) if the mount still wants
+ * it (`table()` is undefined once unmounting). A failed listing, or a view the table cannot
+ * hold, leaves getattr in JavaScript.
+ */
+function installListedAttrs(core: FsCore, listed: Promise<void>, table: () => MemAttrs | undefined): void {
+  listed.then(() => (table() ? listedAttrs(core) : undefined)).then((rows) => {
+    const t = table();
+    if (!rows || !t) return;
+    const ok = t.install(rows.paths, rows.rows, rows.uid, rows.gid, rows.blksize);
+    flog.debug({ paths: rows.count, ok }, 'listing handed to C for getattr');
+  }, () => undefined);
+}
+
 /** Mounts `core` at `mountpoint` (which prepareMountpoint() has checked) and resolves once the mount answers. */
 export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMountOptions): Promise<KernelMount> {
   const mnt = path.resolve(mountpoint);
@@ -177,11 +191,16 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   let memTimer: NodeJS.Timeout | undefined;
   const drainMem = memReadDrainer(core, (fh, err) => flog.warn({ fh, err: err instanceof Error ? err.message : String(err) }, 'releasing a handle released in C failed'));
   /** Stops answering reads in C: what the kernel released is released in the core, what is open goes back to the JavaScript read path. */
+  // getattr answered in C from the listing (native.ts MemAttrs), installed once listed.
+  let attrTable: MemAttrs | undefined;
   const stopMemReads = (): void => {
     if (memTimer) clearInterval(memTimer);
     const m = mem;
     mem = undefined;
     if (m) drainMem(m, true);
+    const a = attrTable;
+    attrTable = undefined;
+    if (a) countMemGetattrs(a.take(true));
   };
   const fuse: NativeFuse = new Fuse(mnt, fuseOpsFor(core, { onUnexpectedError: errorLogger(), readDeadlines, memReads: () => mem }), {
     timeout: opts.fuseTimeoutMs,
@@ -213,11 +232,16 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     });
   }), INIT_TIMEOUT_MS, `mounting ${mnt}`);
   mem = fuse.memReads();
+  attrTable = fuse.memAttrs();
   if (mem) {
     const m = mem;
-    memTimer = setInterval(() => drainMem(m), MEM_DRAIN_MS);
+    memTimer = setInterval(() => {
+      drainMem(m);
+      if (attrTable) countMemGetattrs(attrTable.take());
+    }, MEM_DRAIN_MS);
     memTimer.unref();
   }
+  if (attrTable && core.listed) installListedAttrs(core, core.listed, () => attrTable);
   // fuse.mount() calls back from libfuse's init, before the INIT reply is written: what
   // the reply said is read once the mount has answered a request (the stat below).
   let maxRead = LIBFUSE2_MAX_READ;

@@ -53,7 +53,9 @@
  * JavaScript holds (the disk tier's small files) is read and released in libfuse's worker
  * thread, with no hop here; the adapter registers such handles at open and takes their
  * releases later (adapter.ts memReadDrainer). Only on the checked fuse-native versions,
- * only when the addon wrapped this mount, and not with SLUICE_NO_NATIVE set.
+ * only when the addon wrapped this mount, and not with SLUICE_NO_NATIVE set. Under the same
+ * conditions getattr of a listed path is answered there too, from a copy of the fixed view
+ * (memAttrs(); kernel-mount.ts hands it over once the listing is done).
  */
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -145,6 +147,8 @@ export interface NativeFuse {
    * loaded after fuse-native, a fuse-native it was not checked against) or SLUICE_NO_NATIVE is set.
    */
   memReads(): MemReads | undefined;
+  /** getattr answered in libfuse's worker thread from the listing (native/src/fuse_memread.c), where memReads() is; else undefined. */
+  memAttrs(): MemAttrs | undefined;
   /**
    * Releases the native mount's hold on the event loop when unmount() failed because the
    * mount was already gone (removed from outside): fuse-native then skips that step, and
@@ -172,6 +176,9 @@ export interface FuseFdShim {
   memReadDrain?(thread: Buffer, out: Float64Array): number;
   memReadClear?(thread: Buffer, out: Float64Array): number;
   memReadMounted?(thread: Buffer): boolean;
+  /** native/src/fuse_memread.c: the listing getattr answers from (see MemAttrs). */
+  attrTableSet?(thread: Buffer, paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number): boolean;
+  attrTableTake?(thread: Buffer, clear: boolean): number;
 }
 
 /** Counts of one handle's reads answered in C: reads, bytes served, bytes the kernel asked for. */
@@ -192,6 +199,22 @@ export interface MemReads {
   drain(each: MemReadCounts): void;
   /** Removes every entry left (unmount); `each` gets their counts. */
   clear(each: MemReadCounts): void;
+}
+
+/**
+ * getattr answered in libfuse's worker thread from a copy of the listing (the view is fixed
+ * once listed, src/fs/tree.ts), with no hop to JavaScript: a lookup of a listed path (the
+ * kernel's LOOKUP and GETATTR) is a hash-table probe there. Paths not in the table (not
+ * listed, or before install) go to JavaScript as before.
+ */
+export interface MemAttrs {
+  /**
+   * Installs the listing (see ListedAttrs in adapter.ts): rows of (path bytes, mode, nlink,
+   * size, mtime ms), the paths' UTF-8 bytes one after another. False when refused.
+   */
+  install(paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number): boolean;
+  /** getattrs answered from the table since the last take; `clear` also drops the table (unmount). */
+  take(clear?: boolean): number;
 }
 
 /** Records per drain call: one N-API call empties a queue of this many releases. */
@@ -404,6 +427,18 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
         ? memReadsOf({ memReadAdd, memReadRemove, memReadDrain, memReadClear }, thread)
         : null;
       return this.memReadsOnce ?? undefined;
+    }
+
+    private memAttrsOnce: MemAttrs | null | undefined;
+    memAttrs(): MemAttrs | undefined {
+      if (this.memAttrsOnce !== undefined) return this.memAttrsOnce ?? undefined;
+      if (!this.memReads()) return undefined; // same conditions: our fuse_new wrapped this mount
+      const thread = (this as unknown as { _thread: Buffer })._thread;
+      const { attrTableSet, attrTableTake } = optionalShim ?? fdShim ?? {};
+      this.memAttrsOnce = attrTableSet && attrTableTake
+        ? { install: (paths, rows, uid, gid, blksize) => attrTableSet(thread, paths, rows, uid, gid, blksize), take: (clear = false) => attrTableTake(thread, clear) }
+        : null;
+      return this.memAttrsOnce ?? undefined;
     }
 
     releaseNative(): void {

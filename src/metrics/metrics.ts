@@ -348,3 +348,9 @@ export const fuseMemoryReads = new client.Counter({
   help: 'FUSE reads answered in libfuse\'s worker thread from a small file\'s verified bytes held in memory, without a hop to JavaScript (also counted in sluice_fuse_operations_total{op="read"}, when the handle is released).',
   registers: [registry],
 });
+
+export const fuseMemoryGetattrs = new client.Counter({
+  name: 'sluice_fuse_memory_getattrs_total',
+  help: 'FUSE getattrs (lookups) of listed paths answered in libfuse\'s worker thread from a copy of the listing, without a hop to JavaScript (also counted in sluice_fuse_operations_total{op="getattr"}, within a second).',
+  registers: [registry],
+});

@@ -7,7 +7,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -16,6 +16,7 @@ import { mountFastFile, type FastFileMount } from '../../src/fuse/fastfile.js';
 import { sourceBytes, uploadLayout, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';
+import { exitedWithin } from '../helpers/stuck.js';
 import { metricSum } from '../helpers/metrics.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
@@ -205,11 +206,16 @@ t.test('unmount while handles answered in C are open', async (t) => {
     child.on('exit', () => reject(new Error('reader exited')));
   });
   t.ok(m.core.openHandleCount >= small.length, `${m.core.openHandleCount} handles open`);
+  const dev = (await stat(m.mountpoint)).dev;
   await m.unmount(); // busy: detached lazily; the entries left in C are counted and dropped
   t.ok((await served()) - s0 >= small.length * 10, 'the bytes read before the unmount are counted');
   child.stdin.end();
   child.kill('SIGKILL');
-  await exited;
+  // The reader's exit closes its files through the detached mount (FLUSH, RELEASE), which the
+  // daemon must still answer. A reader stuck there fails here, with where it and our threads
+  // wait, instead of at the suite's timeout (its FUSE connection is aborted to free it).
+  const stuck = await exitedWithin(child, exited, 30_000, dev);
+  t.equal(stuck, undefined, 'the reader exits: every request of the detached mount is answered');
 });
 
 t.test('a corrupt cache file is never served: its CRC fails at open and the file comes from S3', async (t) => {
