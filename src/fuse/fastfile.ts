@@ -56,6 +56,8 @@ export interface FastFileMount {
   readonly core: SluiceFs;
   /** Resolves when the whole prefix is listed (the view is then complete); rejects with the listing's error. */
   readonly listed: Promise<void>;
+  /** Settles true once lookups of listed paths are answered in libfuse's thread (kernel-mount.ts), false when they never will be. */
+  readonly attrTable: Promise<boolean>;
   /** Resolves when the mount was removed from outside (fusermount -u, umount); see kernel-mount.ts. */
   readonly gone: Promise<void>;
   /** Unmounts, stops prefetch and closes the S3 client. Idempotent. */
@@ -158,6 +160,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       core: mounted,
       listed,
       gone: kmount.gone,
+      attrTable: kmount.attrTable,
       unmount() {
         done ??= (async () => {
           await kmount.unmount();

@@ -72,6 +72,8 @@ export interface KernelMount {
   readonly directMeta: boolean;
   /** Reads of a small file held in memory are answered in libfuse's thread (native.ts MemReads). */
   readonly memReads: boolean;
+  /** Settles true once getattr of listed paths is answered in libfuse's thread (native.ts MemAttrs), false when it never will be. */
+  readonly attrTable: Promise<boolean>;
   /** The largest read the kernel sends this mount, bytes (128 KiB unless the INIT reply raised it). */
   readonly maxRead: number;
   /** Resolves when the mount has disappeared without unmount() (removed from outside). */
@@ -168,13 +170,14 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
  * it (`table()` is undefined once unmounting). A failed listing, or a view the table cannot
  * hold, leaves getattr in JavaScript.
  */
-function installListedAttrs(core: FsCore, listed: Promise<void>, table: () => MemAttrs | undefined): void {
-  listed.then(() => (table() ? listedAttrs(core) : undefined)).then((rows) => {
+function installListedAttrs(core: FsCore, listed: Promise<void>, table: () => MemAttrs | undefined): Promise<boolean> {
+  return listed.then(() => (table() ? listedAttrs(core) : undefined)).then((rows) => {
     const t = table();
-    if (!rows || !t) return;
+    if (!rows || !t) return false;
     const ok = t.install(rows.paths, rows.rows, rows.uid, rows.gid, rows.blksize);
     flog.debug({ paths: rows.count, ok }, 'listing handed to C for getattr');
-  }, () => undefined);
+    return ok;
+  }, () => false);
 }
 
 /** Mounts `core` at `mountpoint` (which prepareMountpoint() has checked) and resolves once the mount answers. */
@@ -241,7 +244,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     }, MEM_DRAIN_MS);
     memTimer.unref();
   }
-  if (attrTable && core.listed) installListedAttrs(core, core.listed, () => attrTable);
+  const attrTableIn = attrTable && core.listed ? installListedAttrs(core, core.listed, () => attrTable) : Promise.resolve(false);
   // fuse.mount() calls back from libfuse's init, before the INIT reply is written: what
   // the reply said is read once the mount has answered a request (the stat below).
   let maxRead = LIBFUSE2_MAX_READ;
@@ -283,6 +286,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
       directRead: fuse.directRead,
       directMeta: fuse.directMeta,
       memReads: mem !== undefined,
+      attrTable: attrTableIn,
       // Nothing here waits for a request through the mount: read on use.
       get maxRead() { return sized ? negotiatedFuseMaxRead() : LIBFUSE2_MAX_READ; },
       // Its mount point is unknown here, so its removal is not watched: it never resolves.
@@ -335,5 +339,5 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
         'could not set the mount readahead (needs root and a writable /sys); sequential reads may be slower');
     }
   }
-  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, memReads: mem !== undefined, maxRead, gone, unmount };
+  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, memReads: mem !== undefined, attrTable: attrTableIn, maxRead, gone, unmount };
 }
