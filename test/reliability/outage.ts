@@ -58,6 +58,10 @@ t.test('S3 down for 20 s, and down past the deadline, under a real mount', async
   const [first, large0, large1] = [objects[0]!, objects.find((o) => o.key.endsWith('large-0.bin'))!, objects.find((o) => o.key.endsWith('large-1.bin'))!];
   t.equal(sha(await readFile(file(dirA, first))), first.sha256, 'A reads before the outage');
   t.equal(sha(await readFile(file(dirB, first))), first.sha256, 'B reads before the outage');
+  // The outage comes after both listings are done (a mount answers lookups while it lists, and
+  // a listing that S3's outage makes fail stops its mount: SEMANTICS.md). readdir waits for it.
+  t.ok((await readdir(dirA)).includes('large'), 'A is listed before the outage');
+  t.ok((await readdir(dirB)).includes('large'), 'B is listed before the outage');
 
   const deadlineB = s3DeadlineMs(chainB);
   t.ok(s3DeadlineMs(chainA) > OUTAGE_MS, `A's request deadline (${s3DeadlineMs(chainA)} ms) outlasts the outage`);
