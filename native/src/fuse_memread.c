@@ -197,14 +197,19 @@ static uint64_t fnv1a(const char *p, size_t n) {
   return h;
 }
 
-static const struct attr_row *attrs_find(const struct attrs *a, const char *path, size_t len) {
-  uint64_t h = fnv1a(path, len);
+/* The index slot of `path` (hash h): the one naming its row, or the empty slot where probing stopped. */
+static size_t attrs_slot(const struct attrs *a, const char *path, size_t len, uint64_t h) {
   for (size_t i = h & a->mask;; i = (i + 1) & a->mask) {
     uint32_t r = a->index[i];
-    if (r == 0) return NULL;
+    if (r == 0) return i;
     const struct attr_row *row = &a->rows[r - 1];
-    if (row->hash == h && row->path_len == len && memcmp(a->paths + row->path_off, path, len) == 0) return row;
+    if (row->hash == h && row->path_len == len && memcmp(a->paths + row->path_off, path, len) == 0) return i;
   }
+}
+
+static const struct attr_row *attrs_find(const struct attrs *a, const char *path, size_t len) {
+  uint32_t r = a->index[attrs_slot(a, path, len, fnv1a(path, len))];
+  return r == 0 ? NULL : &a->rows[r - 1];
 }
 
 static void attrs_free(struct attrs *a) {
@@ -450,10 +455,8 @@ int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, co
     row->hash = fnv1a(a->paths + off, row->path_len);
     off += row->path_len;
     /* A path listed twice keeps its first row (the tree has none such). */
-    if (attrs_find(a, a->paths + row->path_off, row->path_len) != NULL) continue;
-    size_t i = row->hash & a->mask;
-    while (a->index[i] != 0) i = (i + 1) & a->mask;
-    a->index[i] = (uint32_t)(r + 1);
+    size_t i = attrs_slot(a, a->paths + row->path_off, row->path_len, row->hash);
+    if (a->index[i] == 0) a->index[i] = (uint32_t)(r + 1);
   }
   pthread_rwlock_wrlock(&m->attrs_lock);
   struct attrs *old = m->attrs;

@@ -193,9 +193,9 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   let mem: MemReads | undefined;
   let memTimer: NodeJS.Timeout | undefined;
   const drainMem = memReadDrainer(core, (fh, err) => flog.warn({ fh, err: err instanceof Error ? err.message : String(err) }, 'releasing a handle released in C failed'));
-  /** Stops answering reads in C: what the kernel released is released in the core, what is open goes back to the JavaScript read path. */
   // getattr answered in C from the listing (native.ts MemAttrs), installed once listed.
   let attrTable: MemAttrs | undefined;
+  /** Stops answering reads (and getattrs) in C: what the kernel released is released in the core, what is open goes back to the JavaScript read path. */
   const stopMemReads = (): void => {
     if (memTimer) clearInterval(memTimer);
     const m = mem;

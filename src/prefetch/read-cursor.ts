@@ -218,9 +218,8 @@ export class ReadCursor {
       const overtook = sequential && position > this.aheadTo;
       if (overtook) this.readAhead(position, this.frontier!);
       blocks = this.fetcher.demand(this.file, first, last, pins);
-      if (sequential) {
-        if (!overtook) this.readAhead(position, this.frontier!);
-      } else if (kind === RANDOM) {
+      if (sequential && !overtook) this.readAhead(position, this.frontier!);
+      else if (kind === RANDOM) {
         if (this.aheadTo < end) this.aheadTo = end;
         if (this.randomFill && !this.fillTicket && !this.closed) this.fillTicket = this.randomFill.request(this.file);
       }
