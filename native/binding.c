@@ -36,6 +36,7 @@
 #include "sluice_fuse_fd.h"
 #include "sluice_pipe_writer.h"
 #include "sluice_memread.h"
+#include "sluice_tier.h"
 
 /* PATH_MAX on Linux; longer paths fail in the kernel with ENAMETOOLONG anyway. */
 #define SLUICE_PATH_MAX 4096
@@ -351,6 +352,7 @@ static napi_value init(napi_env env, napi_value exports) {
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   CHECK_NAPI(env, sluice_pipe_writer_init(env, exports));
   CHECK_NAPI(env, sluice_memread_init(env, exports));
+  CHECK_NAPI(env, sluice_tier_init(env, exports));
   return exports;
 }
 

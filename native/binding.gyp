@@ -2,12 +2,13 @@
   # sluice's N-API addon: mkfifo and Linux pipe sizes for Pipe mode, and FUSE mounts
   # served from an open /dev/fuse descriptor (src/fuse_fd.c), and the paced FIFO writer
   # thread of Pipe mode (src/pipe_writer.c), and FUSE reads answered from memory in
-  # libfuse's worker thread (src/fuse_memread.c).
+  # libfuse's worker thread (src/fuse_memread.c), with small files of the disk tier opened
+  # there too (src/tier_small.c).
   # Built by `node-gyp rebuild` in this folder; output stays in native/build/.
   "targets": [
     {
       "target_name": "sluice_native",
-      "sources": ["binding.c", "src/fifo.c", "src/fuse_fd.c", "src/fuse_init.c", "src/pipe_writer.c", "src/fuse_memread.c"],
+      "sources": ["binding.c", "src/fifo.c", "src/fuse_fd.c", "src/fuse_init.c", "src/pipe_writer.c", "src/fuse_memread.c", "src/tier_small.c"],
       # dlopen/dlvsym: in libc since glibc 2.34, in libdl before.
       "libraries": ["-ldl", "-lpthread"],
       "include_dirs": ["include"],

@@ -19,8 +19,15 @@ size_t sluice_memread_drain(const void *thread, uint64_t *out, size_t max, int c
 /* 1 when the mount's reads and releases pass through fuse_memread.c. */
 int sluice_memread_mounted(const void *thread);
 
-/* Installs the mount's listing for getattr (rows of 5 doubles: path length, mode, nlink, size, mtime ms): 0 or a negative errno. */
-int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, const double *rows, size_t n, uint32_t uid, uint32_t gid, uint32_t blksize);
+/*
+ * Installs the mount's listing for getattr (rows of 5 doubles: path length, mode, nlink, size, mtime ms): 0 or a
+ * negative errno. With `names` (32 bytes per row, zero for none), small files are opened from the disk tier's
+ * objects folder `tier_dir` (block size tier_block) in libfuse's thread.
+ */
+int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, const double *rows, size_t n, uint32_t uid, uint32_t gid, uint32_t blksize,
+                     const char *tier_dir, uint32_t tier_block, const uint8_t *names);
+/* Counts of handles opened in C and released since the last call: opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a byte. */
+void sluice_own_take(const void *thread, uint64_t out[6]);
 /* getattrs answered from the listing since the last call; with `clear`, the listing is dropped too. */
 uint64_t sluice_attrs_take(const void *thread, int clear);
 

@@ -70,9 +70,31 @@
  * open, close, futimes) and the object name's sha256 about 15%. With the attribute table
  * (same harness, 8 rounds, BENCHMARKS.md t14-attrs) a restarted job's files/s went up 32%
  * and the daemon's CPU per file down 26% (medians); the OPEN is the one hand-off left.
+ *
+ * Opens. With the listing, JavaScript may hand over the disk tier's objects folder and, per
+ * listed file of one block (at most 256 KiB, not empty, not archived), the name of its cache
+ * file (src/fs/core.ts tierOpens: the same sha256 name openWhole() would use). An OPEN of such
+ * a path for reading then reads the file whole and checks it here (tier_small.c: the sidecar's
+ * header and entry, the bytes' CRC32C, as openSmall() does) into a buffer of ours, enters it
+ * in the table under a handle number of ours, and answers: no JavaScript for the whole file
+ * (LOOKUP, OPEN, READ, RELEASE). Our handle numbers have the low 32 bits at 2^31 or more, which
+ * JavaScript's (int32, growing from 1) never reach, so a request on one that reached
+ * JavaScript (after an unmount) is EBADF there, never another file's bytes. Any failure (no
+ * cache file, a bad header or CRC, a short file, the buffer budget OWN_BYTES_MAX spent, no
+ * free slot) sends the OPEN to fuse-native's open as before, and JavaScript finds the fault
+ * again, counts it, repairs the tier and reads from S3: repairs live in one place. RELEASE
+ * frees the buffer and adds the handle's counts to own_counts, which JavaScript takes with the
+ * getattr hits (ownOpensTake) and counts as it counts its own opens. At unmount the entries
+ * still open are counted but kept: a lazily detached mount answers their reads here until the
+ * kernel releases them. If the kernel never does (the connection aborted), their buffers stay
+ * until this fuse-native thread mounts again, within OWN_BYTES_MAX.
+ * What it does not do that JavaScript's open does: pin the object against this process's
+ * eviction (its bytes are already in memory) and count it in sluice_open_handles.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,6 +107,7 @@
 
 #include "sluice_fuse_fd.h"
 #include "sluice_memread.h"
+#include "sluice_tier.h"
 
 /* libfuse 2 types: opaque, or the leading part of their stable layout (fuse.h, fuse_common.h). */
 struct fuse;
@@ -109,8 +132,10 @@ struct fuse_context {
 typedef int (*getattr_fn)(const char *, struct stat *);
 typedef int (*read_fn)(const char *, char *, size_t, off_t, struct fuse_file_info *);
 typedef int (*release_fn)(const char *, struct fuse_file_info *);
-/* Indices of read and release among fuse_operations' leading function pointers (libfuse 2.x). */
+typedef int (*open_fn)(const char *, struct fuse_file_info *);
+/* Indices among fuse_operations' leading function pointers (libfuse 2.x). */
 #define OP_GETATTR 0
+#define OP_OPEN 14
 #define OP_READ 15
 #define OP_RELEASE 19
 
@@ -131,7 +156,18 @@ struct entry {
   size_t length;
   uint64_t reads, served, asked;
   int used;
+  int owned; /* opened here (see "Opens"): bytes were malloc'd here and are freed at release */
+  int counted; /* owned, and already counted (at unmount): its release only frees it */
 };
+/*
+ * Bytes of small files opened here and not yet released, for the whole process: 16 MiB, the
+ * same bound as JavaScript's own small-file buffers (disk-cache.ts SMALL_BUFFER_BYTES), so
+ * the two together stay within 32 MiB; past it an OPEN goes to JavaScript.
+ */
+#define OWN_BYTES_MAX (16u * 1024 * 1024)
+static uint64_t own_bytes; /* atomic */
+/* Tries for a free slot for a handle opened here (each a new fh, so a new slot); then JavaScript opens it. */
+#define OWN_SLOT_TRIES 8
 struct released {
   uint64_t fh, reads, served, asked;
 };
@@ -151,6 +187,10 @@ struct attrs {
   uint32_t *index;  /* row + 1, or 0 for an empty slot (linear probing) */
   struct attr_row *rows;
   char *paths;
+  /* The disk tier, when small files may be opened here (see "Opens"); else NULL. */
+  char *tier_dir;   /* its objects folder */
+  uint32_t tier_block;
+  uint8_t *names;   /* 32 bytes per row: the cache file name (sha256), all zero for none */
 };
 struct mount {
   struct fuse *fuse;     /* libfuse's, as requests' contexts name it */
@@ -158,6 +198,7 @@ struct mount {
   getattr_fn getattr;    /* fuse-native's */
   read_fn read;
   release_fn release;
+  open_fn open;
   pthread_rwlock_t attrs_lock; /* read-held by a getattr using attrs, write-held to replace it */
   struct attrs *attrs;         /* NULL until JavaScript installs the listing */
   uint64_t attr_hits;          /* getattrs answered from attrs, not yet taken by JavaScript (atomic) */
@@ -165,6 +206,8 @@ struct mount {
   struct entry slots[SLOTS];
   struct released queue[QUEUE];
   size_t head, count;
+  uint64_t next_own;      /* handles opened here so far (under lock) */
+  uint64_t own_counts[6]; /* opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a byte: of those released and not yet taken (under lock) */
 };
 
 static struct mount *mounts[MAX_MOUNTS];
@@ -217,6 +260,8 @@ static void attrs_free(struct attrs *a) {
   free(a->index);
   free(a->rows);
   free(a->paths);
+  free(a->tier_dir);
+  free(a->names);
   free(a);
 }
 
@@ -252,6 +297,69 @@ static int mem_getattr(const char *path, struct stat *st) {
   return m->getattr(path, st);
 }
 
+/* Handle number of the n-th handle opened here: low 32 bits >= 2^31, which JavaScript's handles (int32 > 0) never have; slot n mod SLOTS. */
+static uint64_t own_fh(uint64_t n) { return n << 32 | 0x80000000u | (n & 0x7fffffffu); }
+
+/*
+ * The small file's verified bytes read from the tier (tier_small.c) into a buffer of ours,
+ * entered in the table under a new handle: 1 and *fh, or 0 (nothing kept: JavaScript opens it).
+ */
+static int own_open(struct mount *m, const char *dir, const uint8_t name[32], uint32_t block, uint64_t size, uint64_t *fh) {
+  if (__atomic_add_fetch(&own_bytes, size, __ATOMIC_RELAXED) > OWN_BYTES_MAX) {
+    __atomic_sub_fetch(&own_bytes, size, __ATOMIC_RELAXED);
+    return 0;
+  }
+  char *bytes = malloc((size_t)size);
+  if (bytes != NULL && sluice_tier_read_small(dir, name, block, size, bytes) == 0) {
+    pthread_mutex_lock(&m->lock);
+    for (int t = 0; t < OWN_SLOT_TRIES; t++) {
+      uint64_t n = ++m->next_own;
+      struct entry *e = &m->slots[n % SLOTS];
+      if (e->used) continue;
+      *fh = own_fh(n);
+      *e = (struct entry){ *fh, bytes, (size_t)size, 0, 0, 0, 1, 1, 0 };
+      pthread_mutex_unlock(&m->lock);
+      return 1;
+    }
+    pthread_mutex_unlock(&m->lock);
+  }
+  free(bytes);
+  __atomic_sub_fetch(&own_bytes, size, __ATOMIC_RELAXED);
+  return 0;
+}
+
+static int mem_open(const char *path, struct fuse_file_info *fi) {
+  struct mount *m = mount_of_request();
+  if (m == NULL) return -EIO; /* cannot happen: only our mounts have this open */
+  /* Only what JavaScript would open read-only with no other effect: else it answers (EROFS...). */
+  if ((fi->flags & O_ACCMODE) == O_RDONLY && (fi->flags & O_TRUNC) == 0) {
+    char dir[PATH_MAX];
+    uint8_t name[32];
+    uint64_t size = 0;
+    uint32_t block = 0;
+    pthread_rwlock_rdlock(&m->attrs_lock);
+    const struct attrs *a = m->attrs;
+    const struct attr_row *row = a != NULL && a->names != NULL ? attrs_find(a, path, strlen(path)) : NULL;
+    if (row != NULL && S_ISREG(row->mode) && row->size > 0 && row->size <= a->tier_block) {
+      const uint8_t *nm = a->names + 32 * (size_t)(row - a->rows);
+      static const uint8_t none[32];
+      if (memcmp(nm, none, 32) != 0) {
+        memcpy(name, nm, 32);
+        strcpy(dir, a->tier_dir); /* its length was checked when installed */
+        size = row->size;
+        block = a->tier_block;
+      }
+    }
+    pthread_rwlock_unlock(&m->attrs_lock);
+    uint64_t fh;
+    if (size > 0 && own_open(m, dir, name, block, size, &fh)) {
+      fi->fh = fh;
+      return 0;
+    }
+  }
+  return m->open(path, fi);
+}
+
 static int mem_read(const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
   struct mount *m = mount_of_request();
   if (m == NULL) return -EIO; /* cannot happen: only our mounts have this read */
@@ -274,11 +382,38 @@ static int mem_read(const char *path, char *buf, size_t size, off_t offset, stru
   return m->read(path, buf, size, offset, fi);
 }
 
+/* Adds an entry opened here to own_counts, once (under m->lock). */
+static void own_count(struct mount *m, struct entry *e) {
+  if (e->counted) return;
+  e->counted = 1;
+  m->own_counts[0]++;
+  m->own_counts[1] += e->reads;
+  m->own_counts[2] += e->served;
+  m->own_counts[3] += e->asked;
+  m->own_counts[4] += e->length;
+  m->own_counts[5] += e->served > 0;
+}
+
+/* Takes out an entry opened here (under m->lock), counted; returns its bytes for the caller to free. */
+static char *own_remove(struct mount *m, struct entry *e) {
+  char *bytes = (char *)e->bytes;
+  own_count(m, e);
+  __atomic_sub_fetch(&own_bytes, e->length, __ATOMIC_RELAXED);
+  memset(e, 0, sizeof *e);
+  return bytes;
+}
+
 static int mem_release(const char *path, struct fuse_file_info *fi) {
   struct mount *m = mount_of_request();
   if (m == NULL) return 0;
   struct entry *e = &m->slots[fi->fh % SLOTS];
   pthread_mutex_lock(&m->lock);
+  if (e->used && e->owned && e->fh == fi->fh) {
+    char *bytes = own_remove(m, e);
+    pthread_mutex_unlock(&m->lock);
+    free(bytes);
+    return 0;
+  }
   if (e->used && e->fh == fi->fh && m->count < QUEUE) {
     m->queue[(m->head + m->count) % QUEUE] = (struct released){ e->fh, e->reads, e->served, e->asked };
     m->count++;
@@ -326,8 +461,13 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   }
   __atomic_store_n(&m->fuse, NULL, __ATOMIC_RELEASE);
   pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < SLOTS; i++) {
+    if (m->slots[i].used && m->slots[i].owned) free(own_remove(m, &m->slots[i]));
+  }
   memset(m->slots, 0, sizeof m->slots);
+  memset(m->own_counts, 0, sizeof m->own_counts);
   m->head = m->count = 0;
+  m->open = (open_fn)ops[OP_OPEN];
   m->getattr = (getattr_fn)ops[OP_GETATTR];
   m->read = (read_fn)ops[OP_READ];
   m->release = (release_fn)ops[OP_RELEASE];
@@ -348,6 +488,7 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   if (mine[OP_GETATTR] != NULL) mine[OP_GETATTR] = (void *)mem_getattr;
   mine[OP_READ] = (void *)mem_read;
   mine[OP_RELEASE] = (void *)mem_release;
+  if (mine[OP_OPEN] != NULL) mine[OP_OPEN] = (void *)mem_open;
   struct fuse *f = real(ch, args, mine, op_size, user_data);
   free(mine);
   __atomic_store_n(&m->fuse, f, __ATOMIC_RELEASE);
@@ -362,7 +503,7 @@ int sluice_memread_add(const void *thread, uint64_t fh, const char *bytes, size_
   int res = 0;
   pthread_mutex_lock(&m->lock);
   if (e->used) res = -EBUSY;
-  else *e = (struct entry){ fh, bytes, length, 0, 0, 0, 1 };
+  else *e = (struct entry){ fh, bytes, length, 0, 0, 0, 1, 0, 0 };
   pthread_mutex_unlock(&m->lock);
   return res;
 }
@@ -373,7 +514,7 @@ int sluice_memread_remove(const void *thread, uint64_t fh, uint64_t counts[3]) {
   struct entry *e = &m->slots[fh % SLOTS];
   int found = 0;
   pthread_mutex_lock(&m->lock);
-  if (e->used && e->fh == fh) {
+  if (e->used && !e->owned && e->fh == fh) {
     counts[0] = e->reads;
     counts[1] = e->served;
     counts[2] = e->asked;
@@ -400,6 +541,12 @@ size_t sluice_memread_drain(const void *thread, uint64_t *out, size_t max, int c
     for (size_t i = 0; i < SLOTS && n < max; i++) {
       struct entry *e = &m->slots[i];
       if (!e->used) continue;
+      if (e->owned) {
+        /* Not JavaScript's: counted now (JavaScript takes no counts after the unmount), but kept:
+           a lazily detached mount still answers its reads from it here until the kernel releases it. */
+        own_count(m, e);
+        continue;
+      }
       uint64_t r[4] = { e->fh, e->reads, e->served, e->asked };
       memcpy(out + 4 * n, r, sizeof r);
       memset(e, 0, sizeof *e);
@@ -417,10 +564,13 @@ int sluice_memread_mounted(const void *thread) { return mount_of_thread(thread) 
  * the paths' bytes one after another in `paths`), replacing any earlier one. Returns 0,
  * -ENODEV (no table for this mount), -EINVAL (a row does not fit) or -ENOMEM.
  */
-int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, const double *rows, size_t n, uint32_t uid, uint32_t gid, uint32_t blksize) {
+int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, const double *rows, size_t n, uint32_t uid, uint32_t gid, uint32_t blksize,
+                     const char *tier_dir, uint32_t tier_block, const uint8_t *names) {
   struct mount *m = mount_of_thread(thread);
   if (m == NULL) return -ENODEV;
   if (n == 0 || n > UINT32_MAX / 4) return -EINVAL;
+  /* The folder, its two-digit subfolder, the 64-digit name and ".map" must fit a path. */
+  if (names != NULL && (tier_dir == NULL || strlen(tier_dir) + 4 + 64 + 4 >= PATH_MAX || tier_block == 0)) return -EINVAL;
   size_t slots = 16;
   while (slots < 2 * n) slots *= 2;
   struct attrs *a = calloc(1, sizeof *a);
@@ -432,6 +582,16 @@ int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, co
   if (a == NULL || a->index == NULL || a->rows == NULL || a->paths == NULL) {
     attrs_free(a);
     return -ENOMEM;
+  }
+  if (names != NULL) {
+    a->tier_dir = strdup(tier_dir);
+    a->names = malloc(32 * n);
+    if (a->tier_dir == NULL || a->names == NULL) {
+      attrs_free(a);
+      return -ENOMEM;
+    }
+    memcpy(a->names, names, 32 * n);
+    a->tier_block = tier_block;
   }
   a->uid = uid;
   a->gid = gid;
@@ -464,6 +624,17 @@ int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, co
   pthread_rwlock_unlock(&m->attrs_lock);
   attrs_free(old);
   return 0;
+}
+
+/* Counts of the handles opened here and released since the last call (see own_counts). */
+void sluice_own_take(const void *thread, uint64_t out[6]) {
+  memset(out, 0, 6 * sizeof *out);
+  struct mount *m = mount_of_thread(thread);
+  if (m == NULL) return;
+  pthread_mutex_lock(&m->lock);
+  memcpy(out, m->own_counts, sizeof m->own_counts);
+  memset(m->own_counts, 0, sizeof m->own_counts);
+  pthread_mutex_unlock(&m->lock);
 }
 
 /* getattrs answered from the listing since the last call; with `clear`, the listing goes too. */
@@ -590,20 +761,52 @@ static int u32_arg(napi_env env, napi_value v, uint32_t *out) {
   return napi_get_value_uint32(env, v, out) == napi_ok;
 }
 
-/* attrTableSet(thread, paths: Buffer, rows: Float64Array(5 * n), uid, gid, blksize): boolean (false: no table for this mount, a bad row, or no memory). */
+/*
+ * attrTableSet(thread, paths: Buffer, rows: Float64Array(5 * n), uid, gid, blksize[, tierDir: string, tierBlock: number,
+ * names: Buffer(32 * n)]): boolean (false: no table for this mount, a bad row or argument, or no memory). With the
+ * last three, small files with a name are opened here from the tier (see "Opens").
+ */
 static napi_value js_attrs_set(napi_env env, napi_callback_info info) {
-  size_t argc = 6;
-  napi_value argv[6];
-  void *thread, *paths;
-  size_t tl, pl, n;
+  size_t argc = 9;
+  napi_value argv[9];
+  void *thread, *paths, *names = NULL;
+  size_t tl, pl, n, nl = 0;
   double *rows;
-  uint32_t uid, gid, blksize;
+  uint32_t uid, gid, blksize, tier_block = 0;
+  char tier_dir[PATH_MAX];
+  size_t dl = 0;
+  static const char *usage = "attrTableSet(thread: Buffer, paths: Buffer, rows: Float64Array(5 * n), uid: number, gid: number, blksize: number[, tierDir: string, tierBlock: number, names: Buffer])";
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 || !buffer_arg(env, argv[0], &thread, &tl) ||
       !buffer_arg(env, argv[1], &paths, &pl) || !f64_arg(env, argv[2], &rows, &n) || n % 5 != 0 ||
       !u32_arg(env, argv[3], &uid) || !u32_arg(env, argv[4], &gid) || !u32_arg(env, argv[5], &blksize)) {
-    return bad_args(env, "attrTableSet(thread: Buffer, paths: Buffer, rows: Float64Array(5 * n), uid: number, gid: number, blksize: number)");
+    return bad_args(env, usage);
   }
-  return boolean(env, sluice_attrs_set(thread, paths, pl, rows, n / 5, uid, gid, blksize) == 0);
+  if (argc >= 9) {
+    if (napi_get_value_string_utf8(env, argv[6], tier_dir, sizeof tier_dir, &dl) != napi_ok || !u32_arg(env, argv[7], &tier_block) ||
+        !buffer_arg(env, argv[8], &names, &nl)) {
+      return bad_args(env, usage);
+    }
+    /* A folder that filled the buffer was cut: refuse rather than open the wrong files. */
+    if (dl + 1 >= sizeof tier_dir || nl != 32 * (n / 5)) return boolean(env, 0);
+  }
+  return boolean(env, sluice_attrs_set(thread, paths, pl, rows, n / 5, uid, gid, blksize, names != NULL ? tier_dir : NULL, tier_block, names) == 0);
+}
+
+/* ownOpensTake(thread, out: Float64Array(6)): opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a byte: of handles opened here and released since the last take. */
+static napi_value js_own_take(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  void *thread;
+  size_t tl, n;
+  double *out;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || !buffer_arg(env, argv[0], &thread, &tl) ||
+      !f64_arg(env, argv[1], &out, &n) || n < 6) {
+    return bad_args(env, "ownOpensTake(thread: Buffer, out: Float64Array(6))");
+  }
+  uint64_t c[6];
+  sluice_own_take(thread, c);
+  for (int i = 0; i < 6; i++) out[i] = (double)c[i];
+  return NULL;
 }
 
 /* attrTableTake(thread, clear: boolean): number of getattrs answered from the table since the last take. */
@@ -631,6 +834,7 @@ napi_status sluice_memread_init(napi_env env, napi_value exports) {
     {"memReadMounted", NULL, js_mounted, NULL, NULL, NULL, napi_enumerable, NULL},
     {"attrTableSet", NULL, js_attrs_set, NULL, NULL, NULL, napi_enumerable, NULL},
     {"attrTableTake", NULL, js_attrs_take, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"ownOpensTake", NULL, js_own_take, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
 }

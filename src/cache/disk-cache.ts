@@ -500,6 +500,19 @@ export class DiskCache {
     return this.lock.kind;
   }
 
+  /** The folder of the cache files (objects/XX/<h>), for readers outside this class (native/src/tier_small.c). */
+  get objectsFolder(): string {
+    return path.resolve(this.objectsDir);
+  }
+
+  /** Counts `blocks` blocks (`bytes` in all) read and verified outside this class (native/src/tier_small.c), as hits. */
+  countHitsElsewhere(blocks: number, bytes: number): void {
+    if (blocks <= 0) return;
+    this.stats.hits += blocks;
+    diskCacheHits.inc(blocks);
+    diskCacheReadBytes.inc(bytes);
+  }
+
   /** Paths of an object's cache file and sidecar (for tests and tools). */
   filesOf(id: DiskObjectId): { data: string; map: string } {
     const name = objectName(id, this.blockSize);

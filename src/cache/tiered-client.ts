@@ -25,7 +25,7 @@
  * close() closes the inner client and lets go of the shared tier (the last user closes it).
  */
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
-import { DiskCache, type DiskBlockId, type WholeFile } from './disk-cache.js';
+import { DiskCache, objectName, type DiskBlockId, type WholeFile } from './disk-cache.js';
 
 /** getStream() window: 8 MiB, the default --part-size (one window per Pipe / File mode part). */
 const STREAM_WINDOW = 8 * 1024 * 1024;
@@ -72,6 +72,21 @@ export class TieredClient implements ObjectClient {
   /** Keeps an object's blocks from eviction while it is open (see DiskCache.pin). */
   pin(key: string, etag: string, size: number): () => void {
     return this.tier.pin(this.ns, key, etag, size, this.versions?.get(key));
+  }
+
+  /**
+   * What the FUSE thread needs to open one-block files from the tier itself (SluiceFsOptions.tierFiles):
+   * the tier's objects folder and block size, an object version's cache file name (as openWhole() would
+   * find it), and a count of the blocks it read.
+   */
+  tierFiles(): { objectsDir: string; blockSize: number; nameOf(key: string, etag: string): string; countHits(blocks: number, bytes: number): void } {
+    const tier = this.tier;
+    return {
+      objectsDir: tier.objectsFolder,
+      blockSize: tier.blockSize,
+      nameOf: (key, etag) => objectName(this.blockId(key, etag, 0), tier.blockSize),
+      countHits: (blocks, bytes) => tier.countHitsElsewhere(blocks, bytes),
+    };
   }
 
   /** The whole-file fast path (DiskCache.openWhole): a reader of the object's cache file when all of it is on disk. */

@@ -60,7 +60,7 @@ import { RandomFill } from '../prefetch/random-fill.js';
 import { ReadCursor, type CursorStats } from '../prefetch/read-cursor.js';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { buildTree, lookupPath, newDir, normalizePrefix, unsafeReason, type FileNode, type Node, type SkippedKey, type Tree } from './tree.js';
-import type { Attr, FsCore, StatFs } from './types.js';
+import type { Attr, FsCore, StatFs, TierOpensOf } from './types.js';
 
 export interface SluiceFsOptions {
   client: ObjectClient;
@@ -95,6 +95,12 @@ export interface SluiceFsOptions {
    * usual way from then on.
    */
   openDirect?: (key: string, etag: string, size: number) => { read(dst: Buffer, length: number, position: number): number | Promise<number>; close(): void; readonly bytes?: Buffer | undefined } | undefined;
+  /**
+   * Small files the FUSE thread may open from the disk tier itself (FsCore.tierOpens): the
+   * tier's objects folder and block size, the cache file name of an object version, and a
+   * count of the blocks read so (metrics). Given with openDirect.
+   */
+  tierFiles?: { objectsDir: string; blockSize: number; nameOf(key: string, etag: string): string; countHits(blocks: number, bytes: number): void };
   /** The mount's kernel readahead in bytes (--read-ahead-kb), so its out-of-order requests keep a reader sequential; default 0 (the cursor's own tolerances). */
   kernelReadahead?: number;
   // ---- issue 15: snapshots, filters, archived objects ----
@@ -492,6 +498,44 @@ export class SluiceFs implements FsCore {
    */
   heldBytes(fh: number): Buffer | undefined {
     return this.handles.get(fh)?.direct?.bytes;
+  }
+
+  /**
+   * Files the FUSE thread may open from the disk tier without open() (FsCore.tierOpens):
+   * listed files of one block that open() would read from the tier too. Not archived ones
+   * (open() refuses those) and not empty ones (nothing to read).
+   */
+  get tierOpens(): TierOpensOf | undefined {
+    const t = this.opts.tierFiles;
+    if (!t || !this.opts.openDirect) return undefined;
+    return {
+      objectsDir: t.objectsDir,
+      blockSize: t.blockSize,
+      nameOf: (path: string): string | undefined => {
+        if (!this.tree) return undefined;
+        const node = lookupPath(this.tree.root, path);
+        if (!node || node.kind === 'dir' || node.index < 0) return undefined;
+        const info = node.info;
+        if (!(info.size > 0 && info.size <= t.blockSize) || archivedAs(info) !== undefined) return undefined;
+        return t.nameOf(info.key, info.etag);
+      },
+    };
+  }
+
+  /** See FsCore.openedElsewhere: counted as open() and read() would count these handles. */
+  openedElsewhere(opens: number, reads: number, bytes: number, diskBytes: number, delivered: number): void {
+    if (opens <= 0) return;
+    const labels = this.readLabels;
+    for (let i = 0; i < reads; i++) readWait.observe(labels, 0);
+    if (bytes > 0) {
+      servedBytes.inc(labels, bytes);
+      markFirstByte(this.channel, 'FastFile');
+    }
+    if (delivered > 0) {
+      channelObjects.inc({ channel: this.channel, mode: 'FastFile' }, delivered);
+      markFirstFile(this.channel, 'FastFile');
+    }
+    this.opts.tierFiles?.countHits(opens, diskBytes);
   }
 
   /** Counts `reads` reads of handle `fh` that were answered from heldBytes() outside read(), `bytes` in all, as read() would. */

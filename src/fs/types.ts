@@ -33,6 +33,13 @@ export interface StatFs {
  * Metadata calls answer synchronously when the answer is in memory, and with a promise
  * when it is not yet (a FastFile mount that is still listing asks S3; see core.ts).
  */
+/** See FsCore.tierOpens. */
+export interface TierOpensOf {
+  readonly objectsDir: string;
+  readonly blockSize: number;
+  nameOf(path: string): string | undefined;
+}
+
 export interface FsCore {
   getattr(path: string): Attr | Promise<Attr>;
   readdir(path: string): string[] | Promise<string[]>;
@@ -55,6 +62,18 @@ export interface FsCore {
    * has its getattrs answered in JavaScript only (src/fuse/kernel-mount.ts).
    */
   readonly listed?: Promise<void>;
+  /**
+   * Small files of the disk tier that may be opened outside open() (the FUSE thread,
+   * native/src/fuse_memread.c "Opens"): the tier's objects folder, its block size, and per
+   * listed path the cache file name (hex sha256) under which the file's one block would be,
+   * or undefined where only open() may open it. Optional.
+   */
+  readonly tierOpens?: TierOpensOf;
+  /**
+   * Counts `opens` handles opened and released outside open() (tierOpens): `reads` reads
+   * served `bytes`, `diskBytes` were read from the tier, `delivered` handles served a byte.
+   */
+  openedElsewhere?(opens: number, reads: number, bytes: number, diskBytes: number, delivered: number): void;
   /** Throws ReadOnlyError naming the operation; the adapter calls it for every write-like op. */
   refuse(op: string): never;
 }

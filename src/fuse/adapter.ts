@@ -51,9 +51,9 @@
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore } from '../fs/types.js';
-import { fuseMemoryGetattrs, fuseMemoryReads, fuseOps, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
+import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
-import type { MemReads, NativeOps, NativeStat, ReadReply } from './native.js';
+import type { MemReads, NativeOps, NativeStat, ReadReply, TierOpens } from './native.js';
 
 /** access(2) mode bit for write permission. */
 const W_OK = 2;
@@ -150,6 +150,8 @@ export interface ListedAttrs {
   gid: number;
   blksize: number;
   count: number;
+  /** With a core that has tierOpens: the C side's TierOpens (names: 32 bytes per row, zero for none). */
+  tier?: TierOpens;
 }
 
 /** Paths walked per event-loop turn while building ListedAttrs: ~5 ms of work, so reads are not held up. */
@@ -164,6 +166,8 @@ export async function listedAttrs(core: FsCore): Promise<ListedAttrs | undefined
   let at = 0;
   let uid = -1;
   let gid = -1;
+  const tier = core.tierOpens;
+  let names = tier ? Buffer.alloc(32 * 1024) : undefined;
   const add = (p: string, a: Attr): boolean => {
     const st = toNativeStat(a);
     const mtime = st.mtime.getTime();
@@ -181,6 +185,16 @@ export async function listedAttrs(core: FsCore): Promise<ListedAttrs | undefined
       const more = new Float64Array(2 * rows.length);
       more.set(rows);
       rows = more;
+    }
+    if (names && tier) {
+      if (32 * (count + 1) > names.length) {
+        const more = Buffer.alloc(2 * names.length);
+        names.copy(more);
+        names = more;
+      }
+      const name = (a.mode & S_IFMT) === S_IFREG ? tier.nameOf(p) : undefined;
+      // A name that is not 64 hex digits would be written short: such a row keeps its zeros (opened in JavaScript).
+      if (name !== undefined && /^[0-9a-f]{64}$/.test(name)) names.write(name, 32 * count, 32, 'hex');
     }
     const r = 5 * count++;
     rows[r] = len;
@@ -203,7 +217,10 @@ export async function listedAttrs(core: FsCore): Promise<ListedAttrs | undefined
       if (++turn % ATTR_ROWS_PER_TURN === 0) await new Promise<void>((r) => setImmediate(r));
     }
   }
-  return { paths: paths.subarray(0, at), rows: rows.subarray(0, 5 * count), uid, gid, blksize: BLKSIZE, count };
+  return {
+    paths: paths.subarray(0, at), rows: rows.subarray(0, 5 * count), uid, gid, blksize: BLKSIZE, count,
+    ...(tier && names ? { tier: { objectsDir: tier.objectsDir, blockSize: tier.blockSize, names: names.subarray(0, 32 * count) } } : {}),
+  };
 }
 
 /** Counts `n` getattrs answered in C from the listing (native.ts MemAttrs) as getattrs answered at once. */
@@ -214,11 +231,40 @@ export function countMemGetattrs(n: number): void {
   for (let i = 0; i < n; i++) fuseOpSeconds.observe(GETATTR_LABELS, 0);
 }
 
+/**
+ * Counts handles opened, read and released in C from the disk tier (native.ts MemAttrs.takeOpens:
+ * `c` = opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a
+ * byte) as the JavaScript path counts them: each open, read and release answered at once.
+ */
+export function countMemOpens(core: FsCore, c: Float64Array): void {
+  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0] = c;
+  if (opens <= 0) return;
+  fuseMemoryOpens.inc(opens);
+  fuseOps.inc(OPEN_OK_LABELS, opens);
+  fuseOps.inc(RELEASE_OK_LABELS, opens);
+  for (let i = 0; i < opens; i++) {
+    fuseOpSeconds.observe(OPEN_LABELS, 0);
+    fuseOpSeconds.observe(RELEASE_LABELS, 0);
+  }
+  if (reads > 0) {
+    fuseOps.inc(READ_OK_LABELS, reads);
+    fuseMemoryReads.inc(reads);
+    for (let i = 0; i < reads; i++) {
+      fuseOpSeconds.observe(READ_LABELS, 0);
+      fuseReadBytes.observe(asked / reads);
+    }
+  }
+  core.openedElsewhere?.(opens, reads, served, diskBytes, delivered);
+}
+
+const OPEN_LABELS = { op: 'open' } as const;
+const OPEN_OK_LABELS = { op: 'open', result: 'ok' } as const;
 const GETATTR_LABELS = { op: 'getattr' } as const;
 const GETATTR_OK_LABELS = { op: 'getattr', result: 'ok' } as const;
 /** st_mode's file type bits, and a folder's. */
 const S_IFMT = 0o170000;
 const S_IFDIR = 0o040000;
+const S_IFREG = 0o100000;
 
 /** Metric labels of the read path, built once (prom-client takes label objects). */
 const READ_LABELS = { op: 'read' } as const;

@@ -58,6 +58,8 @@ export interface FastFileMount {
   readonly listed: Promise<void>;
   /** Settles true once lookups of listed paths are answered in libfuse's thread (kernel-mount.ts), false when they never will be. */
   readonly attrTable: Promise<boolean>;
+  /** Takes now what libfuse's thread answered without JavaScript into the core and the metrics (else once a second; KernelMount.takeCounts). */
+  takeCounts(): void;
   /** Resolves when the mount was removed from outside (fusermount -u, umount); see kernel-mount.ts. */
   readonly gone: Promise<void>;
   /** Unmounts, stops prefetch and closes the S3 client. Idempotent. */
@@ -125,7 +127,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
       owner: { uid: o.uid, gid: o.gid, fileMode: o.fileMode, dirMode: o.dirMode },
-      ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size), openDirect: (key: string, etag: string, size: number) => client.openWhole(key, etag, size) } : {}),
+      ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size), openDirect: (key: string, etag: string, size: number) => client.openWhole(key, etag, size), tierFiles: client.tierFiles() } : {}),
       // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
       kernelReadahead: o.readAheadKb * 1024,
     });
@@ -161,6 +163,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       listed,
       gone: kmount.gone,
       attrTable: kmount.attrTable,
+      takeCounts: () => kmount.takeCounts(),
       unmount() {
         done ??= (async () => {
           await kmount.unmount();

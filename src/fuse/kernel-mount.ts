@@ -40,7 +40,7 @@ import path from 'node:path';
 import { FuseUnavailableError, MountpointError } from '../errors.js';
 import type { FsCore } from '../fs/types.js';
 import { log } from '../log.js';
-import { countMemGetattrs, fuseOpsFor, listedAttrs, memReadDrainer } from './adapter.js';
+import { countMemGetattrs, countMemOpens, fuseOpsFor, listedAttrs, memReadDrainer } from './adapter.js';
 import { ReadDeadlines } from './deadline.js';
 import { detachMount, checkFuseAvailable, checkFuseFdMount, fuseFdOf, readMounts } from './mountpoint.js';
 import { LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseMaxRead, requestFuseMaxRead, type MemAttrs, type MemReads, type NativeFuse } from './native.js';
@@ -76,6 +76,12 @@ export interface KernelMount {
   readonly attrTable: Promise<boolean>;
   /** The largest read the kernel sends this mount, bytes (128 KiB unless the INIT reply raised it). */
   readonly maxRead: number;
+  /**
+   * Takes now what libfuse's thread answered without JavaScript (reads and releases of held
+   * files, getattrs, opens from the disk tier) into the core and the metrics, which is
+   * otherwise done once every MEM_DRAIN_MS and at unmount (tests, bench).
+   */
+  takeCounts(): void;
   /** Resolves when the mount has disappeared without unmount() (removed from outside). */
   readonly gone: Promise<void>;
   /** Unmounts (lazily if busy). Idempotent. */
@@ -174,8 +180,10 @@ function installListedAttrs(core: FsCore, listed: Promise<void>, table: () => Me
   return listed.then(() => (table() ? listedAttrs(core) : undefined)).then((rows) => {
     const t = table();
     if (!rows || !t) return false;
-    const ok = t.install(rows.paths, rows.rows, rows.uid, rows.gid, rows.blksize);
-    flog.debug({ paths: rows.count, ok }, 'listing handed to C for getattr');
+    // SLUICE_NO_C_OPEN=1 (a test hook, docs/CONFIGURATION.md): small files are opened in JavaScript, their reads still answered in C.
+    const tier = process.env.SLUICE_NO_C_OPEN === '1' ? undefined : rows.tier;
+    const ok = t.install(rows.paths, rows.rows, rows.uid, rows.gid, rows.blksize, tier);
+    flog.debug({ paths: rows.count, ok, tierOpens: tier !== undefined }, 'listing handed to C for getattr');
     return ok;
   }, () => false);
 }
@@ -195,6 +203,8 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   const drainMem = memReadDrainer(core, (fh, err) => flog.warn({ fh, err: err instanceof Error ? err.message : String(err) }, 'releasing a handle released in C failed'));
   // getattr answered in C from the listing (native.ts MemAttrs), installed once listed.
   let attrTable: MemAttrs | undefined;
+  // Counts of handles opened in C from the disk tier (MemAttrs.takeOpens), taken with the getattrs.
+  const openCounts = new Float64Array(6);
   /** Stops answering reads (and getattrs) in C: what the kernel released is released in the core, what is open goes back to the JavaScript read path. */
   const stopMemReads = (): void => {
     if (memTimer) clearInterval(memTimer);
@@ -203,7 +213,11 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     if (m) drainMem(m, true);
     const a = attrTable;
     attrTable = undefined;
-    if (a) countMemGetattrs(a.take(true));
+    if (a) {
+      countMemGetattrs(a.take(true));
+      a.takeOpens(openCounts);
+      countMemOpens(core, openCounts);
+    }
   };
   const fuse: NativeFuse = new Fuse(mnt, fuseOpsFor(core, { onUnexpectedError: errorLogger(), readDeadlines, memReads: () => mem }), {
     timeout: opts.fuseTimeoutMs,
@@ -236,12 +250,16 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   }), INIT_TIMEOUT_MS, `mounting ${mnt}`);
   mem = fuse.memReads();
   attrTable = fuse.memAttrs();
+  const takeCounts = (): void => {
+    if (mem) drainMem(mem);
+    if (attrTable) {
+      countMemGetattrs(attrTable.take());
+      attrTable.takeOpens(openCounts);
+      countMemOpens(core, openCounts);
+    }
+  };
   if (mem) {
-    const m = mem;
-    memTimer = setInterval(() => {
-      drainMem(m);
-      if (attrTable) countMemGetattrs(attrTable.take());
-    }, MEM_DRAIN_MS);
+    memTimer = setInterval(takeCounts, MEM_DRAIN_MS);
     memTimer.unref();
   }
   const attrTableIn = attrTable && core.listed ? installListedAttrs(core, core.listed, () => attrTable) : Promise.resolve(false);
@@ -287,6 +305,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
       directMeta: fuse.directMeta,
       memReads: mem !== undefined,
       attrTable: attrTableIn,
+      takeCounts,
       // Nothing here waits for a request through the mount: read on use.
       get maxRead() { return sized ? negotiatedFuseMaxRead() : LIBFUSE2_MAX_READ; },
       // Its mount point is unknown here, so its removal is not watched: it never resolves.
@@ -339,5 +358,5 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
         'could not set the mount readahead (needs root and a writable /sys); sequential reads may be slower');
     }
   }
-  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, memReads: mem !== undefined, attrTable: attrTableIn, maxRead, gone, unmount };
+  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, memReads: mem !== undefined, attrTable: attrTableIn, takeCounts, maxRead, gone, unmount };
 }

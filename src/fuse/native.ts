@@ -177,8 +177,9 @@ export interface FuseFdShim {
   memReadClear?(thread: Buffer, out: Float64Array): number;
   memReadMounted?(thread: Buffer): boolean;
   /** native/src/fuse_memread.c: the listing getattr answers from (see MemAttrs). */
-  attrTableSet?(thread: Buffer, paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number): boolean;
+  attrTableSet?(thread: Buffer, paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number, tierDir?: string, tierBlock?: number, names?: Buffer): boolean;
   attrTableTake?(thread: Buffer, clear: boolean): number;
+  ownOpensTake?(thread: Buffer, out: Float64Array): void;
 }
 
 /** Counts of one handle's reads answered in C: reads, bytes served, bytes the kernel asked for. */
@@ -212,9 +213,27 @@ export interface MemAttrs {
    * Installs the listing (see ListedAttrs in adapter.ts): rows of (path bytes, mode, nlink,
    * size, mtime ms), the paths' UTF-8 bytes one after another. False when refused.
    */
-  install(paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number): boolean;
+  install(paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number, tier?: TierOpens): boolean;
   /** getattrs answered from the table since the last take; `clear` also drops the table (unmount). */
   take(clear?: boolean): number;
+  /**
+   * Handles opened in C from the disk tier (TierOpens) and released since the last take:
+   * opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a
+   * byte, written into `out` (length 6).
+   */
+  takeOpens(out: Float64Array): void;
+}
+
+/**
+ * Small files opened in libfuse's worker thread (native/src/fuse_memread.c "Opens"): for
+ * each listed row with a name, the OPEN reads the one-block cache file `names[32 * row ..]`
+ * under `objectsDir` and checks it as DiskCache.openSmall does; JavaScript never sees the
+ * handle. A name of 32 zero bytes: the file is opened here as usual.
+ */
+export interface TierOpens {
+  objectsDir: string;
+  blockSize: number;
+  names: Buffer;
 }
 
 /** Records per drain call: one N-API call empties a queue of this many releases. */
@@ -434,9 +453,15 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
       if (this.memAttrsOnce !== undefined) return this.memAttrsOnce ?? undefined;
       if (!this.memReads()) return undefined; // same conditions: our fuse_new wrapped this mount
       const thread = (this as unknown as { _thread: Buffer })._thread;
-      const { attrTableSet, attrTableTake } = optionalShim ?? fdShim ?? {};
+      const { attrTableSet, attrTableTake, ownOpensTake } = optionalShim ?? fdShim ?? {};
       this.memAttrsOnce = attrTableSet && attrTableTake
-        ? { install: (paths, rows, uid, gid, blksize) => attrTableSet(thread, paths, rows, uid, gid, blksize), take: (clear = false) => attrTableTake(thread, clear) }
+        ? {
+          install: (paths, rows, uid, gid, blksize, tier) => (tier && ownOpensTake
+            ? attrTableSet(thread, paths, rows, uid, gid, blksize, tier.objectsDir, tier.blockSize, tier.names)
+            : attrTableSet(thread, paths, rows, uid, gid, blksize)),
+          take: (clear = false) => attrTableTake(thread, clear),
+          takeOpens: (out) => (ownOpensTake ? ownOpensTake(thread, out) : out.fill(0)),
+        }
         : null;
       return this.memAttrsOnce ?? undefined;
     }

@@ -349,6 +349,12 @@ export const fuseMemoryReads = new client.Counter({
   registers: [registry],
 });
 
+export const fuseMemoryOpens = new client.Counter({
+  name: 'sluice_fuse_memory_opens_total',
+  help: 'FUSE opens of small files answered in libfuse\'s worker thread from the disk tier (read whole and CRC32C-checked there), without a hop to JavaScript; their reads and release are answered there too (all counted in sluice_fuse_operations_total, and the disk reads in sluice_disk_cache_hits_total, once released).',
+  registers: [registry],
+});
+
 export const fuseMemoryGetattrs = new client.Counter({
   name: 'sluice_fuse_memory_getattrs_total',
   help: 'FUSE getattrs (lookups) of listed paths answered in libfuse\'s worker thread from a copy of the listing, without a hop to JavaScript (also counted in sluice_fuse_operations_total{op="getattr"}, within a second).',

@@ -157,3 +157,29 @@ t.test('listedAttrs: every path with its mode, nlink, size and mtime; refused wh
   t.equal(await listedAttrs(fakeCore((p) => ({ ...(p === '/' || p === '/d' ? dirAttr() : fileAttr(1)), mtime: new Date(-1000) }))), undefined,
     'an mtime before 1970: no table');
 });
+
+t.test('listedAttrs with tierOpens: each file row carries its cache file name, folders and files without one carry zeros', async (t) => {
+  const named = 'ab'.repeat(32);
+  const asked: string[] = [];
+  const core: FsCore = {
+    ...fakeCore((p) => (p === '/' || p === '/d' ? dirAttr() : fileAttr(100))),
+    tierOpens: { objectsDir: '/tier/objects', blockSize: 262_144, nameOf: (p) => { asked.push(p); return p === '/d/g' ? named : p === '/f' ? 'not-hex' : undefined; } },
+  };
+  const rows = await listedAttrs(core);
+  t.ok(rows?.tier, 'built, with the tier');
+  t.equal(rows!.tier!.objectsDir, '/tier/objects');
+  t.equal(rows!.tier!.blockSize, 262_144);
+  t.equal(rows!.tier!.names.length, 32 * rows!.count, '32 bytes per row');
+  t.same([...asked].sort(), ['/d/g', '/f'], 'names asked for files only');
+  let at = 0;
+  const byPath = new Map<string, string>();
+  for (let i = 0; i < rows!.count; i++) {
+    const len = rows!.rows[5 * i]!;
+    byPath.set(rows!.paths.subarray(at, at + len).toString(), rows!.tier!.names.toString('hex', 32 * i, 32 * i + 32));
+    at += len;
+  }
+  t.equal(byPath.get('/d/g'), named, 'a file with a name: its 32 bytes');
+  t.equal(byPath.get('/f'), '00'.repeat(32), 'a name that is not 64 hex digits: zeros (opened in JavaScript)');
+  t.equal(byPath.get('/d'), '00'.repeat(32), 'a folder: zeros');
+  t.equal((await listedAttrs(fakeCore(() => dirAttr())))?.tier, undefined, 'a core without tierOpens: no tier');
+});

@@ -1,9 +1,10 @@
 /**
- * Small files from the disk tier answered in libfuse's worker thread (native/src/fuse_memread.c):
- * real kernel mounts over a tier filled once, every byte read compared with its source by
- * sha256 (whole files, reads at offsets and past the end, many readers at once, open/close
- * churn), a mount unmounted with handles open, a corrupt cache file, the fallback without the
- * C path (SLUICE_NO_NATIVE), and the metrics of reads answered in C.
+ * Small files from the disk tier answered in libfuse's worker thread (native/src/fuse_memread.c,
+ * native/src/tier_small.c): real kernel mounts over a tier filled once, every byte read compared
+ * with its source by sha256 (whole files, reads at offsets and past the end, many readers at
+ * once, open/close churn), a mount unmounted with handles open, a corrupt and a missing cache
+ * file, opens in JavaScript with reads in C (SLUICE_NO_C_OPEN), the fallback without the C path
+ * (SLUICE_NO_NATIVE), and the metrics of what C answered.
  */
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -32,6 +33,7 @@ const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 const metric = metricSum;
 const memReads = () => metric('sluice_fuse_memory_reads_total');
+const memOpens = () => metric('sluice_fuse_memory_opens_total');
 const served = () => metric('sluice_served_bytes_total');
 const delivered = () => metric('sluice_channel_objects_total');
 const readOps = () => metric('sluice_fuse_operations_total', { op: 'read', result: 'ok' });
@@ -91,17 +93,20 @@ const ODD_SIZES = [1, 100, 4095, 4096, 4097, 30_000, 65_536, 100_003, BLOCK - 1,
 const smallObjects = () => objects.filter((o) => o.size <= BLOCK);
 const fileOf = (mnt: string, o: SeededObject) => path.join(mnt, o.key.slice(PREFIX.length));
 
-async function mount(t: Test, name: string): Promise<FastFileMount> {
+async function mount(t: Test, name: string, native = true): Promise<FastFileMount> {
   const mnt = await tempMountpoint(t, name);
   const m = await mountFastFile({ uri: `s3://${BUCKET}/${PREFIX}`, mountpoint: mnt, options: testMountOptions(s3.endpoint, { cacheDir, cacheDirWriteRate: 1024 * MiB }) });
   t.teardown(() => m.unmount());
   await m.listed;
+  // The listing reaches C a little after it is done: from then on C opens small files (unless SLUICE_NO_C_OPEN).
+  t.equal(await m.attrTable, native, native ? 'the listing is handed to C' : 'no listing in C');
   return m;
 }
 
-/** Waits (bounded) until the core holds no open handle: the handles released in C have been taken (kernel-mount.ts, once a second). */
+/** Waits (bounded) until the core holds no open handle, taking what C answered (kernel-mount.ts does it once a second). */
 async function drained(m: FastFileMount): Promise<boolean> {
   for (let i = 0; i < 100; i++) {
+    m.takeCounts();
     if (m.core.openHandleCount === 0) return true;
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -139,19 +144,35 @@ t.teardown(async () => {
   if (cacheDir) await rm(cacheDir, { recursive: true, force: true });
 });
 
-t.test('a restarted mount answers small files in C: bytes right, no GET, metrics counted', async (t) => {
-  const m = await mount(t, 'memread-whole');
-  const [r0, s0, d0, o0, g0] = [await memReads(), await served(), await delivered(), await readOps(), await gets()];
-  const got = await childRead({ files: objects.map((o) => fileOf(m.mountpoint, o)) });
-  checkAll(t, got, objects, 'whole files');
-  t.ok(await drained(m), 'every handle released in C was released in the core');
-  const inC = (await memReads()) - r0;
-  t.ok(inC >= smallObjects().length, `reads answered in C (${inC}) cover every small file (${smallObjects().length})`);
-  t.ok((await readOps()) - o0 >= inC, 'reads answered in C are counted as read operations');
-  t.equal((await served()) - s0, objects.reduce((a, o) => a + o.size, 0), 'served bytes count every byte, C and JavaScript alike');
-  t.equal((await delivered()) - d0, objects.length, 'every file counted as delivered');
-  t.equal((await gets()) - g0, 0, 'no GET: every block from the tier');
-});
+for (const cOpen of [true, false]) {
+  const how = cOpen ? 'opened and read in C' : 'opened in JavaScript (SLUICE_NO_C_OPEN), read in C';
+  t.test(`a restarted mount answers small files in C, ${how}: bytes right, no GET, metrics counted`, async (t) => {
+    if (!cOpen) {
+      process.env.SLUICE_NO_C_OPEN = '1';
+      t.teardown(() => { delete process.env.SLUICE_NO_C_OPEN; });
+    }
+    const m = await mount(t, 'memread-whole');
+    const count = (labels: Record<string, string>) => metric('sluice_fuse_operations_total', labels);
+    const [r0, s0, d0, o0, g0, m0, h0, hb0, op0, rel0] = [await memReads(), await served(), await delivered(), await readOps(), await gets(), await memOpens(),
+      await metric('sluice_disk_cache_hits_total'), await metric('sluice_disk_cache_read_bytes_total'), await count({ op: 'open', result: 'ok' }), await count({ op: 'release', result: 'ok' })];
+    const got = await childRead({ files: objects.map((o) => fileOf(m.mountpoint, o)) });
+    checkAll(t, got, objects, 'whole files');
+    t.ok(await drained(m), 'every handle released in C was released in the core');
+    const small = smallObjects();
+    const inC = (await memReads()) - r0;
+    t.ok(inC >= small.length, `reads answered in C (${inC}) cover every small file (${small.length})`);
+    t.equal((await memOpens()) - m0, cOpen ? small.length : 0, cOpen ? 'every small file was opened in C' : 'no open answered in C');
+    t.ok((await readOps()) - o0 >= inC, 'reads answered in C are counted as read operations');
+    t.equal((await count({ op: 'open', result: 'ok' })) - op0, objects.length, 'every open counted once, C and JavaScript alike');
+    t.equal((await count({ op: 'release', result: 'ok' })) - rel0, objects.length, 'every release counted once');
+    t.equal((await served()) - s0, objects.reduce((a, o) => a + o.size, 0), 'served bytes count every byte, C and JavaScript alike');
+    t.equal((await delivered()) - d0, objects.length, 'every file counted as delivered');
+    t.equal((await gets()) - g0, 0, 'no GET: every block from the tier');
+    // Small files are one block each; the two large ones (BLOCK + 1, 3 MiB + 17) are read through the tier's other paths.
+    t.ok((await metric('sluice_disk_cache_hits_total')) - h0 >= small.length, 'each small file is a disk-tier hit');
+    t.ok((await metric('sluice_disk_cache_read_bytes_total')) - hb0 >= small.reduce((a, o) => a + o.size, 0), 'and its bytes are counted as read from the tier');
+  });
+}
 
 t.test('reads at offsets and past the end', async (t) => {
   const m = await mount(t, 'memread-ranges');
@@ -173,6 +194,7 @@ t.test('reads at offsets and past the end', async (t) => {
     }
   }
   t.equal(bad, 0, `every range of ${objs.length} files matches its source, past the end too`);
+  t.ok(await drained(m), 'every handle released');
   t.ok((await memReads()) - r0 > objs.length, 'range reads were answered in C');
 });
 
@@ -189,14 +211,19 @@ t.test('many readers at once, of the same and of different files, and open/close
   orders.forEach((objs, k) => checkAll(t, runs[k]!, objs, `reader ${k}`));
   checkAll(t, runs[6]!, [small[0]!], 'churn reader 1');
   checkAll(t, runs[7]!, [small[1]!], 'churn reader 2');
-  t.ok((await memReads()) - r0 > 0, 'answered in C');
   t.ok(await drained(m), 'after 600 opens and closes, every handle is released in the core');
+  t.ok((await memReads()) - r0 > 0, 'answered in C');
 });
 
-t.test('unmount while handles answered in C are open', async (t) => {
+for (const cOpen of [true, false]) {
+t.test(`unmount while handles answered in C are open (${cOpen ? 'opened in C' : 'opened in JavaScript'})`, async (t) => {
+  if (!cOpen) {
+    process.env.SLUICE_NO_C_OPEN = '1';
+    t.teardown(() => { delete process.env.SLUICE_NO_C_OPEN; });
+  }
   const m = await mount(t, 'memread-unmount');
   const small = smallObjects();
-  const s0 = await served();
+  const [s0, m0] = [await served(), await memOpens()];
   const child = spawn(process.execPath, ['-e', READER, JSON.stringify({ files: small.map((o) => fileOf(m.mountpoint, o)), hold: true })], { stdio: ['pipe', 'pipe', 'inherit'] });
   t.teardown(() => { child.kill('SIGKILL'); });
   const exited = new Promise((r) => child.on('exit', r));
@@ -205,9 +232,13 @@ t.test('unmount while handles answered in C are open', async (t) => {
     child.stdout.on('data', (b: Buffer) => { if (b.toString().includes('open')) { clearTimeout(timer); resolve(); } });
     child.on('exit', () => reject(new Error('reader exited')));
   });
-  t.ok(m.core.openHandleCount >= small.length, `${m.core.openHandleCount} handles open`);
+  // Handles opened in C are not the core's: they show in the count of opens in C, taken at the unmount.
+  const inCore = m.core.openHandleCount;
   const dev = (await stat(m.mountpoint)).dev;
   await m.unmount(); // busy: detached lazily; the entries left in C are counted and dropped
+  const inC = (await memOpens()) - m0;
+  t.ok(inCore + inC >= small.length, `${inCore} handles open in the core and ${inC} in C`);
+  if (cOpen) t.ok(inC > 0, 'some of them opened in C');
   t.ok((await served()) - s0 >= small.length * 10, 'the bytes read before the unmount are counted');
   child.stdin.end();
   child.kill('SIGKILL');
@@ -217,6 +248,7 @@ t.test('unmount while handles answered in C are open', async (t) => {
   const stuck = await exitedWithin(child, exited, 30_000, dev);
   t.equal(stuck, undefined, 'the reader exits: every request of the detached mount is answered');
 });
+}
 
 t.test('a corrupt cache file is never served: its CRC fails at open and the file comes from S3', async (t) => {
   const objs = await readdir(path.join(cacheDir, TIER_FOLDER, 'objects'));
@@ -237,12 +269,30 @@ t.test('a corrupt cache file is never served: its CRC fails at open and the file
   checkAll(t, got, objects, 'with one damaged cache file');
   t.equal((await metric('sluice_disk_cache_checksum_failures_total')) - f0, 1, 'the damaged block was detected');
   t.ok((await gets()) - g0 >= 1, 'and its file read from S3');
+  // C refused it (the CRC failed there too) and left it to JavaScript, which counted and repaired it: the others were opened in C.
+  t.ok(await drained(m), 'every handle released');
+});
+
+t.test('a cache file removed under the mount is read from S3, the others still opened in C', async (t) => {
+  const m = await mount(t, 'memread-removed');
+  const victim = smallObjects()[3]!;
+  // The tier's own name for it (what C looks up): the same file the JavaScript path would open.
+  const tier = m.core.tierOpens!;
+  const name = tier.nameOf('/' + victim.key.slice(PREFIX.length))!;
+  t.match(name, /^[0-9a-f]{64}$/, 'the file has a cache file name');
+  await rm(path.join(tier.objectsDir, name.slice(0, 2), name));
+  const [g0, m0] = [await gets(), await memOpens()];
+  const got = await childRead({ files: objects.map((o) => fileOf(m.mountpoint, o)) });
+  checkAll(t, got, objects, 'with one cache file removed');
+  t.ok(await drained(m), 'every handle released');
+  t.ok((await gets()) - g0 >= 1, 'the removed file came from S3');
+  t.equal((await memOpens()) - m0, smallObjects().length - 1, 'every other small file was opened in C');
 });
 
 t.test('SLUICE_NO_NATIVE: no reads in C, the same bytes and metrics through JavaScript', async (t) => {
   process.env.SLUICE_NO_NATIVE = '1';
   t.teardown(() => { delete process.env.SLUICE_NO_NATIVE; });
-  const m = await mount(t, 'memread-off');
+  const m = await mount(t, 'memread-off', false);
   const [r0, s0, d0] = [await memReads(), await served(), await delivered()];
   const got = await childRead({ files: objects.map((o) => fileOf(m.mountpoint, o)) });
   checkAll(t, got, objects, 'without the C path');

@@ -1,0 +1,211 @@
+/*
+ * A one-block file read whole from the disk tier, in libfuse's worker thread (issue 14: the
+ * OPEN of a restarted job's small file answered without JavaScript; see fuse_memread.c
+ * "Opens").
+ *
+ * It reads exactly what src/cache/disk-cache.ts openSmall() reads, with the same checks, and
+ * the layout is that file's design note (sluice-tier-v2):
+ *   objects/XX/<h>.map  header: magic "SLM2" u32 LE, block size u32, 8 reserved, h (32
+ *                       bytes), 12 reserved, CRC32C of the 60 bytes before it; then entry 0:
+ *                       stored length u32, CRC32C of those bytes u32
+ *   objects/XX/<h>      the object's bytes at offset 0
+ * Steps: open the sidecar, one pread of header and entry 0 (72 bytes), check the header
+ * (magic, block size, h, CRC) and that entry 0 holds exactly `size` bytes; open the data
+ * file, pread `size` bytes, check their CRC32C against the entry; touch the sidecar (its
+ * mtime is the object's LRU age across processes); close both. Five syscalls besides the
+ * two opens and closes, where JavaScript keeps the files open (but pays a hop per open).
+ * The bytes are served only if every check passed. On any failure nothing is repaired here
+ * and the caller hands the OPEN to JavaScript, whose openSmall() finds the same fault,
+ * zeroes the entry or discards the file, counts it, and reads the block from S3 again: one
+ * place owns repairs and their metrics.
+ * Races: another process may evict (unlink) or rewrite the object meanwhile. An unlinked
+ * file read through an fd still holds its bytes; a rewrite only ever writes the same bytes
+ * (same ETag), entries after bytes; a sidecar paired with a recreated data file fails the
+ * CRC. So a block either passes its CRC against its own entry or is not served, as in
+ * JavaScript.
+ * Touch: futimens on every open, where JavaScript touches an object at most once a minute
+ * (it keeps a table of when); one syscall, and the LRU age it gives is only fresher.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <node_api.h>
+
+#include "sluice_tier.h"
+
+/* Sidecar layout (src/cache/disk-cache.ts HEADER_BYTES, ENTRY_BYTES, MAGIC). */
+#define HEADER_BYTES 64
+#define ENTRY_BYTES 8
+#define MAGIC 0x324d4c53u /* "SLM2" little-endian */
+
+static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* ---- CRC32C: SSE 4.2's crc32 instruction where the CPU has it, else a table (slicing by 8). ---- */
+
+static uint32_t table[8][256];
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void make_table(void) {
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+    table[0][i] = c;
+  }
+  for (uint32_t i = 0; i < 256; i++) {
+    for (int t = 1; t < 8; t++) table[t][i] = (table[t - 1][i] >> 8) ^ table[0][table[t - 1][i] & 0xff];
+  }
+}
+
+static uint32_t crc32c_table(uint32_t c, const uint8_t *p, size_t n) {
+  pthread_once(&table_once, make_table);
+  while (n >= 8) {
+    uint32_t lo = c ^ le32(p), hi = le32(p + 4);
+    c = table[7][lo & 0xff] ^ table[6][(lo >> 8) & 0xff] ^ table[5][(lo >> 16) & 0xff] ^ table[4][lo >> 24] ^
+        table[3][hi & 0xff] ^ table[2][(hi >> 8) & 0xff] ^ table[1][(hi >> 16) & 0xff] ^ table[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) c = (c >> 8) ^ table[0][(c ^ *p++) & 0xff];
+  return c;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t c, const uint8_t *p, size_t n) {
+  uint64_t c64 = c;
+  while (n >= 8) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    c64 = __builtin_ia32_crc32di(c64, v);
+    p += 8;
+    n -= 8;
+  }
+  c = (uint32_t)c64;
+  while (n--) c = __builtin_ia32_crc32qi(c, *p++);
+  return c;
+}
+#endif
+
+static uint32_t crc32c_with(const void *buf, size_t n, int portable) {
+  uint32_t c = 0xffffffffu;
+#if defined(__x86_64__)
+  if (!portable && __builtin_cpu_supports("sse4.2")) return ~crc32c_sse42(c, buf, n);
+#endif
+  (void)portable;
+  return ~crc32c_table(c, buf, n);
+}
+
+uint32_t sluice_crc32c(const void *buf, size_t n) { return crc32c_with(buf, n, 0); }
+
+/* ---- the read ---- */
+
+/* Reads until n bytes or end of file; the count, or -errno. */
+static ssize_t pread_full(int fd, void *buf, size_t n, off_t at) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, (char *)buf + got, n - got, at + (off_t)got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (r == 0) break;
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
+}
+
+int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out) {
+  static const char hex[] = "0123456789abcdef";
+  if (size == 0 || size > block_size) return -EINVAL;
+  char hname[65];
+  for (int i = 0; i < 32; i++) {
+    hname[2 * i] = hex[name[i] >> 4];
+    hname[2 * i + 1] = hex[name[i] & 15];
+  }
+  hname[64] = 0;
+  char file[PATH_MAX];
+  int len = snprintf(file, sizeof file - 4, "%s/%.2s/%s", objects_dir, hname, hname);
+  if (len < 0 || (size_t)len >= sizeof file - 4) return -ENAMETOOLONG;
+  memcpy(file + len, ".map", 5);
+  int map = open(file, O_RDONLY | O_CLOEXEC);
+  if (map < 0) return -errno;
+  uint8_t hdr[HEADER_BYTES + ENTRY_BYTES];
+  ssize_t got = pread_full(map, hdr, sizeof hdr, 0);
+  int res = -EBADMSG;
+  if (got == (ssize_t)sizeof hdr && le32(hdr) == MAGIC && le32(hdr + 4) == block_size && memcmp(hdr + 16, name, 32) == 0 &&
+      le32(hdr + 60) == sluice_crc32c(hdr, 60) && le32(hdr + HEADER_BYTES) == size) {
+    uint32_t crc = le32(hdr + HEADER_BYTES + 4);
+    file[len] = 0;
+    int data = open(file, O_RDONLY | O_CLOEXEC);
+    if (data < 0) {
+      res = -errno;
+    } else {
+      got = pread_full(data, out, (size_t)size, 0);
+      if (got < 0) res = (int)got;
+      else if ((uint64_t)got == size && sluice_crc32c(out, (size_t)size) == crc) res = 0;
+      close(data);
+    }
+    if (res == 0) futimens(map, NULL); /* a read-only filesystem: the LRU age stays the write time */
+  } else if (got < 0) {
+    res = (int)got;
+  }
+  close(map);
+  return res;
+}
+
+/* ---- N-API, for tests (test/native/tier-small.ts): the same functions the FUSE thread calls ---- */
+
+/* tierCrc32c(bytes: Buffer, portable: boolean): number (portable: the table, not the CPU's instruction). */
+static napi_value js_crc32c(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], r;
+  void *data;
+  size_t len;
+  bool is = false, portable = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || napi_is_buffer(env, argv[0], &is) != napi_ok || !is ||
+      napi_get_buffer_info(env, argv[0], &data, &len) != napi_ok || napi_get_value_bool(env, argv[1], &portable) != napi_ok) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "tierCrc32c(bytes: Buffer, portable: boolean)");
+    return NULL;
+  }
+  napi_create_uint32(env, crc32c_with(data, len, portable), &r);
+  return r;
+}
+
+/* tierReadSmall(objectsDir: string, name: Buffer(32), blockSize: number, size: number): Buffer (the verified bytes) or a negative errno. */
+static napi_value js_read_small(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4], r;
+  char dir[PATH_MAX];
+  size_t dl, nl;
+  void *name;
+  bool is = false;
+  uint32_t block;
+  int64_t size;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4 ||
+      napi_get_value_string_utf8(env, argv[0], dir, sizeof dir, &dl) != napi_ok || napi_is_buffer(env, argv[1], &is) != napi_ok || !is ||
+      napi_get_buffer_info(env, argv[1], &name, &nl) != napi_ok || nl != 32 || napi_get_value_uint32(env, argv[2], &block) != napi_ok ||
+      napi_get_value_int64(env, argv[3], &size) != napi_ok || size <= 0 || size > block) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "tierReadSmall(objectsDir: string, name: Buffer(32), blockSize: number, size: number (1..blockSize))");
+    return NULL;
+  }
+  void *out;
+  if (napi_create_buffer(env, (size_t)size, &out, &r) != napi_ok) return NULL;
+  int res = sluice_tier_read_small(dir, name, block, (uint64_t)size, out);
+  if (res == 0) return r;
+  napi_create_int32(env, res, &r);
+  return r;
+}
+
+napi_status sluice_tier_init(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+    {"tierCrc32c", NULL, js_crc32c, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"tierReadSmall", NULL, js_read_small, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+}

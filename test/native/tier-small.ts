@@ -1,0 +1,120 @@
+/**
+ * The disk tier's small-file reader in C (native/src/tier_small.c), which libfuse's thread
+ * uses to answer OPENs: against cache files written by src/cache/disk-cache.ts, it returns
+ * exactly the object's bytes, and refuses (never returns bytes) for every fault DiskCache
+ * itself refuses: a flipped data byte, a short data file, a wrong or zeroed entry, a damaged
+ * or foreign sidecar header, a missing file. Its CRC32C equals @node-rs/crc32's, on the CPU's
+ * instruction and on the portable table.
+ */
+import { existsSync } from 'node:fs';
+import { copyFile, mkdtemp, readFile, rm, stat, truncate, unlink, utimes, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { crc32c } from '@node-rs/crc32';
+import t from 'tap';
+import { DISK_BLOCK_SIZE, DiskCache, objectName, TIER_FOLDER } from '../../src/cache/disk-cache.js';
+import { patternBytes } from '../helpers/fake-client.js';
+
+const B = DISK_BLOCK_SIZE;
+const MiB = 1024 * 1024;
+const NS = 'http://fake\0bucket';
+const EBADMSG = -74;
+const ENOENT = -2;
+const BUILT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native', 'build', 'Release', 'sluice_native.node');
+
+interface TierAddon {
+  tierCrc32c(bytes: Buffer, portable: boolean): number;
+  tierReadSmall(objectsDir: string, name: Buffer, blockSize: number, size: number): Buffer | number;
+}
+const addon = existsSync(BUILT) ? (createRequire(import.meta.url)(BUILT) as Partial<TierAddon>) : undefined;
+const skip = addon?.tierReadSmall ? false : 'native addon not built (npm run build:native)';
+
+t.test('CRC32C in C equals @node-rs/crc32 (instruction and table), at every length and alignment', { skip }, async (t) => {
+  const a = addon as TierAddon;
+  const big = patternBytes(3 * DISK_BLOCK_SIZE, 99);
+  let bad = 0;
+  let cases = 0;
+  for (const portable of [false, true]) {
+    for (let len = 0; len <= 300; len++) {
+      for (const off of [0, 1, 3, 7]) {
+        const b = big.subarray(off, off + len);
+        cases++;
+        if (a.tierCrc32c(b, portable) !== crc32c(b)) bad++;
+      }
+    }
+    for (const len of [4096, 40_000, B - 1, B]) {
+      const b = big.subarray(5, 5 + len);
+      cases++;
+      if (a.tierCrc32c(b, portable) !== crc32c(b)) bad++;
+    }
+  }
+  t.equal(bad, 0, `${cases} buffers, same CRC`);
+  t.equal(a.tierCrc32c(Buffer.from('123456789'), false), 0xe3069283, 'the check value of CRC-32C');
+});
+
+t.test('reads what DiskCache wrote, and refuses every damaged or foreign file', { skip }, async (t) => {
+  const a = addon as TierAddon;
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-tier-small-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const c = await DiskCache.open({ dir, maxBytes: 1024 * MiB, writeBytesPerSec: 4096 * MiB, freeBytes: async () => 1e15 });
+  t.teardown(() => c.close());
+  const sizes = [1, 4095, 4096, 40_000, B - 1, B];
+  const bodies = new Map<number, Buffer>();
+  for (const size of sizes) {
+    const body = patternBytes(size, size);
+    bodies.set(size, body);
+    c.write({ ns: NS, key: `k${size}`, etag: '"e"', index: 0 }, body);
+  }
+  await c.flush();
+  const objects = path.join(dir, TIER_FOLDER, 'objects');
+  t.equal(c.objectsFolder, path.resolve(objects), 'objectsFolder is where the cache files are');
+  const nameOf = (size: number) => objectName({ ns: NS, key: `k${size}`, etag: '"e"' });
+  const read = (size: number, asked = size) => a.tierReadSmall(objects, Buffer.from(nameOf(size), 'hex'), B, asked);
+  const fileOf = (size: number) => path.join(objects, nameOf(size).slice(0, 2), nameOf(size));
+
+  for (const size of sizes) {
+    const got = read(size);
+    t.ok(Buffer.isBuffer(got) && got.equals(bodies.get(size)!), `${size} bytes: the object's bytes`);
+  }
+
+  // A hit makes the object recent: the sidecar's mtime is the LRU age.
+  const old = new Date(Date.now() - 3600_000);
+  await utimes(`${fileOf(40_000)}.map`, old, old);
+  read(40_000);
+  t.ok((await stat(`${fileOf(40_000)}.map`)).mtimeMs > Date.now() - 60_000, 'a read touches the sidecar');
+
+  t.equal(read(40_000, 39_999), EBADMSG, 'an entry that does not hold exactly the size asked: refused');
+  t.equal(read(4095, 4096), EBADMSG, 'a size larger than stored: refused');
+  t.equal(a.tierReadSmall(objects, Buffer.alloc(32, 7), B, 100), ENOENT, 'no such cache file: ENOENT');
+  t.equal(a.tierReadSmall(objects, Buffer.from(nameOf(4096), 'hex'), B * 2, 4096), EBADMSG, 'another block size in the header: refused');
+
+  // A flipped data byte.
+  const data = await readFile(fileOf(40_000));
+  data[12_345]! ^= 0x01;
+  await writeFile(fileOf(40_000), data);
+  t.equal(read(40_000), EBADMSG, 'one flipped bit in the bytes: refused (CRC)');
+
+  // A data file cut short.
+  await truncate(fileOf(4096), 4000);
+  t.equal(read(4096), EBADMSG, 'a short data file: refused');
+
+  // The entry zeroed (what DiskCache does to a bad block).
+  const map = await readFile(`${fileOf(B)}.map`);
+  map.fill(0, 64, 72);
+  await writeFile(`${fileOf(B)}.map`, map);
+  t.equal(read(B), EBADMSG, 'an absent entry: refused');
+
+  // A damaged header, and a sidecar of another object in place of this one's.
+  const map2 = await readFile(`${fileOf(B - 1)}.map`);
+  map2[20]! ^= 0x80;
+  await writeFile(`${fileOf(B - 1)}.map`, map2);
+  t.equal(read(B - 1), EBADMSG, 'a header that fails its CRC: refused');
+  await copyFile(`${fileOf(1)}.map`, `${fileOf(4095)}.map`);
+  t.equal(read(4095), EBADMSG, 'another object\'s sidecar: refused (its name is not this one\'s)');
+
+  // Sidecar present, data file gone.
+  await unlink(fileOf(1));
+  t.equal(read(1), ENOENT, 'a sidecar without its data file: ENOENT');
+});
