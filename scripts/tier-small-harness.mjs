@@ -2,7 +2,8 @@
 //   node scripts/tier-small-harness.mjs '{"dists":{"before":"/tmp/main/dist","after":"dist"},"rounds":3}'
 // Options: root (work folder, default /tmp/t14s/h; wiped), count (files), readers, phases, prof (node --cpu-prof the
 // daemon into ROOT/prof; ROOT/window-<phase>.json holds the measured span for scripts/cpuprofile-window.mjs), strace
-// (strace -c -f the daemon during each measured phase, into ROOT/strace-<phase>.txt), extra (more mount arguments).
+// (strace -c -f the daemon during each measured phase, into ROOT/strace-<phase>.txt), perf (perf record -a -g the whole
+// machine during each measured phase, into ROOT/perf-<phase>.data), extra (more mount arguments).
 // Seeds tier-small (800 x 40 KB, 4 folders) in a local s3rver (no latency proxy: tier phases make no GETs),
 // writes the same files to a local folder, fills one tier dir per dist (epoch 1), then per round and per dist:
 // epoch2 (same mount as a warm-up epoch, mount pages evicted), restarted (warm), restarted-cold; and local warm.
@@ -117,6 +118,8 @@ async function measure(d, tag) {
   const m0 = await metrics(d.port);
   let st;
   if (cfg.strace) { st = spawn('strace', ['-c', '-f', '-p', String(d.pid), '-o', path.join(root, `strace-${tag}.txt`)], { stdio: 'ignore' }); await new Promise((r) => setTimeout(r, 1000)); }
+  // perf: the whole machine (readers, kernel, daemon) sampled during the measured phase, into ROOT/perf-<tag>.data.
+  if (cfg.perf) { st = spawn('perf', ['record', '-q', '-F', '1999', '-a', '-g', '-o', path.join(root, `perf-${tag}.data`)], { stdio: 'ignore' }); await new Promise((r) => setTimeout(r, 1000)); }
   const c0 = cpuOf(d.pid);
   const h0 = process.hrtime.bigint() / 1000n;
   const r = await runReaders(d.mnt, tag);

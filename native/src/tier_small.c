@@ -12,8 +12,9 @@
  * Steps: open the sidecar, one pread of header and entry 0 (72 bytes), check the header
  * (magic, block size, h, CRC) and that entry 0 holds exactly `size` bytes; open the data
  * file, pread `size` bytes, check their CRC32C against the entry; touch the sidecar (its
- * mtime is the object's LRU age across processes); close both. Five syscalls besides the
- * two opens and closes, where JavaScript keeps the files open (but pays a hop per open).
+ * mtime is the object's LRU age across processes, when due); close both. Two preads and
+ * an fstat (a futimens when due) besides the two opens and closes, where JavaScript keeps
+ * the files open (but pays a hop to Node's thread per open).
  * The bytes are served only if every check passed. On any failure nothing is repaired here
  * and the caller hands the OPEN to JavaScript, whose openSmall() finds the same fault,
  * zeroes the entry or discards the file, counts it, and reads the block from S3 again: one
@@ -23,8 +24,9 @@
  * (same ETag), entries after bytes; a sidecar paired with a recreated data file fails the
  * CRC. So a block either passes its CRC against its own entry or is not served, as in
  * JavaScript.
- * Touch: futimens on every open, where JavaScript touches an object at most once a minute
- * (it keeps a table of when); one syscall, and the LRU age it gives is only fresher.
+ * Touch: the sidecar's mtime is set to now when it is a minute old or more (fstat, then
+ * futimens when due), the same staleness JavaScript allows (it keeps a table of when it
+ * touched each object).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,6 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <node_api.h>
@@ -105,6 +108,22 @@ uint32_t sluice_crc32c(const void *buf, size_t n) { return crc32c_with(buf, n, 0
 
 /* ---- the read ---- */
 
+/*
+ * How stale a sidecar's mtime (the object's LRU age) may be before a hit sets it to now: a
+ * minute, as disk-cache.ts TOUCH_INTERVAL_MS. Eviction frees the oldest objects first, so an
+ * age a minute stale only matters for objects read in the last minute, which are never the
+ * oldest. Checking (fstat) is cheaper than setting (futimens dirties the inode: a journal
+ * update on ext4), and a restarted job reads each file once an epoch.
+ */
+#define TOUCH_INTERVAL_S 60
+
+static void touch(int map) {
+  struct stat st;
+  struct timespec now;
+  if (fstat(map, &st) == 0 && clock_gettime(CLOCK_REALTIME, &now) == 0 && now.tv_sec - st.st_mtim.tv_sec < TOUCH_INTERVAL_S) return;
+  futimens(map, NULL); /* a read-only filesystem: the LRU age stays the write time */
+}
+
 /* Reads until n bytes or end of file; the count, or -errno. */
 static ssize_t pread_full(int fd, void *buf, size_t n, off_t at) {
   size_t got = 0;
@@ -151,7 +170,7 @@ int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint
       else if ((uint64_t)got == size && sluice_crc32c(out, (size_t)size) == crc) res = 0;
       close(data);
     }
-    if (res == 0) futimens(map, NULL); /* a read-only filesystem: the LRU age stays the write time */
+    if (res == 0) touch(map);
   } else if (got < 0) {
     res = (int)got;
   }
