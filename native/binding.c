@@ -288,16 +288,32 @@ static napi_value js_set_fuse_max_pages(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* fuseInitState(): { maxPages, kernelMinor } of the last INIT reply (maxPages 0: left alone). */
+/* fuseInitState(): { maxPages, kernelMinor, passthrough } of the last INIT reply (maxPages 0: left alone; passthrough: asked for). */
 static napi_value js_fuse_init_state(napi_env env, napi_callback_info info) {
   (void)info;
-  napi_value result, pages, minor;
+  napi_value result, pages, minor, pass;
   CHECK_NAPI(env, napi_create_object(env, &result));
   CHECK_NAPI(env, napi_create_uint32(env, sluice_fuse_last_max_pages(), &pages));
   CHECK_NAPI(env, napi_create_uint32(env, sluice_fuse_last_kernel_minor(), &minor));
+  CHECK_NAPI(env, napi_get_boolean(env, sluice_fuse_last_passthrough() != 0, &pass));
   CHECK_NAPI(env, napi_set_named_property(env, result, "maxPages", pages));
   CHECK_NAPI(env, napi_set_named_property(env, result, "kernelMinor", minor));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "passthrough", pass));
   return result;
+}
+
+/* setFusePassthrough(on: boolean): whether the INIT replies of mounts made from now on ask for FUSE passthrough (src/fuse_init.c). */
+static napi_value js_set_fuse_passthrough(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  bool on = false;
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1 || napi_get_value_bool(env, argv[0], &on) != napi_ok) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "setFusePassthrough(on: boolean)");
+    return NULL;
+  }
+  sluice_fuse_set_passthrough(on);
+  return NULL;
 }
 
 /*
@@ -347,6 +363,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"allocPrefaulted", NULL, js_alloc_prefaulted, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setFuseMaxPages", NULL, js_set_fuse_max_pages, NULL, NULL, NULL, napi_enumerable, NULL},
     {"fuseInitState", NULL, js_fuse_init_state, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"setFusePassthrough", NULL, js_set_fuse_passthrough, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setRecvLowat", NULL, js_set_recv_lowat, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));

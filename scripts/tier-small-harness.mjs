@@ -3,7 +3,8 @@
 // Options: root (work folder, default /tmp/t14s/h; wiped), count (files), readers, phases, prof (node --cpu-prof the
 // daemon into ROOT/prof; ROOT/window-<phase>.json holds the measured span for scripts/cpuprofile-window.mjs), strace
 // (strace -c -f the daemon during each measured phase, into ROOT/strace-<phase>.txt), perf (perf record -a -g the whole
-// machine during each measured phase, into ROOT/perf-<phase>.data), extra (more mount arguments).
+// machine during each measured phase, into ROOT/perf-<phase>.data), extra (more mount arguments), env ({ distName: { VAR: value } }:
+// the environment of that dist's daemons, e.g. two names for one dist with SLUICE_NO_PASSTHROUGH=1 on one).
 // Seeds tier-small (800 x 40 KB, 4 folders) in a local s3rver (no latency proxy: tier phases make no GETs),
 // writes the same files to a local folder, fills one tier dir per dist (epoch 1), then per round and per dist:
 // epoch2 (same mount as a warm-up epoch, mount pages evicted), restarted (warm), restarted-cold; and local warm.
@@ -93,7 +94,7 @@ async function startDaemon(dist, name, tierDir, prof) {
   const args = [...(prof ? ['--cpu-prof', `--cpu-prof-dir=${path.join(root, 'prof')}`] : []), path.join(dist, 'cli.js'), 'mount', `s3://${bucket}/${prefix}`, mnt,
     '--endpoint', s3.endpoint, '--path-style', '--region', 'us-east-1', '--metrics-port', '0', '--log-level', 'warn',
     '--cache-size', String(8 * 1024 * 1024), '--max-prefetch', String(16 * 1024 * 1024), ...(tierDir ? ['--cache-dir', tierDir, '--cache-dir-size', String(4 * count * 40_000)] : []), ...(cfg.extra ?? [])];
-  const c = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey } });
+  const c = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(cfg.env?.[name] ?? {}), AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey } });
   let err = ''; c.stderr.on('data', (b) => { err += b; });
   await new Promise((resolve, reject) => {
     let out = ''; c.stdout.on('data', (b) => { out += b; if (out.includes('ready')) resolve(); });

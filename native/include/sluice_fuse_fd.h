@@ -24,4 +24,16 @@ struct fuse_chan *sluice_fuse_wrap_chan(struct fuse_chan *ch);
 unsigned sluice_fuse_last_max_pages(void);
 unsigned sluice_fuse_last_kernel_minor(void);
 
+/* FUSE passthrough (src/fuse_init.c): whether INIT replies from now on ask for it, and whether the last one did. */
+void sluice_fuse_set_passthrough(int on);
+unsigned sluice_fuse_last_passthrough(void);
+/* In a libfuse worker answering a request: 1 when its mount negotiated passthrough. */
+int sluice_fuse_passthrough_ok(void);
+/* Registers `fd` as a backing file with this thread's mount: its backing id (> 0) or a negative errno. */
+int sluice_fuse_backing_open(int fd);
+/* Drops a backing id of this thread's mount (open files keep their own reference). */
+int sluice_fuse_backing_close(int id);
+/* The OPEN this thread is answering gets FOPEN_PASSTHROUGH with backing id `id` in its reply. */
+void sluice_fuse_reply_backing(int id);
+
 #endif

@@ -18,6 +18,13 @@
  */
 int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out);
 
+/*
+ * The same checks, for a file to pass through (fuse_init.c): every byte read and verified
+ * (which also brings the file into the page cache), then the data file's descriptor (O_RDONLY)
+ * returned open, or a negative errno as above.
+ */
+int sluice_tier_open_verified(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size);
+
 /* CRC32C (Castagnoli) of buf[0..n), as @node-rs/crc32's crc32c(buf) computes it. */
 uint32_t sluice_crc32c(const void *buf, size_t n);
 

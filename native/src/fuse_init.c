@@ -25,6 +25,21 @@
  * none), and no request the kernel sends grows with max_pages except FUSE_WRITE. libfuse
  * 2's high-level read allocates the reply buffer at the size asked, so nothing else limits
  * a 1 MiB read. A kernel without FUSE_MAX_PAGES gets libfuse's reply unchanged.
+ *
+ * FUSE passthrough (Linux >= 6.9, CONFIG_FUSE_PASSTHROUGH; issue 14). When the kernel offers
+ * FUSE_PASSTHROUGH (flags2 of an INIT with FUSE_INIT_EXT), the INIT reply also sets
+ * FUSE_INIT_EXT, FUSE_PASSTHROUGH and max_stack_depth = 2 (FILESYSTEM_MAX_STACK_DEPTH: the
+ * backing files may then sit on a stacked filesystem of depth 1, overlayfs in a container;
+ * the price is that this mount cannot itself be a lower layer of an overlay). Then an OPEN
+ * answered by fuse_memread.c may name a backing file: it registers the file's descriptor
+ * with the kernel (ioctl FUSE_DEV_IOC_BACKING_OPEN on /dev/fuse, which needs CAP_SYS_ADMIN;
+ * refused: no passthrough, as before) and asks, for the reply to the request this thread is
+ * answering, for FOPEN_PASSTHROUGH with that backing id; send() rewrites that one
+ * fuse_open_out (libfuse 2 leaves its backing_id, the old padding, zero). The kernel then
+ * reads that file itself for every read of the handle: no request reaches us. Requests are
+ * answered in the thread that received them (libfuse 2's loop: receive, process, reply), so
+ * a thread-local note of the request being answered ties the reply to the OPEN.
+ * SLUICE_NO_PASSTHROUGH=1 (src/fuse/native.ts) leaves the INIT reply without it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,6 +48,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -48,10 +65,22 @@ struct fuse_chan_ops {
 
 /* The kernel's ABI (include/uapi/linux/fuse.h), the parts used here. */
 #define FUSE_INIT_OPCODE 26
+#define FUSE_OPEN_OPCODE 14
 #define FUSE_MAX_PAGES_FLAG (1u << 22)
 #define FUSE_MAX_PAGES_MINOR 28
+#define FUSE_INIT_EXT_FLAG (1u << 30)
+#define FUSE_PASSTHROUGH_FLAG2 (1u << 5) /* FUSE_PASSTHROUGH = 1 << 37: bit 5 of flags2 */
+#define FUSE_FLAGS2_MINOR 36              /* fuse_init_in has flags2 from 7.36 */
+#define FOPEN_PASSTHROUGH_FLAG (1u << 7)
+/* The open flags the kernel allows beside FOPEN_PASSTHROUGH (FOPEN_PASSTHROUGH_MASK: DIRECT_IO, NOFLUSH, PARALLEL_DIRECT_WRITES); any other is EIO at open. */
+#define FOPEN_PASSTHROUGH_ALLOWED ((1u << 0) | (1u << 5) | (1u << 6))
+#define PASSTHROUGH_STACK_DEPTH 2
 struct in_header { uint32_t len, opcode; uint64_t unique, nodeid; uint32_t uid, gid, pid, padding; };
-struct init_in { uint32_t major, minor, max_readahead, flags; };
+struct init_in { uint32_t major, minor, max_readahead, flags, flags2; };
+struct open_out { uint64_t fh; uint32_t open_flags; int32_t backing_id; };
+struct backing_map { int32_t fd; uint32_t flags; uint64_t padding; };
+#define FUSE_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct backing_map)
+#define FUSE_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
 struct out_header { uint32_t len; int32_t error; uint64_t unique; };
 /* fuse_init_out since 7.23: 64 bytes; libfuse 2.9 sends the first 24 (up to max_write). */
 struct init_out {
@@ -59,24 +88,53 @@ struct init_out {
   uint16_t max_background, congestion_threshold;
   uint32_t max_write, time_gran;
   uint16_t max_pages, map_alignment;
-  uint32_t flags2, unused[7];
+  uint32_t flags2, max_stack_depth, unused[6];
 };
 _Static_assert(sizeof(struct init_out) == 64, "fuse_init_out is 64 bytes");
 
 /* 0 = leave libfuse's INIT reply alone; else max_pages to ask for (set before mounting). */
 static volatile unsigned wanted_pages;
-/* What the last INIT reply said: max_pages set there (0: unchanged) and the kernel's minor. */
-static volatile unsigned last_pages, last_kernel_minor;
+/* Whether INIT replies from now on ask for passthrough when the kernel offers it. */
+static volatile int wanted_passthrough = 1;
+/* What the last INIT reply said: max_pages set there (0: unchanged), the kernel's minor, passthrough asked. */
+static volatile unsigned last_pages, last_kernel_minor, last_passthrough;
 
 void sluice_fuse_set_max_pages(unsigned pages) { wanted_pages = pages; }
 unsigned sluice_fuse_last_max_pages(void) { return last_pages; }
 unsigned sluice_fuse_last_kernel_minor(void) { return last_kernel_minor; }
+void sluice_fuse_set_passthrough(int on) { wanted_passthrough = on != 0; }
+unsigned sluice_fuse_last_passthrough(void) { return last_passthrough; }
 
 struct wrap {
   uint64_t init_unique; /* the INIT request's id while its reply is due, else 0 */
-  uint32_t kernel_minor, kernel_flags;
+  uint32_t kernel_minor, kernel_flags, kernel_flags2;
   unsigned pages;
+  int passthrough; /* the INIT reply asked for it (atomic) */
+  int fd;          /* the channel's /dev/fuse descriptor */
 };
+
+/* The request this thread is answering (set by receive), and a backing id for its OPEN reply. */
+static __thread struct wrap *tl_wrap;
+static __thread uint64_t tl_unique;
+static __thread uint32_t tl_opcode;
+static __thread int32_t tl_backing;
+
+int sluice_fuse_passthrough_ok(void) { return tl_wrap != NULL && __atomic_load_n(&tl_wrap->passthrough, __ATOMIC_ACQUIRE); }
+
+int sluice_fuse_backing_open(int fd) {
+  if (!sluice_fuse_passthrough_ok()) return -ENOTSUP;
+  struct backing_map map = { fd, 0, 0 };
+  int id = ioctl(tl_wrap->fd, FUSE_DEV_IOC_BACKING_OPEN, &map);
+  return id < 0 ? -errno : id;
+}
+
+int sluice_fuse_backing_close(int id) {
+  if (tl_wrap == NULL || id <= 0) return -EINVAL;
+  uint32_t v = (uint32_t)id;
+  return ioctl(tl_wrap->fd, FUSE_DEV_IOC_BACKING_CLOSE, &v) < 0 ? -errno : 0;
+}
+
+void sluice_fuse_reply_backing(int id) { tl_backing = id; }
 
 /* libfuse 2 functions, looked up once (every libfuse 2.6+ exports them). */
 static struct fuse_chan *(*chan_new)(struct fuse_chan_ops *, int, size_t, void *);
@@ -112,11 +170,16 @@ static int wrap_receive(struct fuse_chan **chp, char *buf, size_t size) {
     return -EIO;
   }
   const struct in_header *in = (const struct in_header *)buf;
-  if (in->opcode == FUSE_INIT_OPCODE && (size_t)res >= sizeof *in + sizeof(struct init_in)) {
-    struct wrap *w = chan_data(ch);
+  struct wrap *w = chan_data(ch);
+  tl_wrap = w;
+  tl_unique = in->unique;
+  tl_opcode = in->opcode;
+  tl_backing = 0;
+  if (in->opcode == FUSE_INIT_OPCODE && (size_t)res >= sizeof *in + offsetof(struct init_in, flags2)) {
     const struct init_in *arg = (const struct init_in *)(buf + sizeof *in);
     w->kernel_minor = arg->minor;
     w->kernel_flags = arg->flags;
+    w->kernel_flags2 = arg->minor >= FUSE_FLAGS2_MINOR && (arg->flags & FUSE_INIT_EXT_FLAG) && (size_t)res >= sizeof *in + sizeof *arg ? arg->flags2 : 0;
     __atomic_store_n(&w->init_unique, in->unique, __ATOMIC_RELEASE);
   }
   return (int)res;
@@ -128,23 +191,49 @@ static int wrap_send(struct fuse_chan *ch, const struct iovec iov[], size_t coun
   struct wrap *w = chan_data(ch);
   struct out_header head;
   struct init_out out;
+  struct open_out open_reply;
   struct iovec patched[2];
   uint64_t init = __atomic_load_n(&w->init_unique, __ATOMIC_ACQUIRE);
+  if (tl_backing > 0 && tl_wrap == w && tl_opcode == FUSE_OPEN_OPCODE && count == 2 && iov[0].iov_len == sizeof head &&
+      iov[1].iov_len == sizeof open_reply && ((const struct out_header *)iov[0].iov_base)->unique == tl_unique &&
+      ((const struct out_header *)iov[0].iov_base)->error == 0) {
+    /* The OPEN this thread answered with a backing file (fuse_memread.c): FOPEN_PASSTHROUGH and its id. */
+    memcpy(&open_reply, iov[1].iov_base, sizeof open_reply);
+    /* libfuse's kernel_cache sets FOPEN_KEEP_CACHE, which passthrough refuses (the page cache is the backing file's). */
+    open_reply.open_flags = (open_reply.open_flags & FOPEN_PASSTHROUGH_ALLOWED) | FOPEN_PASSTHROUGH_FLAG;
+    open_reply.backing_id = tl_backing;
+    patched[0] = iov[0];
+    patched[1] = (struct iovec){ &open_reply, sizeof open_reply };
+    iov = patched;
+  }
+  tl_backing = 0;
   if (init != 0 && count == 2 && iov[0].iov_len == sizeof head && ((const struct out_header *)iov[0].iov_base)->unique == init) {
     __atomic_store_n(&w->init_unique, 0, __ATOMIC_RELEASE);
     memcpy(&head, iov[0].iov_base, sizeof head);
     last_kernel_minor = w->kernel_minor;
     last_pages = 0;
-    if (head.error == 0 && w->pages > 0 && w->kernel_minor >= FUSE_MAX_PAGES_MINOR && (w->kernel_flags & FUSE_MAX_PAGES_FLAG) && iov[1].iov_len <= sizeof out) {
+    last_passthrough = 0;
+    int pages = w->pages > 0 && w->kernel_minor >= FUSE_MAX_PAGES_MINOR && (w->kernel_flags & FUSE_MAX_PAGES_FLAG);
+    int pass = wanted_passthrough && (w->kernel_flags2 & FUSE_PASSTHROUGH_FLAG2);
+    if (head.error == 0 && (pages || pass) && iov[1].iov_len <= sizeof out) {
       memset(&out, 0, sizeof out);
       memcpy(&out, iov[1].iov_base, iov[1].iov_len);
-      out.flags |= FUSE_MAX_PAGES_FLAG;
-      out.max_pages = (uint16_t)w->pages;
+      if (pages) {
+        out.flags |= FUSE_MAX_PAGES_FLAG;
+        out.max_pages = (uint16_t)w->pages;
+        last_pages = w->pages;
+      }
+      if (pass) {
+        out.flags |= FUSE_INIT_EXT_FLAG;
+        out.flags2 |= FUSE_PASSTHROUGH_FLAG2;
+        out.max_stack_depth = PASSTHROUGH_STACK_DEPTH;
+        __atomic_store_n(&w->passthrough, 1, __ATOMIC_RELEASE);
+        last_passthrough = 1;
+      }
       head.len = sizeof head + sizeof out;
       patched[0] = (struct iovec){ &head, sizeof head };
       patched[1] = (struct iovec){ &out, sizeof out };
       iov = patched;
-      last_pages = w->pages;
     }
   }
   if (writev(chan_fd(ch), iov, (int)count) == -1) {
@@ -181,7 +270,8 @@ static int resolve(void) {
 struct fuse_chan *sluice_fuse_wrap_chan(struct fuse_chan *ch) {
   unsigned pages = wanted_pages;
   last_pages = 0; /* until this mount's INIT reply says otherwise */
-  if (ch == NULL || pages == 0 || !resolve()) return ch;
+  last_passthrough = 0;
+  if (ch == NULL || (pages == 0 && !wanted_passthrough) || !resolve()) return ch;
   struct wrap *w = calloc(1, sizeof *w);
   if (w == NULL) return ch;
   w->pages = pages;
@@ -196,6 +286,7 @@ struct fuse_chan *sluice_fuse_wrap_chan(struct fuse_chan *ch) {
     free(w);
     return ch;
   }
+  w->fd = fd;
   struct fuse_chan *wrapped = chan_new(&ops, fd, chan_bufsize(ch), w);
   if (wrapped == NULL) {
     close(fd);

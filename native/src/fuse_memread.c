@@ -102,6 +102,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <node_api.h>
 
@@ -158,6 +159,7 @@ struct entry {
   int used;
   int owned; /* opened here (see "Opens"): bytes were malloc'd here and are freed at release */
   int counted; /* owned, and already counted (at unmount): its release only frees it */
+  uint32_t row1; /* owned: its listing row + 1 (see "Passthrough"), or 0 */
 };
 /*
  * Bytes of small files opened here and not yet released, for the whole process: 16 MiB, the
@@ -168,6 +170,18 @@ struct entry {
 static uint64_t own_bytes; /* atomic */
 /* Tries for a free slot for a handle opened here (each a new fh, so a new slot); then JavaScript opens it. */
 #define OWN_SLOT_TRIES 8
+/* Row state locks: striped, so that a passthrough open verifying one file does not hold up the others. */
+#define ROW_LOCKS 64
+#define OWN_COUNTS 10
+enum { C_PT_OPENS = 6, C_PT_RELEASES, C_PT_DISK_BYTES, C_PT_DISK_FILES };
+/* A listing row's open handles, for passthrough (see "Passthrough"). */
+struct row_state {
+  int32_t backing; /* the backing id passthrough handles of this row use, while pt > 0 */
+  uint32_t pt;     /* passthrough handles open */
+  uint32_t other;  /* handles open that are not passthrough: read into memory here, or JavaScript's */
+};
+/* An open answered by JavaScript: its handle, and the row + 1 it counts in (other), or early. */
+struct jo_slot { uint64_t fh; uint32_t row1; uint32_t early; };
 struct released {
   uint64_t fh, reads, served, asked;
 };
@@ -207,7 +221,22 @@ struct mount {
   struct released queue[QUEUE];
   size_t head, count;
   uint64_t next_own;      /* handles opened here so far (under lock) */
-  uint64_t own_counts[6]; /* opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a byte: of those released and not yet taken (under lock) */
+  /* Passthrough (see "Passthrough"): per listing row, under row_locks[row % ROW_LOCKS]. */
+  struct row_state *rs;   /* NULL until a listing with names is installed on a mount that negotiated passthrough */
+  size_t rs_n;
+  pthread_mutex_t row_locks[ROW_LOCKS];
+  /* Opens answered by JavaScript that passthrough must know of (under lock). */
+  struct jo_slot *jo;
+  size_t jo_cap, jo_count;
+  uint64_t early; /* opens that found no listing with names, in flight or open (atomic): no passthrough while > 0 */
+  int pt_off;     /* the kernel refused a backing file (no CAP_SYS_ADMIN, too deep a stack...): no more tries (atomic) */
+  /*
+   * Not yet taken by JavaScript (under lock): of handles read into memory and released:
+   * opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a
+   * byte; then passthrough opens, passthrough releases, bytes read from disk to verify
+   * passthrough files, and those files.
+   */
+  uint64_t own_counts[OWN_COUNTS];
 };
 
 static struct mount *mounts[MAX_MOUNTS];
@@ -297,14 +326,81 @@ static int mem_getattr(const char *path, struct stat *st) {
   return m->getattr(path, st);
 }
 
-/* Handle number of the n-th handle opened here: low 32 bits >= 2^31, which JavaScript's handles (int32 > 0) never have; slot n mod SLOTS. */
-static uint64_t own_fh(uint64_t n) { return n << 32 | 0x80000000u | (n & 0x7fffffffu); }
+/* ---- opens answered by JavaScript (jo): open addressing on fh, linear probing, under m->lock ---- */
+
+static size_t jo_home(const struct mount *m, uint64_t fh) { return (size_t)((fh * 0x9e3779b97f4a7c15ULL) >> 20) & (m->jo_cap - 1); }
+
+/* 0, or -1 (no memory: the caller keeps the open counted for good, which only forgoes passthrough). fh 0 is never stored. */
+static int jo_put(struct mount *m, uint64_t fh, uint32_t row1, uint32_t early) {
+  if (fh == 0) return -1;
+  if (2 * (m->jo_count + 1) > m->jo_cap) {
+    size_t cap = m->jo_cap ? 2 * m->jo_cap : 64;
+    struct jo_slot *old = m->jo, *jo = calloc(cap, sizeof *jo);
+    if (jo == NULL) return -1;
+    size_t old_cap = m->jo_cap;
+    m->jo = jo;
+    m->jo_cap = cap;
+    for (size_t i = 0; i < old_cap; i++) {
+      if (old[i].fh == 0) continue;
+      size_t j = jo_home(m, old[i].fh);
+      while (jo[j].fh != 0) j = (j + 1) & (cap - 1);
+      jo[j] = old[i];
+    }
+    free(old);
+  }
+  size_t j = jo_home(m, fh);
+  while (m->jo[j].fh != 0) j = (j + 1) & (m->jo_cap - 1);
+  m->jo[j] = (struct jo_slot){ fh, row1, early };
+  m->jo_count++;
+  return 0;
+}
+
+/* Removes fh's slot into *out: 1, or 0 when absent. Backward-shift deletion keeps every probe run unbroken. */
+static int jo_take(struct mount *m, uint64_t fh, struct jo_slot *out) {
+  if (m->jo_cap == 0 || fh == 0) return 0;
+  size_t mask = m->jo_cap - 1, i = jo_home(m, fh);
+  while (m->jo[i].fh != fh) {
+    if (m->jo[i].fh == 0) return 0;
+    i = (i + 1) & mask;
+  }
+  *out = m->jo[i];
+  for (size_t j = (i + 1) & mask; m->jo[j].fh != 0; j = (j + 1) & mask) {
+    size_t h = jo_home(m, m->jo[j].fh);
+    /* Slot j may move to the hole at i when its home is not in (i, j] (cyclically). */
+    if ((j > i && (h <= i || h > j)) || (j < i && (h <= i && h > j))) {
+      m->jo[i] = m->jo[j];
+      i = j;
+    }
+  }
+  m->jo[i] = (struct jo_slot){ 0, 0, 0 };
+  m->jo_count--;
+  return 1;
+}
+
+static pthread_mutex_t *row_lock(struct mount *m, size_t row) { return &m->row_locks[row % ROW_LOCKS]; }
+
+/* One fewer non-passthrough handle of row1 - 1 (0: none). */
+static void row_other_done(struct mount *m, uint32_t row1) {
+  if (row1 == 0 || m->rs == NULL || row1 > m->rs_n) return;
+  pthread_mutex_lock(row_lock(m, row1 - 1));
+  if (m->rs[row1 - 1].other > 0) m->rs[row1 - 1].other--;
+  pthread_mutex_unlock(row_lock(m, row1 - 1));
+}
+
+/*
+ * Handle numbers of ours: low 32 bits >= 2^31, which JavaScript's handles (int32 > 0) never
+ * have. The n-th handle read into memory: bit 30 clear, slot n mod SLOTS. A passthrough
+ * handle of listing row r: bits 31 and 30 set, r + 1 in the high 32 bits.
+ */
+static uint64_t own_fh(uint64_t n) { return n << 32 | 0x80000000u | (n & 0x3fffffffu); }
+static uint64_t pt_fh(size_t row) { return (uint64_t)(row + 1) << 32 | 0xc0000000u; }
+static int is_pt_fh(uint64_t fh) { return (fh & 0xc0000000u) == 0xc0000000u && (fh >> 32) != 0; }
 
 /*
  * The small file's verified bytes read from the tier (tier_small.c) into a buffer of ours,
  * entered in the table under a new handle: 1 and *fh, or 0 (nothing kept: JavaScript opens it).
  */
-static int own_open(struct mount *m, const char *dir, const uint8_t name[32], uint32_t block, uint64_t size, uint64_t *fh) {
+static int own_open(struct mount *m, const char *dir, const uint8_t name[32], uint32_t block, uint64_t size, uint32_t row1, uint64_t *fh) {
   if (__atomic_add_fetch(&own_bytes, size, __ATOMIC_RELAXED) > OWN_BYTES_MAX) {
     __atomic_sub_fetch(&own_bytes, size, __ATOMIC_RELAXED);
     return 0;
@@ -317,7 +413,7 @@ static int own_open(struct mount *m, const char *dir, const uint8_t name[32], ui
       struct entry *e = &m->slots[n % SLOTS];
       if (e->used) continue;
       *fh = own_fh(n);
-      *e = (struct entry){ *fh, bytes, (size_t)size, 0, 0, 0, 1, 1, 0 };
+      *e = (struct entry){ *fh, bytes, (size_t)size, 0, 0, 0, 1, 1, 0, row1 };
       pthread_mutex_unlock(&m->lock);
       return 1;
     }
@@ -328,36 +424,129 @@ static int own_open(struct mount *m, const char *dir, const uint8_t name[32], ui
   return 0;
 }
 
+/*
+ * Passthrough for row `row` of a file of `size` bytes: 1 when this open was answered as
+ * passthrough (fi->fh set and the reply's backing id noted), else 0 with *other set when
+ * the row has non-passthrough handles (or passthrough is not possible now), which this
+ * open then joins (the caller counts it in the row's `other` first).
+ */
+static int pt_open(struct mount *m, size_t row, const char *dir, const uint8_t name[32], uint32_t block, uint64_t size, struct fuse_file_info *fi) {
+  struct row_state *st = &m->rs[row];
+  pthread_mutex_t *lock = row_lock(m, row);
+  pthread_mutex_lock(lock);
+  if (st->pt > 0) { /* the kernel wants every open of an inode in passthrough on the same backing file */
+    st->pt++;
+    int id = st->backing;
+    pthread_mutex_unlock(lock);
+    sluice_fuse_reply_backing(id);
+    fi->fh = pt_fh(row);
+    pthread_mutex_lock(&m->lock);
+    m->own_counts[C_PT_OPENS]++;
+    pthread_mutex_unlock(&m->lock);
+    return 1;
+  }
+  /* Any handle not in passthrough (ours in memory, JavaScript's, or given to JavaScript before the listing came) rules it out. */
+  if (st->other > 0 || __atomic_load_n(&m->early, __ATOMIC_SEQ_CST) > 0 || __atomic_load_n(&m->pt_off, __ATOMIC_RELAXED)) {
+    pthread_mutex_unlock(lock);
+    return 0;
+  }
+  /* Verified while holding the row (its other opens wait; other rows do not), so no open of it can start meanwhile. */
+  int fd = sluice_tier_open_verified(dir, name, block, size);
+  int id = fd >= 0 ? sluice_fuse_backing_open(fd) : fd;
+  if (fd >= 0) close(fd); /* the kernel holds the file once registered */
+  if (fd >= 0 && id < 0 && id != -ENOMEM && id != -EMFILE && id != -ENFILE) {
+    /* Not a passing shortage: every backing file would be refused the same way. */
+    __atomic_store_n(&m->pt_off, 1, __ATOMIC_RELAXED);
+  }
+  if (id <= 0) {
+    pthread_mutex_unlock(lock);
+    return 0;
+  }
+  st->pt = 1;
+  st->backing = id;
+  pthread_mutex_unlock(lock);
+  sluice_fuse_reply_backing(id);
+  fi->fh = pt_fh(row);
+  pthread_mutex_lock(&m->lock);
+  m->own_counts[C_PT_OPENS]++;
+  m->own_counts[C_PT_DISK_BYTES] += size;
+  m->own_counts[C_PT_DISK_FILES]++;
+  pthread_mutex_unlock(&m->lock);
+  return 1;
+}
+
+/*
+ * JavaScript's open (fuse-native's), recorded in jo when passthrough must know of it: a
+ * row's (row1 > 0, counted in its `other` already) or an early one (`early`: counted in
+ * m->early already).
+ */
+static int js_open(struct mount *m, const char *path, struct fuse_file_info *fi, uint32_t row1, int early) {
+  int res = m->open(path, fi);
+  if (row1 == 0 && !early) return res;
+  if (res != 0) {
+    if (early) __atomic_sub_fetch(&m->early, 1, __ATOMIC_ACQ_REL);
+    row_other_done(m, row1);
+    return res;
+  }
+  pthread_mutex_lock(&m->lock);
+  /* Not kept (no memory): the count stays, and this row (or, early, the mount) simply goes without passthrough. */
+  (void)jo_put(m, fi->fh, row1, (uint32_t)early);
+  pthread_mutex_unlock(&m->lock);
+  return res;
+}
+
 static int mem_open(const char *path, struct fuse_file_info *fi) {
   struct mount *m = mount_of_request();
   if (m == NULL) return -EIO; /* cannot happen: only our mounts have this open */
   /* Only what JavaScript would open read-only with no other effect: else it answers (EROFS...). */
-  if ((fi->flags & O_ACCMODE) == O_RDONLY && (fi->flags & O_TRUNC) == 0) {
-    char dir[PATH_MAX];
-    uint8_t name[32];
-    uint64_t size = 0;
-    uint32_t block = 0;
-    pthread_rwlock_rdlock(&m->attrs_lock);
-    const struct attrs *a = m->attrs;
-    const struct attr_row *row = a != NULL && a->names != NULL ? attrs_find(a, path, strlen(path)) : NULL;
-    if (row != NULL && S_ISREG(row->mode) && row->size > 0 && row->size <= a->tier_block) {
-      const uint8_t *nm = a->names + 32 * (size_t)(row - a->rows);
-      static const uint8_t none[32];
-      if (memcmp(nm, none, 32) != 0) {
-        memcpy(name, nm, 32);
-        strcpy(dir, a->tier_dir); /* its length was checked when installed */
-        size = row->size;
-        block = a->tier_block;
-      }
-    }
-    pthread_rwlock_unlock(&m->attrs_lock);
-    uint64_t fh;
-    if (size > 0 && own_open(m, dir, name, block, size, &fh)) {
-      fi->fh = fh;
-      return 0;
+  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0) return m->open(path, fi);
+  char dir[PATH_MAX];
+  uint8_t name[32];
+  uint64_t size = 0;
+  uint32_t block = 0;
+  size_t row_i = 0;
+  /*
+   * Early opens: an open that finds no listing with names cannot say which row it is, so it
+   * holds m->early until released, and no passthrough starts meanwhile. It is counted before
+   * the listing is looked at: a passthrough open that saw the listing (installed after this
+   * look) then sees the count.
+   */
+  int pt_ok = sluice_fuse_passthrough_ok();
+  if (pt_ok) __atomic_add_fetch(&m->early, 1, __ATOMIC_SEQ_CST);
+  pthread_rwlock_rdlock(&m->attrs_lock);
+  const struct attrs *a = m->attrs;
+  int tabled = a != NULL && a->names != NULL;
+  const struct attr_row *row = a != NULL && a->names != NULL ? attrs_find(a, path, strlen(path)) : NULL;
+  if (row != NULL && S_ISREG(row->mode) && row->size > 0 && row->size <= a->tier_block) {
+    const uint8_t *nm = a->names + 32 * (size_t)(row - a->rows);
+    static const uint8_t none[32];
+    if (memcmp(nm, none, 32) != 0) {
+      memcpy(name, nm, 32);
+      strcpy(dir, a->tier_dir); /* its length was checked when installed */
+      size = row->size;
+      block = a->tier_block;
+      row_i = (size_t)(row - a->rows);
     }
   }
-  return m->open(path, fi);
+  pthread_rwlock_unlock(&m->attrs_lock);
+  int early = pt_ok && !tabled;
+  if (pt_ok && tabled) __atomic_sub_fetch(&m->early, 1, __ATOMIC_SEQ_CST); /* rows are known from here on */
+  if (size == 0) return js_open(m, path, fi, 0, early);
+  /* Rows are tracked for passthrough only on a mount that negotiated it (rs is set before names are seen). */
+  uint32_t row1 = 0;
+  if (pt_ok && __atomic_load_n(&m->rs, __ATOMIC_ACQUIRE) != NULL && row_i < m->rs_n) {
+    if (pt_open(m, row_i, dir, name, block, size, fi)) return 0;
+    row1 = (uint32_t)row_i + 1;
+    pthread_mutex_lock(row_lock(m, row_i));
+    m->rs[row_i].other++; /* before the open is answered, so no passthrough open of the row can start meanwhile */
+    pthread_mutex_unlock(row_lock(m, row_i));
+  }
+  uint64_t fh;
+  if (own_open(m, dir, name, block, size, row1, &fh)) {
+    fi->fh = fh;
+    return 0;
+  }
+  return js_open(m, path, fi, row1, 0);
 }
 
 static int mem_read(const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
@@ -398,6 +587,7 @@ static void own_count(struct mount *m, struct entry *e) {
 static char *own_remove(struct mount *m, struct entry *e) {
   char *bytes = (char *)e->bytes;
   own_count(m, e);
+  row_other_done(m, e->row1);
   __atomic_sub_fetch(&own_bytes, e->length, __ATOMIC_RELAXED);
   memset(e, 0, sizeof *e);
   return bytes;
@@ -406,8 +596,32 @@ static char *own_remove(struct mount *m, struct entry *e) {
 static int mem_release(const char *path, struct fuse_file_info *fi) {
   struct mount *m = mount_of_request();
   if (m == NULL) return 0;
+  if (is_pt_fh(fi->fh)) {
+    /* The kernel left passthrough for this handle before sending RELEASE (fuse_file_put): the last one gives the backing id back. */
+    size_t row = (size_t)(fi->fh >> 32) - 1;
+    int id = 0;
+    if (m->rs != NULL && row < m->rs_n) {
+      pthread_mutex_lock(row_lock(m, row));
+      if (m->rs[row].pt > 0 && --m->rs[row].pt == 0) {
+        id = m->rs[row].backing;
+        m->rs[row].backing = 0;
+      }
+      pthread_mutex_unlock(row_lock(m, row));
+    }
+    if (id > 0) sluice_fuse_backing_close(id);
+    pthread_mutex_lock(&m->lock);
+    m->own_counts[C_PT_RELEASES]++;
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+  }
   struct entry *e = &m->slots[fi->fh % SLOTS];
   pthread_mutex_lock(&m->lock);
+  struct jo_slot j;
+  if (!(e->used && e->owned && e->fh == fi->fh) && jo_take(m, fi->fh, &j)) {
+    /* One of JavaScript's that passthrough knew of: it is over in the kernel already. */
+    if (j.early) __atomic_sub_fetch(&m->early, 1, __ATOMIC_ACQ_REL);
+    row_other_done(m, j.row1);
+  }
   if (e->used && e->owned && e->fh == fi->fh) {
     char *bytes = own_remove(m, e);
     pthread_mutex_unlock(&m->lock);
@@ -450,6 +664,7 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
     if (m != NULL) {
       pthread_mutex_init(&m->lock, NULL);
       pthread_rwlock_init(&m->attrs_lock, NULL);
+      for (int i = 0; i < ROW_LOCKS; i++) pthread_mutex_init(&m->row_locks[i], NULL);
       m->user_data = user_data;
       mounts[mount_count] = m;
       __atomic_store_n(&mount_count, mount_count + 1, __ATOMIC_RELEASE);
@@ -467,6 +682,15 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   memset(m->slots, 0, sizeof m->slots);
   memset(m->own_counts, 0, sizeof m->own_counts);
   m->head = m->count = 0;
+  /* The previous mount's connection is gone, and its handles with it (passthrough ones too). */
+  free(m->rs);
+  __atomic_store_n(&m->rs, NULL, __ATOMIC_RELEASE);
+  m->rs_n = 0;
+  free(m->jo);
+  m->jo = NULL;
+  m->jo_cap = m->jo_count = 0;
+  __atomic_store_n(&m->early, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&m->pt_off, 0, __ATOMIC_RELAXED);
   m->open = (open_fn)ops[OP_OPEN];
   m->getattr = (getattr_fn)ops[OP_GETATTR];
   m->read = (read_fn)ops[OP_READ];
@@ -503,7 +727,7 @@ int sluice_memread_add(const void *thread, uint64_t fh, const char *bytes, size_
   int res = 0;
   pthread_mutex_lock(&m->lock);
   if (e->used) res = -EBUSY;
-  else *e = (struct entry){ fh, bytes, length, 0, 0, 0, 1, 0, 0 };
+  else *e = (struct entry){ fh, bytes, length, 0, 0, 0, 1, 0, 0, 0 };
   pthread_mutex_unlock(&m->lock);
   return res;
 }
@@ -583,10 +807,19 @@ int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, co
     attrs_free(a);
     return -ENOMEM;
   }
+  /* Rows are numbered by this listing: passthrough state kept from an earlier one cannot be renumbered, so no tier opens then. */
+  if (names != NULL && __atomic_load_n(&m->rs, __ATOMIC_ACQUIRE) != NULL) names = NULL;
+  struct row_state *rs = NULL;
   if (names != NULL) {
+    rs = calloc(n, sizeof *rs);
+    if (rs == NULL) {
+      attrs_free(a);
+      return -ENOMEM;
+    }
     a->tier_dir = strdup(tier_dir);
     a->names = malloc(32 * n);
     if (a->tier_dir == NULL || a->names == NULL) {
+      free(rs);
       attrs_free(a);
       return -ENOMEM;
     }
@@ -618,6 +851,10 @@ int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, co
     size_t i = attrs_slot(a, a->paths + row->path_off, row->path_len, row->hash);
     if (a->index[i] == 0) a->index[i] = (uint32_t)(r + 1);
   }
+  if (rs != NULL) { /* before the names can be seen: an open that sees a name finds its row's state */
+    m->rs_n = n;
+    __atomic_store_n(&m->rs, rs, __ATOMIC_RELEASE);
+  }
   pthread_rwlock_wrlock(&m->attrs_lock);
   struct attrs *old = m->attrs;
   m->attrs = a;
@@ -627,8 +864,8 @@ int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, co
 }
 
 /* Counts of the handles opened here and released since the last call (see own_counts). */
-void sluice_own_take(const void *thread, uint64_t out[6]) {
-  memset(out, 0, 6 * sizeof *out);
+void sluice_own_take(const void *thread, uint64_t out[OWN_COUNTS]) {
+  memset(out, 0, OWN_COUNTS * sizeof *out);
   struct mount *m = mount_of_thread(thread);
   if (m == NULL) return;
   pthread_mutex_lock(&m->lock);
@@ -792,7 +1029,7 @@ static napi_value js_attrs_set(napi_env env, napi_callback_info info) {
   return boolean(env, sluice_attrs_set(thread, paths, pl, rows, n / 5, uid, gid, blksize, names != NULL ? tier_dir : NULL, tier_block, names) == 0);
 }
 
-/* ownOpensTake(thread, out: Float64Array(6)): opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a byte: of handles opened here and released since the last take. */
+/* ownOpensTake(thread, out: Float64Array(10)): the counts of own_counts (see there) since the last take. */
 static napi_value js_own_take(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2];
@@ -800,12 +1037,12 @@ static napi_value js_own_take(napi_env env, napi_callback_info info) {
   size_t tl, n;
   double *out;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || !buffer_arg(env, argv[0], &thread, &tl) ||
-      !f64_arg(env, argv[1], &out, &n) || n < 6) {
-    return bad_args(env, "ownOpensTake(thread: Buffer, out: Float64Array(6))");
+      !f64_arg(env, argv[1], &out, &n) || n < OWN_COUNTS) {
+    return bad_args(env, "ownOpensTake(thread: Buffer, out: Float64Array(10))");
   }
-  uint64_t c[6];
+  uint64_t c[OWN_COUNTS];
   sluice_own_take(thread, c);
-  for (int i = 0; i < 6; i++) out[i] = (double)c[i];
+  for (int i = 0; i < OWN_COUNTS; i++) out[i] = (double)c[i];
   return NULL;
 }
 

@@ -34,6 +34,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -139,7 +140,8 @@ static ssize_t pread_full(int fd, void *buf, size_t n, off_t at) {
   return (ssize_t)got;
 }
 
-int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out) {
+/* sluice_tier_read_small(), and with `keep` the data file's descriptor left open in *keep on success. */
+static int tier_read(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out, int *keep) {
   static const char hex[] = "0123456789abcdef";
   if (size == 0 || size > block_size) return -EINVAL;
   char hname[65];
@@ -168,7 +170,8 @@ int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint
       got = pread_full(data, out, (size_t)size, 0);
       if (got < 0) res = (int)got;
       else if ((uint64_t)got == size && sluice_crc32c(out, (size_t)size) == crc) res = 0;
-      close(data);
+      if (res == 0 && keep != NULL) *keep = data;
+      else close(data);
     }
     if (res == 0) touch(map);
   } else if (got < 0) {
@@ -176,6 +179,20 @@ int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint
   }
   close(map);
   return res;
+}
+
+int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out) {
+  return tier_read(objects_dir, name, block_size, size, out, NULL);
+}
+
+int sluice_tier_open_verified(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size) {
+  if (size == 0 || size > block_size) return -EINVAL;
+  char *buf = malloc((size_t)size);
+  if (buf == NULL) return -ENOMEM;
+  int fd = -1;
+  int res = tier_read(objects_dir, name, block_size, size, buf, &fd);
+  free(buf);
+  return res == 0 ? fd : res;
 }
 
 /* ---- N-API, for tests (test/native/tier-small.ts): the same functions the FUSE thread calls ---- */

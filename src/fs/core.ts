@@ -523,8 +523,7 @@ export class SluiceFs implements FsCore {
   }
 
   /** See FsCore.openedElsewhere: counted as open() and read() would count these handles. */
-  openedElsewhere(opens: number, reads: number, bytes: number, diskBytes: number, delivered: number): void {
-    if (opens <= 0) return;
+  openedElsewhere(opens: number, reads: number, bytes: number, diskBytes: number, delivered: number, diskFiles: number): void {
     const labels = this.readLabels;
     for (let i = 0; i < reads; i++) readWait.observe(labels, 0);
     if (bytes > 0) {
@@ -535,7 +534,7 @@ export class SluiceFs implements FsCore {
       channelObjects.inc({ channel: this.channel, mode: 'FastFile' }, delivered);
       markFirstFile(this.channel, 'FastFile');
     }
-    this.opts.tierFiles?.countHits(opens, diskBytes);
+    this.opts.tierFiles?.countHits(diskFiles, diskBytes);
   }
 
   /** Counts `reads` reads of handle `fh` that were answered from heldBytes() outside read(), `bytes` in all, as read() would. */

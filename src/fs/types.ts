@@ -70,10 +70,11 @@ export interface FsCore {
    */
   readonly tierOpens?: TierOpensOf;
   /**
-   * Counts `opens` handles opened and released outside open() (tierOpens): `reads` reads
-   * served `bytes`, `diskBytes` were read from the tier, `delivered` handles served a byte.
+   * Counts handles opened outside open() (tierOpens): `opens` handles whose `reads` reads
+   * served `bytes`, `delivered` files delivered, and `diskFiles` files (`diskBytes` bytes)
+   * read from the tier.
    */
-  openedElsewhere?(opens: number, reads: number, bytes: number, diskBytes: number, delivered: number): void;
+  openedElsewhere?(opens: number, reads: number, bytes: number, diskBytes: number, delivered: number, diskFiles: number): void;
   /** Throws ReadOnlyError naming the operation; the adapter calls it for every write-like op. */
   refuse(op: string): never;
 }

@@ -51,7 +51,7 @@
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore } from '../fs/types.js';
-import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
+import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fusePassthroughOpens, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
 import type { MemReads, NativeOps, NativeStat, ReadReply, TierOpens } from './native.js';
 
@@ -232,12 +232,24 @@ export function countMemGetattrs(n: number): void {
 }
 
 /**
- * Counts handles opened, read and released in C from the disk tier (native.ts MemAttrs.takeOpens:
- * `c` = opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a
- * byte) as the JavaScript path counts them: each open, read and release answered at once.
+ * Counts handles opened, read and released in C from the disk tier (native.ts MemAttrs.takeOpens)
+ * as the JavaScript path counts them: each open, read and release answered at once. `c`: of
+ * handles read into memory and released, opens, reads, bytes served, bytes asked, bytes read
+ * from disk, handles that served a byte; then passthrough opens, passthrough releases, and
+ * the bytes and files read from disk to verify passthrough files. A passthrough handle's
+ * reads never reach sluice: its file counts as delivered at its release, its bytes are not
+ * in served bytes.
  */
 export function countMemOpens(core: FsCore, c: Float64Array): void {
-  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0] = c;
+  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0] = c;
+  if (ptOpens > 0 || ptReleases > 0) {
+    fusePassthroughOpens.inc(ptOpens);
+    fuseOps.inc(OPEN_OK_LABELS, ptOpens);
+    fuseOps.inc(RELEASE_OK_LABELS, ptReleases);
+    for (let i = 0; i < ptOpens; i++) fuseOpSeconds.observe(OPEN_LABELS, 0);
+    for (let i = 0; i < ptReleases; i++) fuseOpSeconds.observe(RELEASE_LABELS, 0);
+    core.openedElsewhere?.(0, 0, 0, ptDiskBytes, ptReleases, ptDiskFiles);
+  }
   if (opens <= 0) return;
   fuseMemoryOpens.inc(opens);
   fuseOps.inc(OPEN_OK_LABELS, opens);
@@ -254,7 +266,7 @@ export function countMemOpens(core: FsCore, c: Float64Array): void {
       fuseReadBytes.observe(asked / reads);
     }
   }
-  core.openedElsewhere?.(opens, reads, served, diskBytes, delivered);
+  core.openedElsewhere?.(opens, reads, served, diskBytes, delivered, opens);
 }
 
 const OPEN_LABELS = { op: 'open' } as const;

@@ -58,6 +58,8 @@ export interface FastFileMount {
   readonly listed: Promise<void>;
   /** Settles true once lookups of listed paths are answered in libfuse's thread (kernel-mount.ts), false when they never will be. */
   readonly attrTable: Promise<boolean>;
+  /** The mount negotiated FUSE passthrough (KernelMount.passthrough). */
+  readonly passthrough: boolean;
   /** Takes now what libfuse's thread answered without JavaScript into the core and the metrics (else once a second; KernelMount.takeCounts). */
   takeCounts(): void;
   /** Resolves when the mount was removed from outside (fusermount -u, umount); see kernel-mount.ts. */
@@ -154,7 +156,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
     // The rest of the listing waits for the mount (bounded), so the first lookups go first.
     fs.holdListingUntil(mounting);
     const kmount = await mounting; // on failure, mountCore has taken down what it mounted
-    mlog.info({ readaheadKb: kmount.readaheadKb, maxReadKb: kmount.maxRead / 1024, listed: fs.isListed }, 'mounted');
+    mlog.info({ readaheadKb: kmount.readaheadKb, maxReadKb: kmount.maxRead / 1024, passthrough: kmount.passthrough, listed: fs.isListed }, 'mounted');
     const mounted = core;
     let done: Promise<void> | undefined;
     return {
@@ -164,6 +166,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       gone: kmount.gone,
       attrTable: kmount.attrTable,
       takeCounts: () => kmount.takeCounts(),
+      passthrough: kmount.passthrough,
       unmount() {
         done ??= (async () => {
           await kmount.unmount();

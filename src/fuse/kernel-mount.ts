@@ -43,7 +43,7 @@ import { log } from '../log.js';
 import { countMemGetattrs, countMemOpens, fuseOpsFor, listedAttrs, memReadDrainer } from './adapter.js';
 import { ReadDeadlines } from './deadline.js';
 import { detachMount, checkFuseAvailable, checkFuseFdMount, fuseFdOf, readMounts } from './mountpoint.js';
-import { LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseMaxRead, requestFuseMaxRead, type MemAttrs, type MemReads, type NativeFuse } from './native.js';
+import { LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseMaxRead, negotiatedFusePassthrough, requestFuseMaxRead, requestFusePassthrough, type MemAttrs, type MemReads, type NativeFuse } from './native.js';
 import { setReadaheadKb } from './readahead.js';
 
 export interface KernelMountOptions {
@@ -76,6 +76,8 @@ export interface KernelMount {
   readonly attrTable: Promise<boolean>;
   /** The largest read the kernel sends this mount, bytes (128 KiB unless the INIT reply raised it). */
   readonly maxRead: number;
+  /** The INIT reply asked for FUSE passthrough (the kernel offered it): small files of the disk tier may be passed through (native/src/fuse_memread.c). */
+  readonly passthrough: boolean;
   /**
    * Takes now what libfuse's thread answered without JavaScript (reads and releases of held
    * files, getattrs, opens from the disk tier) into the core and the metrics, which is
@@ -204,7 +206,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   // getattr answered in C from the listing (native.ts MemAttrs), installed once listed.
   let attrTable: MemAttrs | undefined;
   // Counts of handles opened in C from the disk tier (MemAttrs.takeOpens), taken with the getattrs.
-  const openCounts = new Float64Array(6);
+  const openCounts = new Float64Array(10);
   /** Stops answering reads (and getattrs) in C: what the kernel released is released in the core, what is open goes back to the JavaScript read path. */
   const stopMemReads = (): void => {
     if (memTimer) clearInterval(memTimer);
@@ -239,6 +241,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   const parentDev = fromFd ? undefined : (await stat(path.dirname(mnt))).dev;
   // Set right before fuse.mount(), which calls fuse_mount() synchronously: one value per mount.
   const sized = requestFuseMaxRead(opts.fuseMaxRead ?? DEFAULT_FUSE_MAX_READ);
+  const passthroughAsked = requestFusePassthrough(true);
   await withTimeout(new Promise<void>((resolve, reject) => {
     fuse.mount((err) => {
       if (!err) return resolve();
@@ -266,6 +269,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   // fuse.mount() calls back from libfuse's init, before the INIT reply is written: what
   // the reply said is read once the mount has answered a request (the stat below).
   let maxRead = LIBFUSE2_MAX_READ;
+  let passthrough = false;
 
   let dev: string | undefined;
   let watch: NodeJS.Timeout | undefined;
@@ -308,6 +312,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
       takeCounts,
       // Nothing here waits for a request through the mount: read on use.
       get maxRead() { return sized ? negotiatedFuseMaxRead() : LIBFUSE2_MAX_READ; },
+      get passthrough() { return passthroughAsked && negotiatedFusePassthrough(); },
       // Its mount point is unknown here, so its removal is not watched: it never resolves.
       gone: new Promise<void>(() => undefined),
       unmount: async () => {
@@ -325,6 +330,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     if (st.dev === parentDev) throw new FuseUnavailableError(`mounting ${mnt} reported success but the folder is not a new filesystem`, { hint: 'Check dmesg for FUSE errors' });
     dev = devString(st.dev);
     if (sized) maxRead = negotiatedFuseMaxRead();
+    if (passthroughAsked) passthrough = negotiatedFusePassthrough();
   } catch (err) {
     await unmount();
     throw err;
@@ -358,5 +364,5 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
         'could not set the mount readahead (needs root and a writable /sys); sequential reads may be slower');
     }
   }
-  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, memReads: mem !== undefined, attrTable: attrTableIn, takeCounts, maxRead, gone, unmount };
+  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, memReads: mem !== undefined, attrTable: attrTableIn, takeCounts, maxRead, passthrough, gone, unmount };
 }

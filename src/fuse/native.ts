@@ -169,7 +169,9 @@ export interface FuseFdShim {
   /** max_pages the INIT reply of the mounts made from now on asks for (native/src/fuse_init.c); 0: libfuse's reply. */
   setFuseMaxPages?(pages: number): void;
   /** The last INIT reply: max_pages it set (0: left alone, e.g. a kernel before 4.20) and the kernel's protocol minor. */
-  fuseInitState?(): { maxPages: number; kernelMinor: number };
+  fuseInitState?(): { maxPages: number; kernelMinor: number; passthrough?: boolean };
+  /** Whether the INIT replies of mounts made from now on ask for FUSE passthrough when the kernel offers it (native/src/fuse_init.c). */
+  setFusePassthrough?(on: boolean): void;
   /** native/src/fuse_memread.c, for the mount whose fuse-native thread buffer is `thread` (see MemReads). */
   memReadAdd?(thread: Buffer, fh: number, bytes: Buffer): boolean;
   memReadRemove?(thread: Buffer, fh: number, counts: Float64Array): boolean;
@@ -218,8 +220,7 @@ export interface MemAttrs {
   take(clear?: boolean): number;
   /**
    * Handles opened in C from the disk tier (TierOpens) and released since the last take:
-   * opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a
-   * byte, written into `out` (length 6).
+   * counts written into `out` (length 10; see adapter.ts countMemOpens).
    */
   takeOpens(out: Float64Array): void;
 }
@@ -295,6 +296,24 @@ export function requestFuseMaxRead(bytes: number): boolean {
   if (!shim?.setFuseMaxPages) return false;
   shim.setFuseMaxPages(bytes > LIBFUSE2_MAX_READ ? Math.floor(bytes / FUSE_PAGE) : 0);
   return true;
+}
+
+/**
+ * Asks for FUSE passthrough (Linux >= 6.9) in the INIT reply of the mounts made after this
+ * call, when the kernel offers it (native/src/fuse_init.c): small files of the disk tier are
+ * then read by the kernel from their cache files (native/src/fuse_memread.c "Passthrough").
+ * SLUICE_NO_PASSTHROUGH=1 turns it off. False when the addon cannot.
+ */
+export function requestFusePassthrough(on: boolean): boolean {
+  const shim = tryFuseFdShim();
+  if (!shim?.setFusePassthrough) return false;
+  shim.setFusePassthrough(on && process.env.SLUICE_NO_PASSTHROUGH !== '1');
+  return true;
+}
+
+/** Whether the INIT reply of the mount made last asked for passthrough (the kernel offered it and it was wanted). */
+export function negotiatedFusePassthrough(): boolean {
+  return tryFuseFdShim()?.fuseInitState?.().passthrough ?? false;
 }
 
 /** The largest read the kernel sends the mount made last: what its INIT reply negotiated. */

@@ -355,6 +355,12 @@ export const fuseMemoryOpens = new client.Counter({
   registers: [registry],
 });
 
+export const fusePassthroughOpens = new client.Counter({
+  name: 'sluice_fuse_passthrough_opens_total',
+  help: 'FUSE opens of small files of the disk tier answered with FUSE passthrough (Linux 6.9 or later): the kernel reads the verified cache file itself, so the handle\'s reads never reach sluice (not in sluice_served_bytes_total; the file counts in sluice_channel_objects_total when closed).',
+  registers: [registry],
+});
+
 export const fuseMemoryGetattrs = new client.Counter({
   name: 'sluice_fuse_memory_getattrs_total',
   help: 'FUSE getattrs (lookups) of listed paths answered in libfuse\'s worker thread from a copy of the listing, without a hop to JavaScript (also counted in sluice_fuse_operations_total{op="getattr"}, within a second).',

@@ -3,12 +3,17 @@
  * native/src/tier_small.c): real kernel mounts over a tier filled once, every byte read compared
  * with its source by sha256 (whole files, reads at offsets and past the end, many readers at
  * once, open/close churn), a mount unmounted with handles open, a corrupt and a missing cache
- * file, opens in JavaScript with reads in C (SLUICE_NO_C_OPEN), the fallback without the C path
- * (SLUICE_NO_NATIVE), and the metrics of what C answered.
+ * file, and the metrics of what C answered, in each way a small file can be opened: passed
+ * through to its cache file (FUSE passthrough, when this kernel has it), read into memory in
+ * C (SLUICE_NO_PASSTHROUGH), opened in JavaScript with reads in C (SLUICE_NO_C_OPEN); a file
+ * held open in one way while opened in another (the kernel refuses to mix passthrough with
+ * other opens of one file), and the fallback without the C path (SLUICE_NO_NATIVE).
  */
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -34,6 +39,21 @@ const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const metric = metricSum;
 const memReads = () => metric('sluice_fuse_memory_reads_total');
 const memOpens = () => metric('sluice_fuse_memory_opens_total');
+const ptOpens = () => metric('sluice_fuse_passthrough_opens_total');
+
+/** How small files of the tier are opened: passthrough (the default where the kernel has it), into memory in C, or in JavaScript. */
+type Mode = 'passthrough' | 'memory' | 'js';
+const MODE_ENV: Record<Mode, Record<string, string>> = { passthrough: {}, memory: { SLUICE_NO_PASSTHROUGH: '1' }, js: { SLUICE_NO_C_OPEN: '1' } };
+/** Sets `mode`'s environment for the test's mounts (restored at its end). */
+function useMode(t: Test, mode: Mode): void {
+  for (const [k, v] of Object.entries(MODE_ENV[mode])) {
+    process.env[k] = v;
+    t.teardown(() => { delete process.env[k]; });
+  }
+}
+/** Whether this kernel negotiates FUSE passthrough (Linux >= 6.9 with CONFIG_FUSE_PASSTHROUGH, and CAP_SYS_ADMIN), learnt from the first mount. */
+let kernelPassthrough: boolean | undefined;
+const MODES: Mode[] = ['passthrough', 'memory', 'js'];
 const served = () => metric('sluice_served_bytes_total');
 const delivered = () => metric('sluice_channel_objects_total');
 const readOps = () => metric('sluice_fuse_operations_total', { op: 'read', result: 'ok' });
@@ -132,6 +152,7 @@ t.before(async () => {
   // Epoch 1 fills the tier (the unmount flushes its writes).
   const mnt = await tempMountpoint(t, 'memread-fill');
   const m = await mountFastFile({ uri: `s3://${BUCKET}/${PREFIX}`, mountpoint: mnt, options: testMountOptions(s3.endpoint, { cacheDir, cacheDirWriteRate: 1024 * MiB }) });
+  kernelPassthrough = m.passthrough;
   try {
     await m.listed;
     await childRead({ files: objects.map((o) => fileOf(mnt, o)) });
@@ -144,41 +165,46 @@ t.teardown(async () => {
   if (cacheDir) await rm(cacheDir, { recursive: true, force: true });
 });
 
-for (const cOpen of [true, false]) {
-  const how = cOpen ? 'opened and read in C' : 'opened in JavaScript (SLUICE_NO_C_OPEN), read in C';
-  t.test(`a restarted mount answers small files in C, ${how}: bytes right, no GET, metrics counted`, async (t) => {
-    if (!cOpen) {
-      process.env.SLUICE_NO_C_OPEN = '1';
-      t.teardown(() => { delete process.env.SLUICE_NO_C_OPEN; });
-    }
+for (const mode of MODES) {
+  t.test(`a restarted mount answers small files in C (${mode}): bytes right, no GET, metrics counted`, async (t) => {
+    if (mode === 'passthrough' && !kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+    useMode(t, mode);
     const m = await mount(t, 'memread-whole');
+    t.equal(m.passthrough, mode !== 'memory' && kernelPassthrough, 'passthrough negotiated unless turned off');
     const count = (labels: Record<string, string>) => metric('sluice_fuse_operations_total', labels);
-    const [r0, s0, d0, o0, g0, m0, h0, hb0, op0, rel0] = [await memReads(), await served(), await delivered(), await readOps(), await gets(), await memOpens(),
+    const [r0, s0, d0, o0, g0, m0, p0, h0, hb0, op0, rel0] = [await memReads(), await served(), await delivered(), await readOps(), await gets(), await memOpens(), await ptOpens(),
       await metric('sluice_disk_cache_hits_total'), await metric('sluice_disk_cache_read_bytes_total'), await count({ op: 'open', result: 'ok' }), await count({ op: 'release', result: 'ok' })];
     const got = await childRead({ files: objects.map((o) => fileOf(m.mountpoint, o)) });
     checkAll(t, got, objects, 'whole files');
     t.ok(await drained(m), 'every handle released in C was released in the core');
     const small = smallObjects();
+    const smallBytes = small.reduce((a, o) => a + o.size, 0);
     const inC = (await memReads()) - r0;
-    t.ok(inC >= small.length, `reads answered in C (${inC}) cover every small file (${small.length})`);
-    t.equal((await memOpens()) - m0, cOpen ? small.length : 0, cOpen ? 'every small file was opened in C' : 'no open answered in C');
+    t.equal((await memOpens()) - m0, mode === 'memory' ? small.length : 0, 'small files opened into memory in C: in that mode only');
+    t.equal((await ptOpens()) - p0, mode === 'passthrough' ? small.length : 0, 'small files passed through: in that mode only');
+    if (mode === 'passthrough') t.equal(inC, 0, 'no read reaches sluice: the kernel reads the cache files');
+    else t.ok(inC >= small.length, `reads answered in C (${inC}) cover every small file (${small.length})`);
     t.ok((await readOps()) - o0 >= inC, 'reads answered in C are counted as read operations');
-    t.equal((await count({ op: 'open', result: 'ok' })) - op0, objects.length, 'every open counted once, C and JavaScript alike');
+    t.equal((await count({ op: 'open', result: 'ok' })) - op0, objects.length, 'every open counted once, however answered');
     t.equal((await count({ op: 'release', result: 'ok' })) - rel0, objects.length, 'every release counted once');
-    t.equal((await served()) - s0, objects.reduce((a, o) => a + o.size, 0), 'served bytes count every byte, C and JavaScript alike');
+    const total = objects.reduce((a, o) => a + o.size, 0);
+    t.equal((await served()) - s0, mode === 'passthrough' ? total - smallBytes : total, mode === 'passthrough' ? 'served bytes: every byte sluice served (not those the kernel read itself)' : 'served bytes count every byte, C and JavaScript alike');
     t.equal((await delivered()) - d0, objects.length, 'every file counted as delivered');
     t.equal((await gets()) - g0, 0, 'no GET: every block from the tier');
     // Small files are one block each; the two large ones (BLOCK + 1, 3 MiB + 17) are read through the tier's other paths.
     t.ok((await metric('sluice_disk_cache_hits_total')) - h0 >= small.length, 'each small file is a disk-tier hit');
-    t.ok((await metric('sluice_disk_cache_read_bytes_total')) - hb0 >= small.reduce((a, o) => a + o.size, 0), 'and its bytes are counted as read from the tier');
+    t.ok((await metric('sluice_disk_cache_read_bytes_total')) - hb0 >= smallBytes, 'and its bytes are counted as read from the tier');
   });
 }
 
-t.test('reads at offsets and past the end', async (t) => {
+for (const mode of MODES) {
+t.test(`reads at offsets and past the end (${mode})`, async (t) => {
+  if (mode === 'passthrough' && !kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  useMode(t, mode);
   const m = await mount(t, 'memread-ranges');
   const objs = objects.filter((o) => o.key.includes('/odd/'));
   const ranges: [number, number][] = [[0, 1], [1, 4096], [4095, 2], [4096, 8192], [12_345, 70_000], [BLOCK - 3, 10], [BLOCK, 100], [3 * MiB, 4096], [10 * MiB, 10]];
-  const r0 = await memReads();
+  const [r0, p0] = [await memReads(), await ptOpens()];
   const got = await childRead({ files: objs.map((o) => fileOf(m.mountpoint, o)), ranges });
   checkAll(t, got, objs, 'whole files');
   let bad = 0;
@@ -195,13 +221,20 @@ t.test('reads at offsets and past the end', async (t) => {
   }
   t.equal(bad, 0, `every range of ${objs.length} files matches its source, past the end too`);
   t.ok(await drained(m), 'every handle released');
-  t.ok((await memReads()) - r0 > objs.length, 'range reads were answered in C');
+  // Each file is opened once whole, then twice per range (dd drops its pages, then the range is read).
+  const smallOdd = objs.filter((o) => o.size <= BLOCK).length;
+  if (mode === 'passthrough') t.equal((await ptOpens()) - p0, smallOdd * (1 + 2 * ranges.length), 'every open of a small file was passed through');
+  else t.ok((await memReads()) - r0 > objs.length, 'range reads were answered in C');
 });
+}
 
-t.test('many readers at once, of the same and of different files, and open/close churn', async (t) => {
+for (const mode of MODES) {
+t.test(`many readers at once, of the same and of different files, and open/close churn (${mode})`, async (t) => {
+  if (mode === 'passthrough' && !kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  useMode(t, mode);
   const m = await mount(t, 'memread-many');
   const small = smallObjects();
-  const r0 = await memReads();
+  const [r0, p0] = [await memReads(), await ptOpens()];
   const orders = Array.from({ length: 6 }, (_, k) => (k % 2 === 0 ? small : [...small].reverse()).slice(k % 3));
   const runs = await Promise.all([
     ...orders.map((objs) => childRead({ files: objs.map((o) => fileOf(m.mountpoint, o)) })),
@@ -212,18 +245,21 @@ t.test('many readers at once, of the same and of different files, and open/close
   checkAll(t, runs[6]!, [small[0]!], 'churn reader 1');
   checkAll(t, runs[7]!, [small[1]!], 'churn reader 2');
   t.ok(await drained(m), 'after 600 opens and closes, every handle is released in the core');
-  t.ok((await memReads()) - r0 > 0, 'answered in C');
+  if (mode === 'passthrough') {
+    // The same files open in several readers at once share one backing file (the kernel requires it).
+    const opens = orders.reduce((a, o) => a + o.length, 0) + 2 * 301;
+    t.equal((await ptOpens()) - p0, opens, `all ${opens} opens passed through`);
+  } else t.ok((await memReads()) - r0 > 0, 'answered in C');
 });
+}
 
-for (const cOpen of [true, false]) {
-t.test(`unmount while handles answered in C are open (${cOpen ? 'opened in C' : 'opened in JavaScript'})`, async (t) => {
-  if (!cOpen) {
-    process.env.SLUICE_NO_C_OPEN = '1';
-    t.teardown(() => { delete process.env.SLUICE_NO_C_OPEN; });
-  }
+for (const mode of MODES) {
+t.test(`unmount while handles answered in C are open (${mode})`, async (t) => {
+  if (mode === 'passthrough' && !kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  useMode(t, mode);
   const m = await mount(t, 'memread-unmount');
   const small = smallObjects();
-  const [s0, m0] = [await served(), await memOpens()];
+  const [s0, m0, p0] = [await served(), await memOpens(), await ptOpens()];
   const child = spawn(process.execPath, ['-e', READER, JSON.stringify({ files: small.map((o) => fileOf(m.mountpoint, o)), hold: true })], { stdio: ['pipe', 'pipe', 'inherit'] });
   t.teardown(() => { child.kill('SIGKILL'); });
   const exited = new Promise((r) => child.on('exit', r));
@@ -236,10 +272,11 @@ t.test(`unmount while handles answered in C are open (${cOpen ? 'opened in C' : 
   const inCore = m.core.openHandleCount;
   const dev = (await stat(m.mountpoint)).dev;
   await m.unmount(); // busy: detached lazily; the entries left in C are counted and dropped
-  const inC = (await memOpens()) - m0;
+  const inC = (await memOpens()) - m0 + (await ptOpens()) - p0;
   t.ok(inCore + inC >= small.length, `${inCore} handles open in the core and ${inC} in C`);
-  if (cOpen) t.ok(inC > 0, 'some of them opened in C');
-  t.ok((await served()) - s0 >= small.length * 10, 'the bytes read before the unmount are counted');
+  if (mode !== 'js') t.ok(inC > 0, 'some of them opened in C');
+  // Passthrough reads never reach sluice: only the others' bytes are counted.
+  if (mode !== 'passthrough') t.ok((await served()) - s0 >= small.length * 10, 'the bytes read before the unmount are counted');
   child.stdin.end();
   child.kill('SIGKILL');
   // The reader's exit closes its files through the detached mount (FLUSH, RELEASE), which the
@@ -281,12 +318,55 @@ t.test('a cache file removed under the mount is read from S3, the others still o
   const name = tier.nameOf('/' + victim.key.slice(PREFIX.length))!;
   t.match(name, /^[0-9a-f]{64}$/, 'the file has a cache file name');
   await rm(path.join(tier.objectsDir, name.slice(0, 2), name));
-  const [g0, m0] = [await gets(), await memOpens()];
+  const [g0, m0, p0] = [await gets(), await memOpens(), await ptOpens()];
   const got = await childRead({ files: objects.map((o) => fileOf(m.mountpoint, o)) });
   checkAll(t, got, objects, 'with one cache file removed');
   t.ok(await drained(m), 'every handle released');
   t.ok((await gets()) - g0 >= 1, 'the removed file came from S3');
-  t.equal((await memOpens()) - m0, smallObjects().length - 1, 'every other small file was opened in C');
+  t.equal((await memOpens()) - m0 + (await ptOpens()) - p0, smallObjects().length - 1, 'every other small file was opened in C');
+});
+
+t.test('a file open through JavaScript is not passed through meanwhile, and is once it is closed', async (t) => {
+  if (!kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  const addon = createRequire(import.meta.url)(path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native', 'build', 'Release', 'sluice_native.node')) as
+    { tierReadSmall(dir: string, name: Buffer, block: number, size: number): Buffer | number };
+  const m = await mount(t, 'memread-mixed');
+  const victim = smallObjects().find((o) => o.size === 40_000 && !o.key.endsWith('f000.bin'))!;
+  const tier = m.core.tierOpens!;
+  const name = tier.nameOf('/' + victim.key.slice(PREFIX.length))!;
+  const data = path.join(tier.objectsDir, name.slice(0, 2), name);
+  // Damage it: the first open finds it bad in C and goes to JavaScript, which reads it from S3 and rewrites the tier.
+  const b = await readFile(data);
+  b[100]! ^= 0x01;
+  await writeFile(data, b);
+  const file = fileOf(m.mountpoint, victim);
+  const holder = spawn(process.execPath, ['-e', READER, JSON.stringify({ files: [file], hold: true })], { stdio: ['pipe', 'pipe', 'inherit'] });
+  t.teardown(() => { holder.kill('SIGKILL'); });
+  const held = new Promise((r) => holder.on('exit', r));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('holder did not open its file')), 60_000);
+    holder.stdout.on('data', (d: Buffer) => { if (d.toString().includes('open')) { clearTimeout(timer); resolve(); } });
+    holder.on('exit', () => reject(new Error('holder exited')));
+  });
+  // Wait (bounded) until the tier holds the file again, checked as C checks it.
+  let repaired = false;
+  for (let i = 0; i < 100 && !repaired; i++) {
+    repaired = Buffer.isBuffer(addon.tierReadSmall(tier.objectsDir, Buffer.from(name, 'hex'), tier.blockSize, victim.size));
+    if (!repaired) await new Promise((r) => setTimeout(r, 50));
+  }
+  t.ok(repaired, 'the tier holds the file again');
+  // Open while the JavaScript handle is open: passthrough here would fail the open (EIO), so it is read into memory in C.
+  const [m0, p0] = [await memOpens(), await ptOpens()];
+  checkAll(t, await childRead({ files: [file] }), [victim], 'opened while held in JavaScript');
+  m.takeCounts();
+  t.equal((await ptOpens()) - p0, 0, 'not passed through while another handle is not');
+  t.equal((await memOpens()) - m0, 1, 'read into memory in C instead');
+  holder.stdin.end();
+  await held;
+  t.ok(await drained(m), 'the held handle is released');
+  checkAll(t, await childRead({ files: [file] }), [victim], 'opened once it was closed');
+  m.takeCounts();
+  t.equal((await ptOpens()) - p0, 1, 'then passed through');
 });
 
 t.test('SLUICE_NO_NATIVE: no reads in C, the same bytes and metrics through JavaScript', async (t) => {
