@@ -88,20 +88,19 @@
  * turns that into one pread per WINDOW and keeps the bytes where a later FUSE passthrough
  * can hand them to the kernel as they are.
  *
- * FUSE passthrough (not built; for a later issue): a whole-present file still goes kernel
- * -> sluice -> pread -> kernel for each read. Linux >= 6.9 FUSE passthrough lets open()
- * hand the kernel a backing fd, after which reads go straight to that file with no trip
- * through sluice. With this layout the backing file exists already (the data file is the
- * object at offset 0). It would take: (1) libfuse >= 3.16 (fuse_passthrough_open /
- * FOPEN_PASSTHROUGH): fuse-native is libfuse 2, so our own small low-level FUSE binding in
- * native/; (2) CAP_SYS_ADMIN in the daemon (the kernel requires it to register a backing
- * fd); (3) giving up the per-read CRC, since the kernel reads the file directly: verify
- * every block once at open (one sequential read of the file, which also warms the page
- * cache), and keep the data file from being written while passed through (it is already
- * only ever written with the same bytes, but a sidecar-less rewrite of a corrupt block
- * would race the kernel's reads); (4) eviction would still unlink it safely (the kernel
- * holds the fd). `sluice bench bench/scenarios/tier.yaml` measures what the FUSE hop costs
- * (`restarted` through the mount against `direct`, the same tier read in-process).
+ * FUSE passthrough (Linux >= 6.9), built for small files: with this layout the backing
+ * file exists already (the data file is the object at offset 0). libfuse 2 has no API for
+ * it, so native/src/fuse_init.c asks for it in the INIT reply and rewrites the OPEN reply,
+ * and native/src/fuse_memread.c decides per open (its design note: the kernel's rules for
+ * mixing passthrough and other opens of one file). A small file is read and checked whole
+ * at open (native/src/tier_small.c), then the kernel reads the cache file itself: no
+ * per-read CRC, the price of passthrough (SEMANTICS.md). Eviction unlinks it safely (the
+ * kernel holds the file). Larger whole-present files still go kernel -> sluice -> pread ->
+ * kernel per read (WholeReader): passing them through would mean reading and checking the
+ * whole file before the open returns (first-byte latency of a 128 MiB file from a cold
+ * disk) and leaving its bytes unchecked for as long as it stays open; not done. `sluice
+ * bench bench/scenarios/tier.yaml` measures what the FUSE hop costs (`restarted` through
+ * the mount against `direct`, the same tier read in-process).
  */
 import { createHash } from 'node:crypto';
 import { closeSync, constants as fsc, fstatSync, futimesSync, mkdirSync, open, openSync, read, readSync, statfs as statfsCb, unlinkSync as rmSyncFile, write, writeFileSync, writeSync } from 'node:fs';
