@@ -19,9 +19,9 @@
 int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out);
 
 /*
- * The same checks, for a file to pass through (fuse_init.c): every byte read and verified
- * (which also brings the file into the page cache), then the data file's descriptor (O_RDONLY)
- * returned open, or a negative errno as above.
+ * The same checks for a file of any size, to pass through (fuse_init.c): every block's entry
+ * and every byte read and verified (which also brings the file into the page cache), then
+ * the data file's descriptor (O_RDONLY) returned open, or a negative errno as above.
  */
 int sluice_tier_open_verified(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size);
 

@@ -546,7 +546,8 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
   const struct attrs *a = m->attrs;
   int tabled = a != NULL && a->names != NULL;
   const struct attr_row *row = a != NULL && a->names != NULL ? attrs_find(a, path, strlen(path)) : NULL;
-  if (row != NULL && S_ISREG(row->mode) && row->size > 0 && row->size <= a->tier_block) {
+  /* A named file of one block may be read into memory here; a larger one (named only when the mount can pass through) only passed through. */
+  if (row != NULL && S_ISREG(row->mode) && row->size > 0) {
     const uint8_t *nm = a->names + 32 * (size_t)(row - a->rows);
     static const uint8_t none[32];
     if (memcmp(nm, none, 32) != 0) {
@@ -571,7 +572,7 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
     pthread_mutex_unlock(row_lock(m, row_i));
   }
   uint64_t fh;
-  if (own_open(m, dir, name, block, size, row1, &fh)) {
+  if (size <= block && own_open(m, dir, name, block, size, row1, &fh)) {
     fi->fh = fh;
     return 0;
   }

@@ -140,10 +140,20 @@ static ssize_t pread_full(int fd, void *buf, size_t n, off_t at) {
   return (ssize_t)got;
 }
 
-/* sluice_tier_read_small(), and with `keep` the data file's descriptor left open in *keep on success. */
-static int tier_read(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out, int *keep) {
+/* Bytes read per pread when a file of several blocks is checked whole: 1 MiB, four blocks, one buffer per open. */
+#define CHECK_CHUNK (1u << 20)
+
+/*
+ * Checks the object's cache file `name` of `size` bytes as disk-cache.ts does (header, then
+ * every block's entry and CRC32C). With `out` (one block only), its bytes land there; else
+ * they are read in CHECK_CHUNK pieces and dropped (they stay in the page cache). With
+ * `keep`, the data file's descriptor is left open in *keep on success.
+ */
+static int tier_check(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out, int *keep) {
   static const char hex[] = "0123456789abcdef";
-  if (size == 0 || size > block_size) return -EINVAL;
+  if (size == 0 || block_size == 0 || block_size % 4096 != 0 || (out != NULL && size > block_size)) return -EINVAL;
+  uint64_t n = (size + block_size - 1) / block_size;
+  if (n > (64u << 20) / ENTRY_BYTES) return -EFBIG; /* 64 MiB of entries: 2 TiB at 256 KiB blocks */
   char hname[65];
   for (int i = 0; i < 32; i++) {
     hname[2 * i] = hex[name[i] >> 4];
@@ -154,44 +164,70 @@ static int tier_read(const char *objects_dir, const uint8_t name[32], uint32_t b
   int len = snprintf(file, sizeof file - 4, "%s/%.2s/%s", objects_dir, hname, hname);
   if (len < 0 || (size_t)len >= sizeof file - 4) return -ENAMETOOLONG;
   memcpy(file + len, ".map", 5);
-  int map = open(file, O_RDONLY | O_CLOEXEC);
-  if (map < 0) return -errno;
-  uint8_t hdr[HEADER_BYTES + ENTRY_BYTES];
-  ssize_t got = pread_full(map, hdr, sizeof hdr, 0);
-  int res = -EBADMSG;
-  if (got == (ssize_t)sizeof hdr && le32(hdr) == MAGIC && le32(hdr + 4) == block_size && memcmp(hdr + 16, name, 32) == 0 &&
-      le32(hdr + 60) == sluice_crc32c(hdr, 60) && le32(hdr + HEADER_BYTES) == size) {
-    uint32_t crc = le32(hdr + HEADER_BYTES + 4);
-    file[len] = 0;
-    int data = open(file, O_RDONLY | O_CLOEXEC);
-    if (data < 0) {
-      res = -errno;
-    } else {
-      got = pread_full(data, out, (size_t)size, 0);
-      if (got < 0) res = (int)got;
-      else if ((uint64_t)got == size && sluice_crc32c(out, (size_t)size) == crc) res = 0;
-      if (res == 0 && keep != NULL) *keep = data;
-      else close(data);
-    }
-    if (res == 0) touch(map);
-  } else if (got < 0) {
-    res = (int)got;
+  uint8_t small_hdr[HEADER_BYTES + ENTRY_BYTES];
+  size_t hdr_len = HEADER_BYTES + ENTRY_BYTES * (size_t)n;
+  uint8_t *hdr = n == 1 ? small_hdr : malloc(hdr_len);
+  char *chunk = out == NULL ? malloc(size < CHECK_CHUNK ? (size_t)size : CHECK_CHUNK) : NULL;
+  int map = -1, data = -1, res = -ENOMEM;
+  if (hdr == NULL || (out == NULL && chunk == NULL)) goto done;
+  map = open(file, O_RDONLY | O_CLOEXEC);
+  if (map < 0) {
+    res = -errno;
+    goto done;
   }
-  close(map);
+  ssize_t got = pread_full(map, hdr, hdr_len, 0);
+  res = got < 0 ? (int)got : -EBADMSG;
+  if (got != (ssize_t)hdr_len || le32(hdr) != MAGIC || le32(hdr + 4) != block_size || memcmp(hdr + 16, name, 32) != 0 ||
+      le32(hdr + 60) != sluice_crc32c(hdr, 60)) {
+    goto done;
+  }
+  for (uint64_t i = 0; i < n; i++) { /* every block present, whole: its stored length is the object's bytes in it */
+    uint64_t want = size - i * block_size < block_size ? size - i * block_size : block_size;
+    if (le32(hdr + HEADER_BYTES + ENTRY_BYTES * i) != want) goto done;
+  }
+  file[len] = 0;
+  data = open(file, O_RDONLY | O_CLOEXEC);
+  if (data < 0) {
+    res = -errno;
+    goto done;
+  }
+  if (out != NULL) {
+    got = pread_full(data, out, (size_t)size, 0);
+    if (got < 0) res = (int)got;
+    else if ((uint64_t)got == size && sluice_crc32c(out, (size_t)size) == le32(hdr + HEADER_BYTES + 4)) res = 0;
+  } else {
+    size_t per = (size < CHECK_CHUNK ? (size_t)size : CHECK_CHUNK) / block_size;
+    if (per == 0) per = 1;
+    res = 0;
+    for (uint64_t i = 0; i < n && res == 0; i += per) {
+      uint64_t at = i * block_size;
+      size_t len_here = (size_t)(size - at < (uint64_t)per * block_size ? size - at : (uint64_t)per * block_size);
+      got = pread_full(data, chunk, len_here, (off_t)at);
+      if (got < 0) res = (int)got;
+      else if ((size_t)got < len_here) res = -EBADMSG;
+      for (uint64_t k = 0; res == 0 && k < per && i + k < n; k++) {
+        size_t off = (size_t)(k * block_size), l = len_here - off < block_size ? len_here - off : block_size;
+        if (sluice_crc32c(chunk + off, l) != le32(hdr + HEADER_BYTES + ENTRY_BYTES * (i + k) + 4)) res = -EBADMSG;
+      }
+    }
+  }
+  if (res == 0) touch(map);
+done:
+  if (data >= 0 && !(res == 0 && keep != NULL)) close(data);
+  else if (res == 0 && keep != NULL) *keep = data;
+  if (map >= 0) close(map);
+  if (hdr != small_hdr) free(hdr);
+  free(chunk);
   return res;
 }
 
 int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out) {
-  return tier_read(objects_dir, name, block_size, size, out, NULL);
+  return tier_check(objects_dir, name, block_size, size, out, NULL);
 }
 
 int sluice_tier_open_verified(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size) {
-  if (size == 0 || size > block_size) return -EINVAL;
-  char *buf = malloc((size_t)size);
-  if (buf == NULL) return -ENOMEM;
   int fd = -1;
-  int res = tier_read(objects_dir, name, block_size, size, buf, &fd);
-  free(buf);
+  int res = tier_check(objects_dir, name, block_size, size, NULL, &fd);
   return res == 0 ? fd : res;
 }
 
@@ -238,8 +274,30 @@ static napi_value js_read_small(napi_env env, napi_callback_info info) {
   return r;
 }
 
+/* tierOpenVerified(objectsDir, name: Buffer(32), blockSize, size): the data file's descriptor once every block checked, or a negative errno (the caller closes it). */
+static napi_value js_open_verified(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4], r;
+  char dir[PATH_MAX];
+  size_t dl, nl;
+  void *name;
+  bool is = false;
+  uint32_t block;
+  int64_t size;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4 ||
+      napi_get_value_string_utf8(env, argv[0], dir, sizeof dir, &dl) != napi_ok || napi_is_buffer(env, argv[1], &is) != napi_ok || !is ||
+      napi_get_buffer_info(env, argv[1], &name, &nl) != napi_ok || nl != 32 || napi_get_value_uint32(env, argv[2], &block) != napi_ok ||
+      napi_get_value_int64(env, argv[3], &size) != napi_ok || size <= 0) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "tierOpenVerified(objectsDir: string, name: Buffer(32), blockSize: number, size: number > 0)");
+    return NULL;
+  }
+  napi_create_int32(env, sluice_tier_open_verified(dir, name, block, (uint64_t)size), &r);
+  return r;
+}
+
 napi_status sluice_tier_init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
+    {"tierOpenVerified", NULL, js_open_verified, NULL, NULL, NULL, napi_enumerable, NULL},
     {"tierCrc32c", NULL, js_crc32c, NULL, NULL, NULL, napi_enumerable, NULL},
     {"tierReadSmall", NULL, js_read_small, NULL, NULL, NULL, napi_enumerable, NULL},
   };

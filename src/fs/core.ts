@@ -502,8 +502,8 @@ export class SluiceFs implements FsCore {
 
   /**
    * Files the FUSE thread may open from the disk tier without open() (FsCore.tierOpens):
-   * listed files of one block that open() would read from the tier too. Not archived ones
-   * (open() refuses those) and not empty ones (nothing to read).
+   * listed files (of one block, or up to the size asked) that open() would read from the
+   * tier too. Not archived ones (open() refuses those) and not empty ones (nothing to read).
    */
   get tierOpens(): TierOpensOf | undefined {
     const t = this.opts.tierFiles;
@@ -511,12 +511,12 @@ export class SluiceFs implements FsCore {
     return {
       objectsDir: t.objectsDir,
       blockSize: t.blockSize,
-      nameOf: (path: string): string | undefined => {
+      nameOf: (path: string, maxSize = t.blockSize): string | undefined => {
         if (!this.tree) return undefined;
         const node = lookupPath(this.tree.root, path);
         if (!node || node.kind === 'dir' || node.index < 0) return undefined;
         const info = node.info;
-        if (!(info.size > 0 && info.size <= t.blockSize) || archivedAs(info) !== undefined) return undefined;
+        if (!(info.size > 0 && info.size <= maxSize) || archivedAs(info) !== undefined) return undefined;
         return t.nameOf(info.key, info.etag);
       },
     };

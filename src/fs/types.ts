@@ -37,7 +37,8 @@ export interface StatFs {
 export interface TierOpensOf {
   readonly objectsDir: string;
   readonly blockSize: number;
-  nameOf(path: string): string | undefined;
+  /** The cache file name of the listed file at `path` when it may be opened outside open() and is at most `maxSize` bytes (default one block). */
+  nameOf(path: string, maxSize?: number): string | undefined;
 }
 
 export interface FsCore {

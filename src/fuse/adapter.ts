@@ -157,7 +157,7 @@ export interface ListedAttrs {
 /** Paths walked per event-loop turn while building ListedAttrs: ~5 ms of work, so reads are not held up. */
 const ATTR_ROWS_PER_TURN = 8192;
 
-export async function listedAttrs(core: FsCore): Promise<ListedAttrs | undefined> {
+export async function listedAttrs(core: FsCore, nameMax?: number): Promise<ListedAttrs | undefined> {
   // Both grow by doubling: a million paths cost their final size (about 100 MB) and not the
   // several times more that arrays of strings and numbers would hold at the peak.
   let rows = new Float64Array(5 * 1024);
@@ -192,7 +192,7 @@ export async function listedAttrs(core: FsCore): Promise<ListedAttrs | undefined
         names.copy(more);
         names = more;
       }
-      const name = (a.mode & S_IFMT) === S_IFREG ? tier.nameOf(p) : undefined;
+      const name = (a.mode & S_IFMT) === S_IFREG ? tier.nameOf(p, nameMax) : undefined;
       // A name that is not 64 hex digits would be written short: such a row keeps its zeros (opened in JavaScript).
       if (name !== undefined && /^[0-9a-f]{64}$/.test(name)) names.write(name, 32 * count, 32, 'hex');
     }

@@ -134,6 +134,15 @@ const INIT_TIMEOUT_MS = 30_000;
  */
 const MEM_DRAIN_MS = 1000;
 
+/**
+ * Largest file of the disk tier passed through (native/src/fuse_memread.c "Passthrough"):
+ * 256 MiB. The whole file is read and checked before its OPEN is answered; at the 2-4 GB/s
+ * a check runs from the page cache or NVMe here that adds up to about 0.1 s before the
+ * first byte, where a bigger file would wait longer than its reader gains. Larger files are
+ * read through sluice, window by window (src/cache/disk-cache.ts WholeReader).
+ */
+const PASSTHROUGH_MAX_BYTES = 256 * 1024 * 1024;
+
 const flog = log.child({ component: 'fuse' });
 
 /**
@@ -179,7 +188,8 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
  * hold, leaves getattr in JavaScript.
  */
 function installListedAttrs(core: FsCore, listed: Promise<void>, table: () => MemAttrs | undefined): Promise<boolean> {
-  return listed.then(() => (table() ? listedAttrs(core) : undefined)).then((rows) => {
+  // Files larger than a block are named (opened in C) only where they can be passed through.
+  return listed.then(() => (table() ? listedAttrs(core, negotiatedFusePassthrough() ? PASSTHROUGH_MAX_BYTES : undefined) : undefined)).then((rows) => {
     const t = table();
     if (!rows || !t) return false;
     // SLUICE_NO_C_OPEN=1 (a test hook, docs/CONFIGURATION.md): small files are opened in JavaScript, their reads still answered in C.

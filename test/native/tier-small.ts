@@ -7,6 +7,7 @@
  * instruction and on the portable table.
  */
 import { existsSync } from 'node:fs';
+import { closeSync, fstatSync, readSync } from 'node:fs';
 import { copyFile, mkdtemp, readFile, rm, stat, truncate, unlink, utimes, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -25,6 +26,7 @@ const ENOENT = -2;
 const BUILT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native', 'build', 'Release', 'sluice_native.node');
 
 interface TierAddon {
+  tierOpenVerified(objectsDir: string, name: Buffer, blockSize: number, size: number): number;
   tierCrc32c(bytes: Buffer, portable: boolean): number;
   tierReadSmall(objectsDir: string, name: Buffer, blockSize: number, size: number): Buffer | number;
 }
@@ -117,4 +119,46 @@ t.test('reads what DiskCache wrote, and refuses every damaged or foreign file', 
   // Sidecar present, data file gone.
   await unlink(fileOf(1));
   t.equal(read(1), ENOENT, 'a sidecar without its data file: ENOENT');
+});
+
+t.test('a file of many blocks, checked whole for passthrough: its descriptor when every block is right, refused otherwise', { skip }, async (t) => {
+  const a = addon as TierAddon;
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-tier-verify-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const c = await DiskCache.open({ dir, maxBytes: 1024 * MiB, writeBytesPerSec: 4096 * MiB, freeBytes: async () => 1e15 });
+  t.teardown(() => c.close());
+  // 1 MiB + 5 blocks and a bit: one full check chunk, a partial one, a short last block.
+  const sizes = [B + 1, 3 * B, 9 * B + 12_345];
+  for (const size of sizes) {
+    const body = patternBytes(size, size + 1);
+    for (let k = 0; k * B < size; k++) c.write({ ns: NS, key: `v${size}`, etag: '"e"', index: k }, body.subarray(k * B, Math.min(size, (k + 1) * B)));
+  }
+  await c.flush();
+  const objects = path.join(dir, TIER_FOLDER, 'objects');
+  const nameOf = (size: number) => objectName({ ns: NS, key: `v${size}`, etag: '"e"' });
+  const fileOf = (size: number) => path.join(objects, nameOf(size).slice(0, 2), nameOf(size));
+  const check = (size: number) => a.tierOpenVerified(objects, Buffer.from(nameOf(size), 'hex'), B, size);
+  for (const size of sizes) {
+    const fd = check(size);
+    t.ok(fd >= 0, `${size} bytes: checked, descriptor ${fd}`);
+    if (fd >= 0) {
+      t.equal(fstatSync(fd).size, size, 'the descriptor is the data file');
+      const first = Buffer.alloc(16);
+      readSync(fd, first, 0, 16, 0);
+      t.same(first, patternBytes(size, size + 1).subarray(0, 16), 'with the object\'s bytes');
+      closeSync(fd);
+    }
+  }
+  t.equal(a.tierOpenVerified(objects, Buffer.from(nameOf(3 * B), 'hex'), B, 3 * B - 1), EBADMSG, 'a size the entries do not hold: refused');
+  const big = 9 * B + 12_345;
+  const data = await readFile(fileOf(big));
+  data[6 * B + 77]! ^= 0x04; // a block of the second check chunk
+  await writeFile(fileOf(big), data);
+  t.equal(check(big), EBADMSG, 'one flipped bit in block 6: refused');
+  const map = await readFile(`${fileOf(3 * B)}.map`);
+  map.fill(0, 64 + 8, 64 + 16); // block 1 absent
+  await writeFile(`${fileOf(3 * B)}.map`, map);
+  t.equal(check(3 * B), EBADMSG, 'an absent middle block: refused');
+  await truncate(fileOf(B + 1), B);
+  t.equal(check(B + 1), EBADMSG, 'a data file missing its last byte: refused');
 });
