@@ -287,6 +287,28 @@ t.test(`unmount while handles answered in C are open (${mode})`, async (t) => {
 });
 }
 
+t.test('mmap of files passed through, and of files read into memory: the same bytes', async (t) => {
+  // Training code maps files (numpy.load(mmap_mode=...)); python3 maps each file and hashes the mapping.
+  const MAPPER = 'import hashlib, mmap, sys\nfor f in sys.argv[1:]:\n  with open(f, "rb") as h:\n    m = mmap.mmap(h.fileno(), 0, prot=mmap.PROT_READ)\n    print(hashlib.sha256(m).hexdigest())\n    m.close()\n';
+  for (const mode of ['passthrough', 'memory'] as Mode[]) {
+    if (mode === 'passthrough' && !kernelPassthrough) continue;
+    const sub = await t.test(mode, async (t) => {
+      useMode(t, mode);
+      const m = await mount(t, `memread-mmap-${mode}`);
+      const objs = objects.filter((o) => o.size > 0);
+      const p0 = await ptOpens();
+      const out = await new Promise<string>((resolve, reject) => {
+        execFile('python3', ['-c', MAPPER, ...objs.map((o) => fileOf(m.mountpoint, o))], { timeout: 60_000, maxBuffer: 16 * MiB }, (err, stdout, stderr) => (err ? reject(new Error(stderr || err.message)) : resolve(stdout)));
+      });
+      const got = out.trim().split('\n');
+      t.equal(objs.filter((o, i) => got[i] !== o.sha256).length, 0, `${mode}: every mapped file's sha256 matches (${objs.length} files)`);
+      t.ok(await drained(m), 'every handle released');
+      if (mode === 'passthrough') t.equal((await ptOpens()) - p0, objs.length, 'each passed through');
+    });
+    void sub;
+  }
+});
+
 t.test('a corrupt cache file is never served: its CRC fails at open and the file comes from S3', async (t) => {
   const objs = await readdir(path.join(cacheDir, TIER_FOLDER, 'objects'));
   let victim: string | undefined;
