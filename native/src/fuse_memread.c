@@ -459,9 +459,10 @@ static int own_open(struct mount *m, const char *dir, const uint8_t name[32], ui
 
 /*
  * Passthrough for row `row` of a file of `size` bytes: 1 when this open was answered as
- * passthrough (fi->fh set and the reply's backing id noted), else 0 with *other set when
- * the row has non-passthrough handles (or passthrough is not possible now), which this
- * open then joins (the caller counts it in the row's `other` first).
+ * passthrough (fi->fh set and the reply's backing id noted), else 0, and this open is
+ * counted in the row's `other` (in the same hold of the row's lock as the decision, so no
+ * passthrough open of the row can start between the two), for the caller to open it
+ * another way.
  */
 static int pt_open(struct mount *m, size_t row, const char *dir, const uint8_t name[32], uint32_t block, uint64_t size, struct fuse_file_info *fi) {
   struct row_state *st = &m->rs[row];
@@ -480,6 +481,7 @@ static int pt_open(struct mount *m, size_t row, const char *dir, const uint8_t n
   }
   /* Any handle not in passthrough (ours in memory, JavaScript's, or given to JavaScript before the listing came) rules it out. */
   if (st->other > 0 || __atomic_load_n(&m->early, __ATOMIC_SEQ_CST) > 0 || __atomic_load_n(&m->pt_off, __ATOMIC_RELAXED)) {
+    st->other++;
     pthread_mutex_unlock(lock);
     return 0;
   }
@@ -492,6 +494,7 @@ static int pt_open(struct mount *m, size_t row, const char *dir, const uint8_t n
     __atomic_store_n(&m->pt_off, 1, __ATOMIC_RELAXED);
   }
   if (id <= 0) {
+    st->other++;
     pthread_mutex_unlock(lock);
     return 0;
   }
@@ -570,10 +573,7 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
   uint32_t row1 = 0;
   if (pt_ok && __atomic_load_n(&m->rs, __ATOMIC_ACQUIRE) != NULL && row_i < m->rs_n) {
     if (pt_open(m, row_i, dir, name, block, size, fi)) return 0;
-    row1 = (uint32_t)row_i + 1;
-    pthread_mutex_lock(row_lock(m, row_i));
-    m->rs[row_i].other++; /* before the open is answered, so no passthrough open of the row can start meanwhile */
-    pthread_mutex_unlock(row_lock(m, row_i));
+    row1 = (uint32_t)row_i + 1; /* counted in the row's `other` by pt_open, until released */
   }
   uint64_t fh;
   if (size <= block && own_open(m, dir, name, block, size, row1, &fh)) {

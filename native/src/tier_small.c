@@ -1,7 +1,7 @@
 /*
- * A one-block file read whole from the disk tier, in libfuse's worker thread (issue 14: the
- * OPEN of a restarted job's small file answered without JavaScript; see fuse_memread.c
- * "Opens").
+ * A file of the disk tier read whole and checked in libfuse's worker thread (issue 14: the
+ * OPEN of a restarted job's file answered without JavaScript; see fuse_memread.c "Opens"
+ * and "Passthrough").
  *
  * It reads exactly what src/cache/disk-cache.ts openSmall() reads, with the same checks, and
  * the layout is that file's design note (sluice-tier-v2):
@@ -19,6 +19,11 @@
  * and the caller hands the OPEN to JavaScript, whose openSmall() finds the same fault,
  * zeroes the entry or discards the file, counts it, and reads the block from S3 again: one
  * place owns repairs and their metrics.
+ * For passthrough (fuse_init.c), a file of any number of blocks is checked whole the same
+ * way (sluice_tier_open_verified): one pread of the header and all entries (8 bytes a
+ * block), every entry holding its block whole, then the bytes in 1 MiB preads, each block
+ * against its CRC, and the data file's descriptor is returned open to be registered with
+ * the kernel. The bytes are dropped, but the page cache keeps them for the kernel's reads.
  * Races: another process may evict (unlink) or rewrite the object meanwhile. An unlinked
  * file read through an fd still holds its bytes; a rewrite only ever writes the same bytes
  * (same ETag), entries after bytes; a sidecar paired with a recreated data file fails the
