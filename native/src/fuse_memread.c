@@ -989,15 +989,20 @@ static napi_value js_remove(napi_env env, napi_callback_info info) {
   return boolean(env, 1);
 }
 
+/* The (thread: Buffer, out: Float64Array of at least `min` doubles) that drain and ownOpensTake take: 1, or 0 when malformed. */
+static int thread_out_args(napi_env env, napi_callback_info info, void **thread, double **out, size_t *n, size_t min) {
+  size_t argc = 2, tl;
+  napi_value argv[2];
+  return napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 2 && buffer_arg(env, argv[0], thread, &tl) &&
+         f64_arg(env, argv[1], out, n) && *n >= min;
+}
+
 /* Shared by memReadDrain (released handles) and memReadClear (live ones, removed): records of (fh, reads, served, asked). */
 static napi_value drain(napi_env env, napi_callback_info info, int clear) {
-  size_t argc = 2;
-  napi_value argv[2];
   void *thread;
-  size_t tl, n;
+  size_t n;
   double *out;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || !buffer_arg(env, argv[0], &thread, &tl) ||
-      !f64_arg(env, argv[1], &out, &n) || n < 4) {
+  if (!thread_out_args(env, info, &thread, &out, &n, 4)) {
     return bad_args(env, "memReadDrain/Clear(thread: Buffer, out: Float64Array(4 * k))");
   }
   uint64_t raw[4 * 64];
@@ -1065,13 +1070,10 @@ static napi_value js_attrs_set(napi_env env, napi_callback_info info) {
 
 /* ownOpensTake(thread, out: Float64Array(10)): the counts of own_counts (see there) since the last take. */
 static napi_value js_own_take(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
   void *thread;
-  size_t tl, n;
+  size_t n;
   double *out;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || !buffer_arg(env, argv[0], &thread, &tl) ||
-      !f64_arg(env, argv[1], &out, &n) || n < OWN_COUNTS) {
+  if (!thread_out_args(env, info, &thread, &out, &n, OWN_COUNTS)) {
     return bad_args(env, "ownOpensTake(thread: Buffer, out: Float64Array(10))");
   }
   uint64_t c[OWN_COUNTS];

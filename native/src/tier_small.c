@@ -254,24 +254,28 @@ static napi_value js_crc32c(napi_env env, napi_callback_info info) {
   return r;
 }
 
-/* tierReadSmall(objectsDir: string, name: Buffer(32), blockSize: number, size: number): Buffer (the verified bytes) or a negative errno. */
-static napi_value js_read_small(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4], r;
-  char dir[PATH_MAX];
-  size_t dl, nl;
-  void *name;
+/* The (objectsDir: string, name: Buffer(32), blockSize: number, size: number > 0) both test functions take: 1, or 0 when malformed. */
+static int tier_args(napi_env env, napi_callback_info info, char dir[PATH_MAX], void **name, uint32_t *block, int64_t *size) {
+  size_t argc = 4, dl, nl;
+  napi_value argv[4];
   bool is = false;
+  return napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 4 &&
+         napi_get_value_string_utf8(env, argv[0], dir, PATH_MAX, &dl) == napi_ok && napi_is_buffer(env, argv[1], &is) == napi_ok && is &&
+         napi_get_buffer_info(env, argv[1], name, &nl) == napi_ok && nl == 32 && napi_get_value_uint32(env, argv[2], block) == napi_ok &&
+         napi_get_value_int64(env, argv[3], size) == napi_ok && *size > 0;
+}
+
+/* tierReadSmall(objectsDir, name: Buffer(32), blockSize, size (1..blockSize)): Buffer (the verified bytes) or a negative errno. */
+static napi_value js_read_small(napi_env env, napi_callback_info info) {
+  char dir[PATH_MAX];
+  void *name, *out;
   uint32_t block;
   int64_t size;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4 ||
-      napi_get_value_string_utf8(env, argv[0], dir, sizeof dir, &dl) != napi_ok || napi_is_buffer(env, argv[1], &is) != napi_ok || !is ||
-      napi_get_buffer_info(env, argv[1], &name, &nl) != napi_ok || nl != 32 || napi_get_value_uint32(env, argv[2], &block) != napi_ok ||
-      napi_get_value_int64(env, argv[3], &size) != napi_ok || size <= 0 || size > block) {
+  napi_value r;
+  if (!tier_args(env, info, dir, &name, &block, &size) || size > block) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "tierReadSmall(objectsDir: string, name: Buffer(32), blockSize: number, size: number (1..blockSize))");
     return NULL;
   }
-  void *out;
   if (napi_create_buffer(env, (size_t)size, &out, &r) != napi_ok) return NULL;
   int res = sluice_tier_read_small(dir, name, block, (uint64_t)size, out);
   if (res == 0) return r;
@@ -279,20 +283,14 @@ static napi_value js_read_small(napi_env env, napi_callback_info info) {
   return r;
 }
 
-/* tierOpenVerified(objectsDir, name: Buffer(32), blockSize, size): the data file's descriptor once every block checked, or a negative errno (the caller closes it). */
+/* tierOpenVerified(objectsDir, name: Buffer(32), blockSize, size > 0): the data file's descriptor once every block checked, or a negative errno (the caller closes it). */
 static napi_value js_open_verified(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4], r;
   char dir[PATH_MAX];
-  size_t dl, nl;
   void *name;
-  bool is = false;
   uint32_t block;
   int64_t size;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4 ||
-      napi_get_value_string_utf8(env, argv[0], dir, sizeof dir, &dl) != napi_ok || napi_is_buffer(env, argv[1], &is) != napi_ok || !is ||
-      napi_get_buffer_info(env, argv[1], &name, &nl) != napi_ok || nl != 32 || napi_get_value_uint32(env, argv[2], &block) != napi_ok ||
-      napi_get_value_int64(env, argv[3], &size) != napi_ok || size <= 0) {
+  napi_value r;
+  if (!tier_args(env, info, dir, &name, &block, &size)) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "tierOpenVerified(objectsDir: string, name: Buffer(32), blockSize: number, size: number > 0)");
     return NULL;
   }
