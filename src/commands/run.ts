@@ -295,7 +295,10 @@ export async function run(argv: string[]): Promise<number> {
     const exitCode = outcome.code ?? 128 + signalNumber(outcome.signal ?? 'SIGTERM');
     log.info({ exitCode, signal: outcome.signal }, 'training command exited');
     // The last of its stderr, unless a process it started holds the pipe open.
-    await Promise.race([stderrClosed, new Promise((r) => setTimeout(r, STDERR_DRAIN_MS).unref())]);
+    const closed = await Promise.race([stderrClosed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), STDERR_DRAIN_MS).unref())]);
+    // A loop that got no CPU for the whole wait runs the timer before it polls the pipe: let
+    // one poll read what the command wrote before it exited (its last lines: the reason).
+    if (!closed) await new Promise((r) => setImmediate(r));
     c.stderr.destroy();
     if (pipeError !== undefined) throw pipeError;
     if (exitCode !== 0) {
