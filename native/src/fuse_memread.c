@@ -467,46 +467,39 @@ static int own_open(struct mount *m, const char *dir, const uint8_t name[32], ui
 static int pt_open(struct mount *m, size_t row, const char *dir, const uint8_t name[32], uint32_t block, uint64_t size, struct fuse_file_info *fi) {
   struct row_state *st = &m->rs[row];
   pthread_mutex_t *lock = row_lock(m, row);
+  uint64_t checked = 0; /* bytes read from disk to check the file (0: the row's backing file is reused) */
   pthread_mutex_lock(lock);
-  if (st->pt > 0) { /* the kernel wants every open of an inode in passthrough on the same backing file */
-    st->pt++;
-    int id = st->backing;
-    pthread_mutex_unlock(lock);
-    sluice_fuse_reply_backing(id);
-    fi->fh = pt_fh(row);
-    pthread_mutex_lock(&m->lock);
-    m->own_counts[C_PT_OPENS]++;
-    pthread_mutex_unlock(&m->lock);
-    return 1;
+  if (st->pt == 0) {
+    /* Any handle not in passthrough (ours in memory, JavaScript's, or given to JavaScript before the listing came) rules it out. */
+    int id = -1;
+    if (st->other == 0 && __atomic_load_n(&m->early, __ATOMIC_SEQ_CST) == 0 && !__atomic_load_n(&m->pt_off, __ATOMIC_RELAXED)) {
+      /* Checked while holding the row (its other opens wait; other rows do not), so no open of it can start meanwhile. */
+      int fd = sluice_tier_open_verified(dir, name, block, size);
+      id = fd >= 0 ? sluice_fuse_backing_open(fd) : fd;
+      if (fd >= 0) close(fd); /* the kernel holds the file once registered */
+      if (fd >= 0 && id < 0 && id != -ENOMEM && id != -EMFILE && id != -ENFILE) {
+        /* Not a passing shortage: every backing file would be refused the same way. */
+        __atomic_store_n(&m->pt_off, 1, __ATOMIC_RELAXED);
+      }
+    }
+    if (id <= 0) {
+      st->other++;
+      pthread_mutex_unlock(lock);
+      return 0;
+    }
+    st->backing = id;
+    checked = size;
   }
-  /* Any handle not in passthrough (ours in memory, JavaScript's, or given to JavaScript before the listing came) rules it out. */
-  if (st->other > 0 || __atomic_load_n(&m->early, __ATOMIC_SEQ_CST) > 0 || __atomic_load_n(&m->pt_off, __ATOMIC_RELAXED)) {
-    st->other++;
-    pthread_mutex_unlock(lock);
-    return 0;
-  }
-  /* Verified while holding the row (its other opens wait; other rows do not), so no open of it can start meanwhile. */
-  int fd = sluice_tier_open_verified(dir, name, block, size);
-  int id = fd >= 0 ? sluice_fuse_backing_open(fd) : fd;
-  if (fd >= 0) close(fd); /* the kernel holds the file once registered */
-  if (fd >= 0 && id < 0 && id != -ENOMEM && id != -EMFILE && id != -ENFILE) {
-    /* Not a passing shortage: every backing file would be refused the same way. */
-    __atomic_store_n(&m->pt_off, 1, __ATOMIC_RELAXED);
-  }
-  if (id <= 0) {
-    st->other++;
-    pthread_mutex_unlock(lock);
-    return 0;
-  }
-  st->pt = 1;
-  st->backing = id;
+  /* The kernel wants every open of an inode in passthrough on the same backing file: a later open reuses it. */
+  st->pt++;
+  int id = st->backing;
   pthread_mutex_unlock(lock);
   sluice_fuse_reply_backing(id);
   fi->fh = pt_fh(row);
   pthread_mutex_lock(&m->lock);
   m->own_counts[C_PT_OPENS]++;
-  m->own_counts[C_PT_DISK_BYTES] += size;
-  m->own_counts[C_PT_DISK_FILES]++;
+  m->own_counts[C_PT_DISK_BYTES] += checked;
+  m->own_counts[C_PT_DISK_FILES] += checked > 0;
   pthread_mutex_unlock(&m->lock);
   return 1;
 }

@@ -523,13 +523,8 @@ export class SluiceFs implements FsCore {
   }
 
   /** See FsCore.openedElsewhere: counted as open() and read() would count these handles. */
-  openedElsewhere(opens: number, reads: number, bytes: number, diskBytes: number, delivered: number, diskFiles: number): void {
-    const labels = this.readLabels;
-    for (let i = 0; i < reads; i++) readWait.observe(labels, 0);
-    if (bytes > 0) {
-      servedBytes.inc(labels, bytes);
-      markFirstByte(this.channel, 'FastFile');
-    }
+  openedElsewhere(reads: number, bytes: number, diskBytes: number, delivered: number, diskFiles: number): void {
+    this.countServedElsewhere(reads, bytes);
     if (delivered > 0) {
       channelObjects.inc({ channel: this.channel, mode: 'FastFile' }, delivered);
       markFirstFile(this.channel, 'FastFile');
@@ -541,12 +536,17 @@ export class SluiceFs implements FsCore {
   servedElsewhere(fh: number, reads: number, bytes: number): void {
     const h = this.handles.get(fh);
     if (!h) return;
+    this.countServedElsewhere(reads, bytes);
+    if (bytes > 0) h.served = true;
+  }
+
+  /** `reads` reads answered at once outside read(), `bytes` in all, counted as read() counts them. */
+  private countServedElsewhere(reads: number, bytes: number): void {
     const labels = this.readLabels;
     for (let i = 0; i < reads; i++) readWait.observe(labels, 0);
     if (bytes > 0) {
       servedBytes.inc(labels, bytes);
       markFirstByte(this.channel, 'FastFile');
-      h.served = true;
     }
   }
 

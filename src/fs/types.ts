@@ -71,11 +71,10 @@ export interface FsCore {
    */
   readonly tierOpens?: TierOpensOf;
   /**
-   * Counts handles opened outside open() (tierOpens): `opens` handles whose `reads` reads
-   * served `bytes`, `delivered` files delivered, and `diskFiles` files (`diskBytes` bytes)
-   * read from the tier.
+   * Counts what handles opened outside open() (tierOpens) did: `reads` reads served `bytes`,
+   * `delivered` files delivered, and `diskFiles` files (`diskBytes` bytes) read from the tier.
    */
-  openedElsewhere?(opens: number, reads: number, bytes: number, diskBytes: number, delivered: number, diskFiles: number): void;
+  openedElsewhere?(reads: number, bytes: number, diskBytes: number, delivered: number, diskFiles: number): void;
   /** Throws ReadOnlyError naming the operation; the adapter calls it for every write-like op. */
   refuse(op: string): never;
 }

@@ -93,6 +93,21 @@ export interface AdapterHooks {
 const RELEASE_LABELS = { op: 'release' } as const;
 const RELEASE_OK_LABELS = { op: 'release', result: 'ok' } as const;
 
+/** Counts `n` operations answered in C (native/src/fuse_memread.c) as operations answered at once (0 s). */
+function countAnsweredInC(labels: { op: string }, okLabels: { op: string; result: string }, n: number): void {
+  if (n <= 0) return;
+  fuseOps.inc(okLabels, n);
+  for (let i = 0; i < n; i++) fuseOpSeconds.observe(labels, 0);
+}
+
+/** Counts `reads` reads answered in C, with the `asked` bytes the kernel asked for spread evenly over them. */
+function countReadsInC(reads: number, asked: number): void {
+  if (reads <= 0) return;
+  countAnsweredInC(READ_LABELS, READ_OK_LABELS, reads);
+  fuseMemoryReads.inc(reads);
+  for (let i = 0; i < reads; i++) fuseReadBytes.observe(asked / reads);
+}
+
 /**
  * Reads answered in C (native/src/fuse_memread.c) are counted here once their handle's
  * entry leaves the C table: as reads answered at once (0 s), with the size the kernel asked
@@ -100,12 +115,7 @@ const RELEASE_OK_LABELS = { op: 'release', result: 'ok' } as const;
  */
 function countMemReads(core: FsCore, fh: number, reads: number, served: number, asked: number): void {
   if (reads <= 0) return;
-  fuseOps.inc(READ_OK_LABELS, reads);
-  fuseMemoryReads.inc(reads);
-  for (let i = 0; i < reads; i++) {
-    fuseOpSeconds.observe(READ_LABELS, 0);
-    fuseReadBytes.observe(asked / reads);
-  }
+  countReadsInC(reads, asked);
   core.servedElsewhere?.(fh, reads, served);
 }
 
@@ -119,8 +129,7 @@ function countMemReads(core: FsCore, fh: number, reads: number, served: number, 
 export function memReadDrainer(core: FsCore, onError?: (fh: number, err: unknown) => void): (mem: MemReads, all?: boolean) => void {
   const released = (fh: number, reads: number, served: number, asked: number): void => {
     countMemReads(core, fh, reads, served, asked);
-    fuseOpSeconds.observe(RELEASE_LABELS, 0);
-    fuseOps.inc(RELEASE_OK_LABELS);
+    countAnsweredInC(RELEASE_LABELS, RELEASE_OK_LABELS, 1);
     try {
       const r = core.release(fh);
       if (r instanceof Promise) r.catch((err: unknown) => onError?.(fh, err));
@@ -226,9 +235,8 @@ export async function listedAttrs(core: FsCore, nameMax?: number): Promise<Liste
 /** Counts `n` getattrs answered in C from the listing (native.ts MemAttrs) as getattrs answered at once. */
 export function countMemGetattrs(n: number): void {
   if (n <= 0) return;
-  fuseOps.inc(GETATTR_OK_LABELS, n);
+  countAnsweredInC(GETATTR_LABELS, GETATTR_OK_LABELS, n);
   fuseMemoryGetattrs.inc(n);
-  for (let i = 0; i < n; i++) fuseOpSeconds.observe(GETATTR_LABELS, 0);
 }
 
 /**
@@ -242,31 +250,14 @@ export function countMemGetattrs(n: number): void {
  */
 export function countMemOpens(core: FsCore, c: Float64Array): void {
   const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0] = c;
-  if (ptOpens > 0 || ptReleases > 0) {
-    fusePassthroughOpens.inc(ptOpens);
-    fuseOps.inc(OPEN_OK_LABELS, ptOpens);
-    fuseOps.inc(RELEASE_OK_LABELS, ptReleases);
-    for (let i = 0; i < ptOpens; i++) fuseOpSeconds.observe(OPEN_LABELS, 0);
-    for (let i = 0; i < ptReleases; i++) fuseOpSeconds.observe(RELEASE_LABELS, 0);
-    core.openedElsewhere?.(0, 0, 0, ptDiskBytes, ptReleases, ptDiskFiles);
-  }
-  if (opens <= 0) return;
+  if (opens + ptOpens + ptReleases <= 0) return;
   fuseMemoryOpens.inc(opens);
-  fuseOps.inc(OPEN_OK_LABELS, opens);
-  fuseOps.inc(RELEASE_OK_LABELS, opens);
-  for (let i = 0; i < opens; i++) {
-    fuseOpSeconds.observe(OPEN_LABELS, 0);
-    fuseOpSeconds.observe(RELEASE_LABELS, 0);
-  }
-  if (reads > 0) {
-    fuseOps.inc(READ_OK_LABELS, reads);
-    fuseMemoryReads.inc(reads);
-    for (let i = 0; i < reads; i++) {
-      fuseOpSeconds.observe(READ_LABELS, 0);
-      fuseReadBytes.observe(asked / reads);
-    }
-  }
-  core.openedElsewhere?.(opens, reads, served, diskBytes, delivered, opens);
+  fusePassthroughOpens.inc(ptOpens);
+  // A handle read into memory is counted once released: its open and its release together.
+  countAnsweredInC(OPEN_LABELS, OPEN_OK_LABELS, opens + ptOpens);
+  countAnsweredInC(RELEASE_LABELS, RELEASE_OK_LABELS, opens + ptReleases);
+  countReadsInC(reads, asked);
+  core.openedElsewhere?.(reads, served, diskBytes + ptDiskBytes, delivered + ptReleases, opens + ptDiskFiles);
 }
 
 const OPEN_LABELS = { op: 'open' } as const;

@@ -9,7 +9,7 @@
  * held open in one way while opened in another (the kernel refuses to mix passthrough with
  * other opens of one file), and the fallback without the C path (SLUICE_NO_NATIVE).
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -103,6 +103,19 @@ function childRead(args: { files: string[]; ranges?: [number, number][]; churn?:
       else resolve(JSON.parse(stdout) as ReadResult[]);
     });
   });
+}
+
+/** A reader process holding `files` open (each read 10 bytes into), once it has opened them all; closing its stdin closes them. */
+async function holdOpen(t: Test, files: string[]): Promise<{ child: ChildProcessWithoutNullStreams; exited: Promise<unknown> }> {
+  const child = spawn(process.execPath, ['-e', READER, JSON.stringify({ files, hold: true })], { stdio: ['pipe', 'pipe', 'inherit'] }) as ChildProcessWithoutNullStreams;
+  t.teardown(() => { child.kill('SIGKILL'); });
+  const exited = new Promise((r) => child.on('exit', r));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('reader did not open its files')), 60_000);
+    child.stdout.on('data', (b: Buffer) => { if (b.toString().includes('open')) { clearTimeout(timer); resolve(); } });
+    child.on('exit', () => reject(new Error('reader exited')));
+  });
+  return { child, exited };
 }
 
 let s3: LocalS3;
@@ -260,14 +273,7 @@ t.test(`unmount while handles answered in C are open (${mode})`, async (t) => {
   const m = await mount(t, 'memread-unmount');
   const small = smallObjects();
   const [s0, m0, p0] = [await served(), await memOpens(), await ptOpens()];
-  const child = spawn(process.execPath, ['-e', READER, JSON.stringify({ files: small.map((o) => fileOf(m.mountpoint, o)), hold: true })], { stdio: ['pipe', 'pipe', 'inherit'] });
-  t.teardown(() => { child.kill('SIGKILL'); });
-  const exited = new Promise((r) => child.on('exit', r));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('reader did not open its files')), 60_000);
-    child.stdout.on('data', (b: Buffer) => { if (b.toString().includes('open')) { clearTimeout(timer); resolve(); } });
-    child.on('exit', () => reject(new Error('reader exited')));
-  });
+  const { child, exited } = await holdOpen(t, small.map((o) => fileOf(m.mountpoint, o)));
   // Handles opened in C are not the core's: they show in the count of opens in C, taken at the unmount.
   const inCore = m.core.openHandleCount;
   const dev = (await stat(m.mountpoint)).dev;
@@ -292,7 +298,7 @@ t.test('mmap of files passed through, and of files read into memory: the same by
   const MAPPER = 'import hashlib, mmap, sys\nfor f in sys.argv[1:]:\n  with open(f, "rb") as h:\n    m = mmap.mmap(h.fileno(), 0, prot=mmap.PROT_READ)\n    print(hashlib.sha256(m).hexdigest())\n    m.close()\n';
   for (const mode of ['passthrough', 'memory'] as Mode[]) {
     if (mode === 'passthrough' && !kernelPassthrough) continue;
-    const sub = await t.test(mode, async (t) => {
+    await t.test(mode, async (t) => {
       useMode(t, mode);
       const m = await mount(t, `memread-mmap-${mode}`);
       const objs = objects.filter((o) => o.size > 0);
@@ -305,7 +311,6 @@ t.test('mmap of files passed through, and of files read into memory: the same by
       t.ok(await drained(m), 'every handle released');
       if (mode === 'passthrough') t.equal((await ptOpens()) - p0, objs.length, 'each passed through');
     });
-    void sub;
   }
 });
 
@@ -364,14 +369,7 @@ t.test('a file open through JavaScript is not passed through meanwhile, and is o
   b[100]! ^= 0x01;
   await writeFile(data, b);
   const file = fileOf(m.mountpoint, victim);
-  const holder = spawn(process.execPath, ['-e', READER, JSON.stringify({ files: [file], hold: true })], { stdio: ['pipe', 'pipe', 'inherit'] });
-  t.teardown(() => { holder.kill('SIGKILL'); });
-  const held = new Promise((r) => holder.on('exit', r));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('holder did not open its file')), 60_000);
-    holder.stdout.on('data', (d: Buffer) => { if (d.toString().includes('open')) { clearTimeout(timer); resolve(); } });
-    holder.on('exit', () => reject(new Error('holder exited')));
-  });
+  const { child: holder, exited: held } = await holdOpen(t, [file]);
   // Wait (bounded) until the tier holds the file again, checked as C checks it.
   let repaired = false;
   for (let i = 0; i < 100 && !repaired; i++) {

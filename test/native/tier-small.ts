@@ -33,6 +33,15 @@ interface TierAddon {
 const addon = existsSync(BUILT) ? (createRequire(import.meta.url)(BUILT) as Partial<TierAddon>) : undefined;
 const skip = addon?.tierReadSmall ? false : 'native addon not built (npm run build:native)';
 
+/** A disk tier in a folder of its own, closed and removed at the test's end, and the folder of its cache files. */
+async function tierIn(t: Tap.Test): Promise<{ c: DiskCache; objects: string }> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-tier-small-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const c = await DiskCache.open({ dir, maxBytes: 1024 * MiB, writeBytesPerSec: 4096 * MiB, freeBytes: async () => 1e15 });
+  t.teardown(() => c.close());
+  return { c, objects: path.join(dir, TIER_FOLDER, 'objects') };
+}
+
 t.test('CRC32C in C equals @node-rs/crc32 (instruction and table), at every length and alignment', { skip }, async (t) => {
   const a = addon as TierAddon;
   const big = patternBytes(3 * DISK_BLOCK_SIZE, 99);
@@ -58,10 +67,7 @@ t.test('CRC32C in C equals @node-rs/crc32 (instruction and table), at every leng
 
 t.test('reads what DiskCache wrote, and refuses every damaged or foreign file', { skip }, async (t) => {
   const a = addon as TierAddon;
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-tier-small-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const c = await DiskCache.open({ dir, maxBytes: 1024 * MiB, writeBytesPerSec: 4096 * MiB, freeBytes: async () => 1e15 });
-  t.teardown(() => c.close());
+  const { c, objects } = await tierIn(t);
   const sizes = [1, 4095, 4096, 40_000, B - 1, B];
   const bodies = new Map<number, Buffer>();
   for (const size of sizes) {
@@ -70,7 +76,6 @@ t.test('reads what DiskCache wrote, and refuses every damaged or foreign file', 
     c.write({ ns: NS, key: `k${size}`, etag: '"e"', index: 0 }, body);
   }
   await c.flush();
-  const objects = path.join(dir, TIER_FOLDER, 'objects');
   t.equal(c.objectsFolder, path.resolve(objects), 'objectsFolder is where the cache files are');
   const nameOf = (size: number) => objectName({ ns: NS, key: `k${size}`, etag: '"e"' });
   const read = (size: number, asked = size) => a.tierReadSmall(objects, Buffer.from(nameOf(size), 'hex'), B, asked);
@@ -123,10 +128,7 @@ t.test('reads what DiskCache wrote, and refuses every damaged or foreign file', 
 
 t.test('a file of many blocks, checked whole for passthrough: its descriptor when every block is right, refused otherwise', { skip }, async (t) => {
   const a = addon as TierAddon;
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-tier-verify-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const c = await DiskCache.open({ dir, maxBytes: 1024 * MiB, writeBytesPerSec: 4096 * MiB, freeBytes: async () => 1e15 });
-  t.teardown(() => c.close());
+  const { c, objects } = await tierIn(t);
   // 1 MiB + 5 blocks and a bit: one full check chunk, a partial one, a short last block.
   const sizes = [B + 1, 3 * B, 9 * B + 12_345];
   for (const size of sizes) {
@@ -134,7 +136,6 @@ t.test('a file of many blocks, checked whole for passthrough: its descriptor whe
     for (let k = 0; k * B < size; k++) c.write({ ns: NS, key: `v${size}`, etag: '"e"', index: k }, body.subarray(k * B, Math.min(size, (k + 1) * B)));
   }
   await c.flush();
-  const objects = path.join(dir, TIER_FOLDER, 'objects');
   const nameOf = (size: number) => objectName({ ns: NS, key: `v${size}`, etag: '"e"' });
   const fileOf = (size: number) => path.join(objects, nameOf(size).slice(0, 2), nameOf(size));
   const check = (size: number) => a.tierOpenVerified(objects, Buffer.from(nameOf(size), 'hex'), B, size);
