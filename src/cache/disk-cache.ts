@@ -8,6 +8,7 @@
  *                        blocks is one pread); XX = h's first two hex digits
  *   objects/XX/<h>.map   its sidecar: a 64-byte header, then one 8-byte entry per block
  *   tmp/ledger-<pid>     the ledger being replaced (write then rename)
+ *   tmp/probe-<pid>      written and removed at open, to check the folder is writable
  *   ledger.json          bytes of cache files, and space granted to live writers
  *   lock                 flock(2) target guarding ledger.json and eviction
  * h = sha256 of (layout, block size, endpoint, bucket, key, ETag, version id). Blocks are
@@ -1245,7 +1246,8 @@ export class DiskCache {
     }
     if (cleanTmp) {
       for (const name of await readdir(this.tmpDir).catch(() => [] as string[])) {
-        const pid = Number(/^(?:ledger-)?(\d+)/.exec(name)?.[1]);
+        // Every tmp file is named <kind>-<pid> (ledger-, probe-): a writer killed between the probe's write and unlink at open leaves one too.
+        const pid = Number(/^(?:[a-z]+-)?(\d+)/.exec(name)?.[1]);
         if (Number.isInteger(pid) && pid !== process.pid && !pidAlive(pid)) await rm(path.join(this.tmpDir, name), { force: true });
       }
     }

@@ -246,6 +246,20 @@ t.test('the size bound holds; LRU evicts the oldest; a shrunk bound is applied a
   t.equal(await c2.readInto(ids[39]!, Buffer.alloc(B)), true, 'the most recent survive');
 });
 
+t.test('a recount removes the tmp files of processes that no longer run: the ledger being replaced and the writability probe', async (t) => {
+  const dir = await tempDir(t);
+  (await openTier(dir)).close();
+  // A pid that ran and exited: a process killed while it opened the tier (probe) or rewrote the ledger.
+  const child = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' });
+  const dead = await new Promise<number>((resolve) => child.on('exit', () => resolve(child.pid!)));
+  const tmp = path.join(dir, TIER_FOLDER, 'tmp');
+  for (const name of [`ledger-${dead}`, `probe-${dead}`, 'not-ours']) await writeFile(path.join(tmp, name), 'x');
+  await rm(path.join(dir, TIER_FOLDER, 'ledger.json')); // a missing ledger: the next open recounts the folder
+  const c = await openTier(dir);
+  t.teardown(() => c.close());
+  t.same((await readdir(tmp)).filter((n) => !n.startsWith(`ledger-${process.pid}`)).sort(), ['not-ours'], 'the dead pid\'s files are gone; a file named for no pid is left');
+});
+
 t.test('two processes share one folder: together within the bound, ledger recovered', async (t) => {
   const dir = await tempDir(t);
   const bound = 6 * MiB;
