@@ -536,15 +536,16 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
   size_t row_i = 0;
   /*
    * Early opens: an open that finds no listing with names cannot say which row it is, so it
-   * holds m->early until released, and no passthrough starts meanwhile. It is counted before
-   * the listing is looked at: a passthrough open that saw the listing (installed after this
-   * look) then sees the count.
+   * holds m->early until released, and no passthrough starts meanwhile. It is counted while
+   * the read lock is held: the listing is installed under the write lock, so a passthrough
+   * open that sees the listing sees the count too.
    */
   int pt_ok = sluice_fuse_passthrough_ok();
-  if (pt_ok) __atomic_add_fetch(&m->early, 1, __ATOMIC_SEQ_CST);
   pthread_rwlock_rdlock(&m->attrs_lock);
   const struct attrs *a = m->attrs;
   int tabled = a != NULL && a->names != NULL;
+  int early = pt_ok && !tabled;
+  if (early) __atomic_add_fetch(&m->early, 1, __ATOMIC_SEQ_CST);
   const struct attr_row *row = a != NULL && a->names != NULL ? attrs_find(a, path, strlen(path)) : NULL;
   /* A named file of one block may be read into memory here; a larger one (named only when the mount can pass through) only passed through. */
   if (row != NULL && S_ISREG(row->mode) && row->size > 0) {
@@ -559,8 +560,6 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
     }
   }
   pthread_rwlock_unlock(&m->attrs_lock);
-  int early = pt_ok && !tabled;
-  if (pt_ok && tabled) __atomic_sub_fetch(&m->early, 1, __ATOMIC_SEQ_CST); /* rows are known from here on */
   if (size == 0) return js_open(m, path, fi, 0, early);
   /* Rows are tracked for passthrough only on a mount that negotiated it (rs is set before names are seen). */
   uint32_t row1 = 0;
