@@ -7,8 +7,9 @@
  *   local-cold      the same, after the folder's pages are evicted (below);
  *   no-tier         a FastFile mount without --cache-dir, one epoch (epoch 1 as before);
  *   epoch1          a FastFile mount with --cache-dir (a fresh folder), first epoch;
- *   epoch2          the same mount, second epoch, after the mount's own pages of the
- *                   files are evicted (else the kernel answers from its page cache and
+ *   epoch2          the same mount, second epoch, once the tier's background writes are
+ *                   done and written back (as `local`'s files are), after the mount's own
+ *                   pages of the files are evicted (else the kernel answers from its page cache and
  *                   sluice never sees a read); the memory cache is 4x smaller than the
  *                   dataset, so this reads from the tier;
  *   restarted       a new mount process on the same --cache-dir, one epoch; the tier's
@@ -36,7 +37,7 @@
  * the latency proxy saw during it (listings not counted).
  */
 import { execFile, spawn } from 'node:child_process';
-import { readdir } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { sourceBytes, type SeededObject } from '../local/dataset.js';
@@ -131,7 +132,13 @@ export async function runTier(
   const localCold = await phase(d.dir, 'local-cold', () => undefined);
   const [noTier] = await mounted(withArgs([]), ['no-tier']);
   const [epoch1, epoch2] = await mounted(withArgs(tierArgs), ['epoch1', 'epoch2'], async (tag, dir) => {
-    if (tag === 'epoch2') await evictPages(objs.map((o) => path.join(dir, rel(o.key))), 'mount (its own pages of the files)', logLine);
+    if (tag !== 'epoch2') return;
+    // As `local` and `restarted`: epoch 2 starts once the tier's writes are on disk, not while
+    // the kernel writes back what epoch 1 wrote (seconds ago here; in a real job, epoch 1
+    // lasts long past the kernel's 30 s writeback delay).
+    await tierSettled(cacheDir, bytes, logLine);
+    await writeBack(await filesUnder(cacheDir));
+    await evictPages(objs.map((o) => path.join(dir, rel(o.key))), 'mount (its own pages of the files)', logLine);
   });
   await writeBack(await filesUnder(cacheDir));
   // Both restarted phases read from the moment the mount's view is complete (untilListed),
@@ -191,6 +198,30 @@ async function filesUnder(dir: string): Promise<string[]> {
   for (const e of await readdir(dir, { recursive: true, withFileTypes: true })) if (e.isFile()) out.push(path.join(e.parentPath, e.name));
   return out;
 }
+
+/**
+ * Waits until the daemon's background writer has put `want` bytes of cache files in `dir`
+ * (their allocated size: data files are written block by block), or until that size has
+ * not grown for SETTLE_QUIET_MS (a write skipped for lack of budget never comes), at most
+ * SETTLE_MAX_MS; logs what it found.
+ */
+async function tierSettled(dir: string, want: number, logLine?: (s: string) => void): Promise<void> {
+  const t0 = Date.now();
+  let last = -1, since = t0, have = 0;
+  for (;;) {
+    have = 0;
+    for (const f of await filesUnder(dir)) if (!f.endsWith('.map')) have += await stat(f).then((s) => s.blocks * 512, () => 0);
+    const now = Date.now();
+    if (have !== last) (last = have), (since = now);
+    if (have >= want || now - since >= SETTLE_QUIET_MS || now - t0 >= SETTLE_MAX_MS) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  logLine?.(`epoch2: the tier holds ${have} bytes of cache files for a ${want}-byte dataset after ${Date.now() - t0} ms`);
+}
+
+/** 1 s without growth: the writer's budget (--cache-dir-write-rate) moves far more than a block a second. 30 s: a bound for a stuck run. */
+const SETTLE_QUIET_MS = 1000;
+const SETTLE_MAX_MS = 30_000;
 
 /** Writes back the dirty pages of `files` (fdatasync each), leaving them cached. */
 async function writeBack(files: string[]): Promise<void> {

@@ -55,10 +55,14 @@ t.test('CRC32C in C equals @node-rs/crc32 (instruction and table), at every leng
         if (a.tierCrc32c(b, portable) !== crc32c(b)) bad++;
       }
     }
-    for (const len of [4096, 40_000, B - 1, B]) {
-      const b = big.subarray(5, 5 + len);
-      cases++;
-      if (a.tierCrc32c(b, portable) !== crc32c(b)) bad++;
+    // Around the instruction path's rounds of three 4 KiB lanes (12 KiB), and a block's 21 rounds and 4 KiB.
+    const lane = 4096;
+    for (const len of [lane, 3 * lane - 1, 3 * lane, 3 * lane + 1, 3 * lane + 8, 6 * lane - 1, 6 * lane, 6 * lane + 7, 40_000, B - 1, B, B + 1, 3 * B - 9]) {
+      for (const off of [0, 5]) {
+        const b = big.subarray(off, off + len);
+        cases++;
+        if (a.tierCrc32c(b, portable) !== crc32c(b)) bad++;
+      }
     }
   }
   t.equal(bad, 0, `${cases} buffers, same CRC`);
@@ -162,4 +166,38 @@ t.test('a file of many blocks, checked whole for passthrough: its descriptor whe
   t.equal(check(3 * B), EBADMSG, 'an absent middle block: refused');
   await truncate(fileOf(B + 1), B);
   t.equal(check(B + 1), EBADMSG, 'a data file missing its last byte: refused');
+});
+
+t.test('a file large enough to be checked on several threads: every part checked, a fault in any part refuses it', { skip }, async (t) => {
+  const a = addon as TierAddon;
+  const { c, objects } = await tierIn(t);
+  // 96 MiB and a bit: three parts of tier_small.c's PARALLEL_MIN (32 MiB), checked on up to
+  // as many threads as this process may use (2 here; 1 on a single CPU, where the parts run in turn).
+  const size = 96 * MiB + 4097;
+  const body = patternBytes(size, 7);
+  for (let k = 0; k * B < size; k++) {
+    c.write({ ns: NS, key: 'big', etag: '"e"', index: k }, body.subarray(k * B, Math.min(size, (k + 1) * B)));
+    if (k % 128 === 127) await c.flush(); // 32 MiB at a time: the writer's queue holds 64 MiB (WRITE_QUEUE_BYTES) and skips beyond
+  }
+  await c.flush();
+  const name = objectName({ ns: NS, key: 'big', etag: '"e"' });
+  const file = path.join(objects, name.slice(0, 2), name);
+  const check = () => a.tierOpenVerified(objects, Buffer.from(name, 'hex'), B, size);
+  const fd = check();
+  t.ok(fd >= 0, `whole and right: checked (${fd})`);
+  if (fd >= 0) closeSync(fd);
+  const pristine = await readFile(file);
+  for (const at of [3, 40 * MiB + 11, size - 2]) {
+    const data = Buffer.from(pristine);
+    data[at]! ^= 0x10;
+    await writeFile(file, data);
+    t.equal(check(), EBADMSG, `one flipped bit at ${at} (${at < 32 * MiB ? 'first' : at < 64 * MiB ? 'second' : 'last'} part): refused`);
+  }
+  await writeFile(file, pristine);
+  await truncate(file, 80 * MiB);
+  t.equal(check(), EBADMSG, 'a data file cut short in the last part: refused');
+  await writeFile(file, pristine);
+  const again = check();
+  t.ok(again >= 0, 'restored: checked again');
+  if (again >= 0) closeSync(again);
 });
