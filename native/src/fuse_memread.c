@@ -119,7 +119,8 @@
  * million paths, beside the 116 MB of "Attributes". Files of several blocks (up to 256 MiB,
  * src/fuse/kernel-mount.ts PASSTHROUGH_MAX_BYTES) are named only on a mount that negotiated
  * passthrough, and only passed through: checked whole at open, every block's entry and CRC
- * (tier_small.c: three-lane CRC32C, several threads from 64 MiB; ~10 GB/s from the page cache).
+ * (tier_small.c: three-lane CRC32C over a read-only mapping, several threads from 64 MiB;
+ * 8-20 GB/s from the page cache).
  * Measured (scripts/tier-small-harness.mjs, 800 x 40 KB, 4 readers, 8 rounds, medians;
  * BENCHMARKS.md t14-open): a restarted job read 1192 files/s before opens were answered
  * here, 2295 with opens into memory and 2988 with passthrough, against 4446 from a local
