@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <node_api.h>
 
 /*
@@ -21,9 +22,12 @@ int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint
 /*
  * The same checks for a file of any size, to pass through (fuse_init.c): every block's entry
  * and every byte read and verified (which also brings the file into the page cache), then
- * the data file's descriptor (O_RDONLY) returned open, or a negative errno as above.
+ * the data file's descriptor (O_RDONLY) returned open, or a negative errno as above. With
+ * `before`, the data file's fstat taken before its bytes were read (so a later fstat that
+ * differs in size, mtime or ctime shows a write since). `one_thread`: checked on the calling
+ * thread alone (a check ahead, beside a reader), else on several for a large file.
  */
-int sluice_tier_open_verified(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size);
+int sluice_tier_open_verified(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, struct stat *before, int one_thread);
 
 /* CRC32C (Castagnoli) of buf[0..n), as @node-rs/crc32's crc32c(buf) computes it. */
 uint32_t sluice_crc32c(const void *buf, size_t n);

@@ -121,6 +121,20 @@
  * passthrough, and only passed through: checked whole at open, every block's entry and CRC
  * (tier_small.c: three-lane CRC32C over a read-only mapping, several threads from 64 MiB;
  * 8-20 GB/s from the page cache).
+ * Checked ahead. A reader that works through a folder of large files waits at each OPEN for
+ * the whole file's check (~10 ms per 128 MiB from the page cache, a disk read when cold),
+ * while its previous file's reads never reach sluice. So when an OPEN checked its file
+ * afresh (the row had no passthrough handle) and the file is AHEAD_MIN or more, the next
+ * listing row, when it is a tier file of AHEAD_MIN or more, is checked right away on a thread
+ * of its own (one at a time per mount) and its descriptor kept in m->ahead with the data
+ * file's fstat taken before its bytes were read. An OPEN of that row while its check runs
+ * waits for it (AHEAD_WAIT_S at most). The OPEN of that row, within AHEAD_MAX_S,
+ * uses that descriptor instead of checking again if the file is unchanged since (size, mtime
+ * and ctime equal: any write through the filesystem changes them; multigrain timestamps
+ * since Linux 6.13 make even a write in the same tick as the fstat show). The guarantee is
+ * the at-open check's, seconds earlier: the bytes the kernel reads were checked whole, and
+ * come from the page cache that check filled. A check ahead that is not used (the reader
+ * went elsewhere) cost one read of a file; a newer one replaces it, and a remount drops it.
  * Measured (scripts/tier-small-harness.mjs, 800 x 40 KB, 4 readers, 8 rounds, medians;
  * BENCHMARKS.md t14-open): a restarted job read 1192 files/s before opens were answered
  * here, 2295 with opens into memory and 2988 with passthrough, against 4446 from a local
@@ -137,6 +151,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <node_api.h>
@@ -207,8 +222,27 @@ static uint64_t own_bytes; /* atomic */
 #define OWN_SLOT_TRIES 8
 /* Row state locks: striped, so that a passthrough open verifying one file does not hold up the others. */
 #define ROW_LOCKS 64
-#define OWN_COUNTS 10
-enum { C_PT_OPENS = 6, C_PT_RELEASES, C_PT_DISK_BYTES, C_PT_DISK_FILES };
+#define OWN_COUNTS 11
+enum { C_PT_OPENS = 6, C_PT_RELEASES, C_PT_DISK_BYTES, C_PT_DISK_FILES, C_PT_AHEAD };
+/*
+ * Checked ahead (see "Checked ahead"): files of AHEAD_MIN or more, 8 MiB, whose check (~1 ms
+ * and up) is worth a thread; a check is used within AHEAD_MAX_S, 10 s, beyond which the
+ * reader has gone elsewhere (and the page cache may have let the bytes go).
+ */
+#define AHEAD_MIN (8u << 20)
+#define AHEAD_MAX_S 10
+/* How long an OPEN waits for its row's check ahead to end before checking itself: 5 s, far above a check of 256 MiB from disk (~0.3 s here). */
+#define AHEAD_WAIT_S 5
+struct ahead {
+  int busy;          /* a check is running, of row busy_row */
+  size_t busy_row;
+  pthread_cond_t done; /* signalled when a check ends */
+  uint64_t gen;      /* the mount's generation it belongs to (m->gen) */
+  size_t row;        /* the listing row it checked */
+  int fd;            /* its verified data file, or -1 */
+  struct stat before;/* that file's fstat before its bytes were read */
+  struct timespec at;/* when the check ended (CLOCK_MONOTONIC) */
+};
 /* A listing row's open handles, for passthrough (see "Passthrough"). */
 struct row_state {
   int32_t backing; /* the backing id passthrough handles of this row use, while pt > 0 */
@@ -272,6 +306,9 @@ struct mount {
    * passthrough files, and those files.
    */
   uint64_t own_counts[OWN_COUNTS];
+  struct ahead ahead; /* under lock (see "Checked ahead") */
+  int ahead_off;      /* SLUICE_NO_CHECK_AHEAD at this mount */
+  uint64_t gen;       /* mounts of this thread so far (under lock): an ahead check of an older one is dropped */
 };
 
 static struct mount *mounts[MAX_MOUNTS];
@@ -459,6 +496,128 @@ static int own_open(struct mount *m, const char *dir, const uint8_t name[32], ui
   return 0;
 }
 
+/* SLUICE_NO_CHECK_AHEAD=1 (tests, comparisons), read at each mount: every passthrough file is checked at its own OPEN. */
+static int ahead_env_off(void) {
+  const char *v = getenv("SLUICE_NO_CHECK_AHEAD");
+  return v != NULL && v[0] != 0 && strcmp(v, "0") != 0;
+}
+
+struct ahead_job {
+  struct mount *m;
+  uint64_t gen;
+  size_t row;
+  char dir[PATH_MAX];
+  uint8_t name[32];
+  uint32_t block;
+  uint64_t size;
+};
+
+static void *ahead_run(void *arg) {
+  struct ahead_job *j = arg;
+  struct stat before;
+  int fd = sluice_tier_open_verified(j->dir, j->name, j->block, j->size, &before, 1); /* one thread: the reader has the other cores */
+  struct mount *m = j->m;
+  pthread_mutex_lock(&m->lock);
+  m->ahead.busy = 0;
+  pthread_cond_broadcast(&m->ahead.done);
+  if (fd >= 0 && m->gen == j->gen) {
+    if (m->ahead.fd >= 0) close(m->ahead.fd);
+    m->ahead.fd = fd;
+    m->ahead.row = j->row;
+    m->ahead.gen = j->gen;
+    m->ahead.before = before;
+    clock_gettime(CLOCK_MONOTONIC, &m->ahead.at);
+    fd = -1;
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (fd >= 0) close(fd);
+  free(j);
+  return NULL;
+}
+
+/* After row `row` was checked afresh: check the next row ahead, when it is a large tier file (see "Checked ahead"). */
+static void ahead_start(struct mount *m, size_t row) {
+  struct ahead_job *j = calloc(1, sizeof *j);
+  if (j == NULL) return;
+  int ok = 0;
+  pthread_rwlock_rdlock(&m->attrs_lock);
+  const struct attrs *a = m->attrs;
+  size_t next = row + 1;
+  if (a != NULL && a->names != NULL && next < m->rs_n) {
+    const struct attr_row *r = &a->rows[next];
+    static const uint8_t none[32];
+    const uint8_t *nm = a->names + 32 * next;
+    if (S_ISREG(r->mode) && r->size >= AHEAD_MIN && memcmp(nm, none, 32) != 0) {
+      memcpy(j->name, nm, 32);
+      strcpy(j->dir, a->tier_dir);
+      j->block = a->tier_block;
+      j->size = r->size;
+      ok = 1;
+    }
+  }
+  pthread_rwlock_unlock(&m->attrs_lock);
+  if (ok) {
+    pthread_mutex_lock(&m->lock);
+    /* One at a time, and not again for a row already checked ahead. */
+    ok = !m->ahead.busy && !(m->ahead.fd >= 0 && m->ahead.row == next && m->ahead.gen == m->gen);
+    if (ok) {
+      m->ahead.busy = 1;
+      m->ahead.busy_row = next;
+      j->m = m;
+      j->gen = m->gen;
+      j->row = next;
+    }
+    pthread_mutex_unlock(&m->lock);
+  }
+  pthread_t t;
+  pthread_attr_t attr;
+  if (ok && pthread_attr_init(&attr) == 0) {
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int started = pthread_create(&t, &attr, ahead_run, j) == 0;
+    pthread_attr_destroy(&attr);
+    if (started) return;
+  }
+  if (ok) {
+    pthread_mutex_lock(&m->lock);
+    m->ahead.busy = 0;
+    pthread_cond_broadcast(&m->ahead.done);
+    pthread_mutex_unlock(&m->lock);
+  }
+  free(j);
+}
+
+/* Row `row`'s descriptor checked ahead, when there is one, recent, and its file unchanged since: the fd (the caller's now), or -1. */
+static int ahead_take(struct mount *m, size_t row) {
+  int fd = -1;
+  struct stat before;
+  struct timespec at, now;
+  pthread_mutex_lock(&m->lock);
+  /* This row's check is running (the reader came to it sooner than the check ended): wait for it rather than check twice. */
+  if (m->ahead.busy && m->ahead.busy_row == row) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += AHEAD_WAIT_S;
+    while (m->ahead.busy && m->ahead.busy_row == row && pthread_cond_timedwait(&m->ahead.done, &m->lock, &until) == 0) {
+    }
+  }
+  if (!m->ahead.busy && m->ahead.fd >= 0 && m->ahead.row == row && m->ahead.gen == m->gen) {
+    fd = m->ahead.fd;
+    before = m->ahead.before;
+    at = m->ahead.at;
+    m->ahead.fd = -1;
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (fd < 0) return -1;
+  struct stat st;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  if (now.tv_sec - at.tv_sec > AHEAD_MAX_S || fstat(fd, &st) != 0 || st.st_size != before.st_size || st.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+      st.st_mtim.tv_nsec != before.st_mtim.tv_nsec || st.st_ctim.tv_sec != before.st_ctim.tv_sec || st.st_ctim.tv_nsec != before.st_ctim.tv_nsec) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 /*
  * Passthrough for row `row` of a file of `size` bytes: 1 when this open was answered as
  * passthrough (fi->fh set and the reply's backing id noted), else 0, and this open is
@@ -470,13 +629,16 @@ static int pt_open(struct mount *m, size_t row, const char *dir, const uint8_t n
   struct row_state *st = &m->rs[row];
   pthread_mutex_t *lock = row_lock(m, row);
   uint64_t checked = 0; /* bytes read from disk to check the file (0: the row's backing file is reused) */
+  int ahead_used = 0;
   pthread_mutex_lock(lock);
   if (st->pt == 0) {
     /* Any handle not in passthrough (ours in memory, JavaScript's, or given to JavaScript before the listing came) rules it out. */
     int id = -1;
     if (st->other == 0 && __atomic_load_n(&m->early, __ATOMIC_SEQ_CST) == 0 && !__atomic_load_n(&m->pt_off, __ATOMIC_RELAXED)) {
       /* Checked while holding the row (its other opens wait; other rows do not), so no open of it can start meanwhile. */
-      int fd = sluice_tier_open_verified(dir, name, block, size);
+      int fd = size >= AHEAD_MIN && !m->ahead_off ? ahead_take(m, row) : -1;
+      ahead_used = fd >= 0;
+      if (fd < 0) fd = sluice_tier_open_verified(dir, name, block, size, NULL, 0);
       id = fd >= 0 ? sluice_fuse_backing_open(fd) : fd;
       if (fd >= 0) close(fd); /* the kernel holds the file once registered */
       if (fd >= 0 && id < 0 && id != -ENOMEM && id != -EMFILE && id != -ENFILE) {
@@ -502,7 +664,9 @@ static int pt_open(struct mount *m, size_t row, const char *dir, const uint8_t n
   m->own_counts[C_PT_OPENS]++;
   m->own_counts[C_PT_DISK_BYTES] += checked;
   m->own_counts[C_PT_DISK_FILES] += checked > 0;
+  m->own_counts[C_PT_AHEAD] += ahead_used;
   pthread_mutex_unlock(&m->lock);
+  if (checked >= AHEAD_MIN && !m->ahead_off) ahead_start(m, row);
   return 1;
 }
 
@@ -694,6 +858,8 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
       pthread_rwlock_init(&m->attrs_lock, NULL);
       for (int i = 0; i < ROW_LOCKS; i++) pthread_mutex_init(&m->row_locks[i], NULL);
       m->user_data = user_data;
+      m->ahead.fd = -1;
+      pthread_cond_init(&m->ahead.done, NULL);
       mounts[mount_count] = m;
       __atomic_store_n(&mount_count, mount_count + 1, __ATOMIC_RELEASE);
     }
@@ -710,6 +876,10 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   memset(m->slots, 0, sizeof m->slots);
   memset(m->own_counts, 0, sizeof m->own_counts);
   m->head = m->count = 0;
+  m->gen++;
+  m->ahead_off = ahead_env_off();
+  if (!m->ahead.busy && m->ahead.fd > 0) close(m->ahead.fd);
+  if (!m->ahead.busy) m->ahead.fd = -1; /* a running check finds the generation changed and closes its own */
   /* The previous mount's connection is gone, and its handles with it (passthrough ones too). */
   free(m->rs);
   __atomic_store_n(&m->rs, NULL, __ATOMIC_RELEASE);

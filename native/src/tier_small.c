@@ -367,8 +367,8 @@ static int check_threads(uint64_t size) {
 }
 
 /* Every block of the data file checked, on check_threads(size) threads: 0, or the first failure's errno. */
-static int check_all(int data, const uint8_t *entries, uint32_t block_size, uint64_t size, uint64_t n) {
-  int failed = 0, threads = check_threads(size);
+static int check_all(int data, const uint8_t *entries, uint32_t block_size, uint64_t size, uint64_t n, int one_thread) {
+  int failed = 0, threads = one_thread ? 1 : check_threads(size);
   struct check_part parts[PARALLEL_MAX];
   pthread_t tids[PARALLEL_MAX];
   int started[PARALLEL_MAX] = {0};
@@ -392,7 +392,7 @@ static int check_all(int data, const uint8_t *entries, uint32_t block_size, uint
  * they are read in CHECK_CHUNK pieces and dropped (they stay in the page cache). With
  * `keep`, the data file's descriptor is left open in *keep on success.
  */
-static int tier_check(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out, int *keep) {
+static int tier_check(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out, int *keep, struct stat *before, int one_thread) {
   static const char hex[] = "0123456789abcdef";
   if (size == 0 || block_size == 0 || block_size % 4096 != 0 || (out != NULL && size > block_size)) return -EINVAL;
   uint64_t n = (size + block_size - 1) / block_size;
@@ -433,12 +433,16 @@ static int tier_check(const char *objects_dir, const uint8_t name[32], uint32_t 
     res = -errno;
     goto done;
   }
+  if (before != NULL && fstat(data, before) != 0) {
+    res = -errno;
+    goto done;
+  }
   if (out != NULL) {
     got = pread_full(data, out, (size_t)size, 0);
     if (got < 0) res = (int)got;
     else if ((uint64_t)got == size && sluice_crc32c(out, (size_t)size) == le32(hdr + HEADER_BYTES + 4)) res = 0;
   } else {
-    res = check_all(data, hdr + HEADER_BYTES, block_size, size, n);
+    res = check_all(data, hdr + HEADER_BYTES, block_size, size, n, one_thread);
   }
   if (res == 0) touch(map);
 done:
@@ -450,12 +454,12 @@ done:
 }
 
 int sluice_tier_read_small(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out) {
-  return tier_check(objects_dir, name, block_size, size, out, NULL);
+  return tier_check(objects_dir, name, block_size, size, out, NULL, NULL, 0);
 }
 
-int sluice_tier_open_verified(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size) {
+int sluice_tier_open_verified(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, struct stat *before, int one_thread) {
   int fd = -1;
-  int res = tier_check(objects_dir, name, block_size, size, NULL, &fd);
+  int res = tier_check(objects_dir, name, block_size, size, NULL, &fd, before, one_thread);
   return res == 0 ? fd : res;
 }
 
@@ -517,7 +521,7 @@ static napi_value js_open_verified(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "tierOpenVerified(objectsDir: string, name: Buffer(32), blockSize: number, size: number > 0)");
     return NULL;
   }
-  napi_create_int32(env, sluice_tier_open_verified(dir, name, block, (uint64_t)size), &r);
+  napi_create_int32(env, sluice_tier_open_verified(dir, name, block, (uint64_t)size, NULL, 0), &r);
   return r;
 }
 

@@ -51,7 +51,7 @@
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore } from '../fs/types.js';
-import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fusePassthroughOpens, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
+import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fusePassthroughCheckedAhead, fusePassthroughOpens, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
 import type { MemReads, NativeOps, NativeStat, ReadReply, TierOpens } from './native.js';
 
@@ -244,15 +244,17 @@ export function countMemGetattrs(n: number): void {
  * as the JavaScript path counts them: each open, read and release answered at once. `c`: of
  * handles read into memory and released, opens, reads, bytes served, bytes asked, bytes read
  * from disk, handles that served a byte; then passthrough opens, passthrough releases, and
- * the bytes and files read from disk to verify passthrough files. A passthrough handle's
+ * the bytes and files read from disk to verify passthrough files, and the passthrough opens
+ * that used a check made ahead (fuse_memread.c "Checked ahead"). A passthrough handle's
  * reads never reach sluice: its file counts as delivered at its release, its bytes are not
  * in served bytes.
  */
 export function countMemOpens(core: FsCore, c: Float64Array): void {
-  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0] = c;
+  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0, ptAhead = 0] = c;
   if (opens + ptOpens + ptReleases <= 0) return;
   fuseMemoryOpens.inc(opens);
   fusePassthroughOpens.inc(ptOpens);
+  fusePassthroughCheckedAhead.inc(ptAhead);
   // A handle read into memory is counted once released: its open and its release together.
   countAnsweredInC(OPEN_LABELS, OPEN_OK_LABELS, opens + ptOpens);
   countAnsweredInC(RELEASE_LABELS, RELEASE_OK_LABELS, opens + ptReleases);

@@ -361,6 +361,12 @@ export const fusePassthroughOpens = new client.Counter({
   registers: [registry],
 });
 
+export const fusePassthroughCheckedAhead = new client.Counter({
+  name: 'sluice_fuse_passthrough_checked_ahead_total',
+  help: 'Passthrough opens of large disk-tier files (8 MiB or more) that used a check made ahead, while the file before it in the listing was being read (the file unchanged since), instead of checking the file at its own open.',
+  registers: [registry],
+});
+
 export const fuseMemoryGetattrs = new client.Counter({
   name: 'sluice_fuse_memory_getattrs_total',
   help: 'FUSE getattrs (lookups) of listed paths answered in libfuse\'s worker thread from a copy of the listing, without a hop to JavaScript (also counted in sluice_fuse_operations_total{op="getattr"}, within a second).',
