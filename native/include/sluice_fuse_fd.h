@@ -5,6 +5,8 @@
 #ifndef SLUICE_FUSE_FD_H
 #define SLUICE_FUSE_FD_H
 
+#include <stdint.h>
+
 /* N for "/dev/fd/N" (decimal digits only), or -1 for any other string. */
 int sluice_parse_fuse_fd_path(const char *mountpoint);
 
@@ -35,5 +37,11 @@ int sluice_fuse_backing_open(int fd);
 int sluice_fuse_backing_close(int id);
 /* The OPEN this thread is answering gets FOPEN_PASSTHROUGH with backing id `id` in its reply. */
 void sluice_fuse_reply_backing(int id);
+/* The node id of the request this thread is answering (0 outside a request). */
+uint64_t sluice_fuse_request_nodeid(void);
+/* A descriptor of this thread's /dev/fuse connection, the caller's to close, or -1 outside a request. */
+int sluice_fuse_dup_dev(void);
+/* Tells the kernel to drop the page cache of node `nodeid` (FUSE_NOTIFY_INVAL_INODE) on connection `dev`: 0 or -errno. */
+int sluice_fuse_inval_inode(int dev, uint64_t nodeid);
 
 #endif

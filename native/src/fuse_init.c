@@ -118,6 +118,7 @@ static __thread struct wrap *tl_wrap;
 static __thread uint64_t tl_unique;
 static __thread uint32_t tl_opcode;
 static __thread int32_t tl_backing;
+static __thread uint64_t tl_nodeid;
 
 int sluice_fuse_passthrough_ok(void) { return tl_wrap != NULL && __atomic_load_n(&tl_wrap->passthrough, __ATOMIC_ACQUIRE); }
 
@@ -135,6 +136,19 @@ int sluice_fuse_backing_close(int id) {
 }
 
 void sluice_fuse_reply_backing(int id) { tl_backing = id; }
+
+uint64_t sluice_fuse_request_nodeid(void) { return tl_wrap != NULL ? tl_nodeid : 0; }
+
+int sluice_fuse_dup_dev(void) { return tl_wrap != NULL ? fcntl(tl_wrap->fd, F_DUPFD_CLOEXEC, 0) : -1; }
+
+/* FUSE_NOTIFY_INVAL_INODE (include/uapi/linux/fuse.h: notify code 2; offset 0 and length 0 drop every cached page). */
+#define FUSE_NOTIFY_INVAL_INODE_CODE 2
+int sluice_fuse_inval_inode(int dev, uint64_t nodeid) {
+  struct out_header head = { sizeof head + 24, FUSE_NOTIFY_INVAL_INODE_CODE, 0 };
+  struct { uint64_t ino; int64_t off, len; } arg = { nodeid, 0, 0 };
+  struct iovec iov[2] = { { &head, sizeof head }, { &arg, sizeof arg } };
+  return writev(dev, iov, 2) < 0 ? -errno : 0;
+}
 
 /* libfuse 2 functions, looked up once (every libfuse 2.6+ exports them). */
 static struct fuse_chan *(*chan_new)(struct fuse_chan_ops *, int, size_t, void *);
@@ -174,6 +188,7 @@ static int wrap_receive(struct fuse_chan **chp, char *buf, size_t size) {
   tl_wrap = w;
   tl_unique = in->unique;
   tl_opcode = in->opcode;
+  tl_nodeid = in->nodeid;
   tl_backing = 0;
   if (in->opcode == FUSE_INIT_OPCODE && (size_t)res >= sizeof *in + offsetof(struct init_in, flags2)) {
     const struct init_in *arg = (const struct init_in *)(buf + sizeof *in);

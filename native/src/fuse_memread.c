@@ -115,7 +115,7 @@
  * for open files). A refused backing file (EPERM without CAP_SYS_ADMIN, ELOOP on too deep a
  * stack of filesystems) turns passthrough off for the mount. Row state lives until the
  * thread mounts again, so RELEASEs after an unmount still find it. With the tier, the
- * listing copy holds 32 more bytes per path (the names) and rs 12 per path: 44 MB more per
+ * listing copy holds 32 more bytes per path (the names) and rs 24 per path: 56 MB more per
  * million paths, beside the 116 MB of "Attributes". Files of several blocks (up to 256 MiB,
  * src/fuse/kernel-mount.ts PASSTHROUGH_MAX_BYTES) are named only on a mount that negotiated
  * passthrough, and only passed through: checked whole at open, every block's entry and CRC
@@ -135,6 +135,9 @@
  * the at-open check's, seconds earlier: the bytes the kernel reads were checked whole, and
  * come from the page cache that check filled. A check ahead that is not used (the reader
  * went elsewhere) cost one read of a file; a newer one replaces it, and a remount drops it.
+ * The check also drops the FUSE inode's own page cache (FUSE_NOTIFY_INVAL_INODE, when no
+ * handle of the row is open): an earlier caching open (epoch 1, through JavaScript) left it,
+ * and the kernel would drop it at the passthrough OPEN otherwise, ~15 ms per 128 MiB there.
  * Measured (scripts/tier-small-harness.mjs, 800 x 40 KB, 4 readers, 8 rounds, medians;
  * BENCHMARKS.md t14-open): a restarted job read 1192 files/s before opens were answered
  * here, 2295 with opens into memory and 2988 with passthrough, against 4446 from a local
@@ -245,6 +248,7 @@ struct ahead {
 };
 /* A listing row's open handles, for passthrough (see "Passthrough"). */
 struct row_state {
+  uint64_t nodeid; /* the kernel's node id of the row's file, once an OPEN of it was seen (atomic), for FUSE_NOTIFY_INVAL_INODE */
   int32_t backing; /* the backing id passthrough handles of this row use, while pt > 0 */
   uint32_t pt;     /* passthrough handles open */
   uint32_t other;  /* handles open that are not passthrough: read into memory here, or JavaScript's */
@@ -504,6 +508,7 @@ static int ahead_env_off(void) {
 
 struct ahead_job {
   struct mount *m;
+  int dev;           /* a descriptor of the mount's /dev/fuse connection, for the notice (or -1) */
   uint64_t gen;
   size_t row;
   char dir[PATH_MAX];
@@ -529,7 +534,22 @@ static void *ahead_run(void *arg) {
     clock_gettime(CLOCK_MONOTONIC, &m->ahead.at);
     fd = -1;
   }
+  /*
+   * The file is whole and checked, so its next OPEN will be passed through, and the kernel
+   * then drops the page cache its earlier, caching opens left on the FUSE inode (epoch 1's
+   * copy of the bytes): ~15 ms per 128 MiB, measured as the whole of an epoch-2 OPEN that
+   * had its check ahead. Drop it now, here, when no handle of the row is open (read without
+   * the row's lock, which an OPEN waiting for this check holds: a handle opened meanwhile
+   * only reads its pages again; dropping cached pages is always safe).
+   */
+  uint64_t nodeid = 0;
+  if (m->ahead.fd >= 0 && m->ahead.row == j->row && m->gen == j->gen && j->dev >= 0 && m->rs != NULL && j->row < m->rs_n &&
+      __atomic_load_n(&m->rs[j->row].pt, __ATOMIC_RELAXED) == 0 && __atomic_load_n(&m->rs[j->row].other, __ATOMIC_RELAXED) == 0) {
+    nodeid = __atomic_load_n(&m->rs[j->row].nodeid, __ATOMIC_RELAXED);
+  }
   pthread_mutex_unlock(&m->lock);
+  if (nodeid != 0) (void)sluice_fuse_inval_inode(j->dev, nodeid);
+  if (j->dev >= 0) close(j->dev);
   if (fd >= 0) close(fd);
   free(j);
   return NULL;
@@ -563,6 +583,7 @@ static void ahead_start(struct mount *m, size_t row) {
     if (ok) {
       m->ahead.busy = 1;
       m->ahead.busy_row = next;
+      j->dev = sluice_fuse_dup_dev();
       j->m = m;
       j->gen = m->gen;
       j->row = next;
@@ -578,6 +599,7 @@ static void ahead_start(struct mount *m, size_t row) {
     if (started) return;
   }
   if (ok) {
+    if (j->dev >= 0) close(j->dev);
     pthread_mutex_lock(&m->lock);
     m->ahead.busy = 0;
     pthread_cond_broadcast(&m->ahead.done);
@@ -730,6 +752,7 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
   /* Rows are tracked for passthrough only on a mount that negotiated it (rs is set before names are seen). */
   uint32_t row1 = 0;
   if (pt_ok && __atomic_load_n(&m->rs, __ATOMIC_ACQUIRE) != NULL && row_i < m->rs_n) {
+    __atomic_store_n(&m->rs[row_i].nodeid, sluice_fuse_request_nodeid(), __ATOMIC_RELAXED);
     if (pt_open(m, row_i, dir, name, block, size, fi)) return 0;
     row1 = (uint32_t)row_i + 1; /* counted in the row's `other` by pt_open, until released */
   }
