@@ -310,9 +310,10 @@ struct mount {
    * passthrough files, and those files.
    */
   uint64_t own_counts[OWN_COUNTS];
-  struct ahead ahead; /* under lock (see "Checked ahead") */
+  struct ahead ahead; /* under ahead_lock (see "Checked ahead") */
+  pthread_mutex_t ahead_lock; /* taken last: after a row's lock (OPEN) or lock (a remount), never before either */
   int ahead_off;      /* SLUICE_NO_CHECK_AHEAD at this mount */
-  uint64_t gen;       /* mounts of this thread so far (under lock): an ahead check of an older one is dropped */
+  uint64_t gen;       /* mounts of this thread so far (under ahead_lock): an ahead check of an older one is dropped */
 };
 
 static struct mount *mounts[MAX_MOUNTS];
@@ -522,7 +523,7 @@ static void *ahead_run(void *arg) {
   struct stat before;
   int fd = sluice_tier_open_verified(j->dir, j->name, j->block, j->size, &before, 1); /* one thread: the reader has the other cores */
   struct mount *m = j->m;
-  pthread_mutex_lock(&m->lock);
+  pthread_mutex_lock(&m->ahead_lock);
   m->ahead.busy = 0;
   pthread_cond_broadcast(&m->ahead.done);
   if (fd >= 0 && m->gen == j->gen) {
@@ -547,7 +548,7 @@ static void *ahead_run(void *arg) {
       __atomic_load_n(&m->rs[j->row].pt, __ATOMIC_RELAXED) == 0 && __atomic_load_n(&m->rs[j->row].other, __ATOMIC_RELAXED) == 0) {
     nodeid = __atomic_load_n(&m->rs[j->row].nodeid, __ATOMIC_RELAXED);
   }
-  pthread_mutex_unlock(&m->lock);
+  pthread_mutex_unlock(&m->ahead_lock);
   if (nodeid != 0) (void)sluice_fuse_inval_inode(j->dev, nodeid);
   if (j->dev >= 0) close(j->dev);
   if (fd >= 0) close(fd);
@@ -577,7 +578,7 @@ static void ahead_start(struct mount *m, size_t row) {
   }
   pthread_rwlock_unlock(&m->attrs_lock);
   if (ok) {
-    pthread_mutex_lock(&m->lock);
+    pthread_mutex_lock(&m->ahead_lock);
     /* One at a time, and not again for a row already checked ahead. */
     ok = !m->ahead.busy && !(m->ahead.fd >= 0 && m->ahead.row == next && m->ahead.gen == m->gen);
     if (ok) {
@@ -588,7 +589,7 @@ static void ahead_start(struct mount *m, size_t row) {
       j->gen = m->gen;
       j->row = next;
     }
-    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&m->ahead_lock);
   }
   pthread_t t;
   pthread_attr_t attr;
@@ -600,10 +601,10 @@ static void ahead_start(struct mount *m, size_t row) {
   }
   if (ok) {
     if (j->dev >= 0) close(j->dev);
-    pthread_mutex_lock(&m->lock);
+    pthread_mutex_lock(&m->ahead_lock);
     m->ahead.busy = 0;
     pthread_cond_broadcast(&m->ahead.done);
-    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&m->ahead_lock);
   }
   free(j);
 }
@@ -613,13 +614,13 @@ static int ahead_take(struct mount *m, size_t row) {
   int fd = -1;
   struct stat before;
   struct timespec at, now;
-  pthread_mutex_lock(&m->lock);
+  pthread_mutex_lock(&m->ahead_lock);
   /* This row's check is running (the reader came to it sooner than the check ended): wait for it rather than check twice. */
   if (m->ahead.busy && m->ahead.busy_row == row) {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += AHEAD_WAIT_S;
-    while (m->ahead.busy && m->ahead.busy_row == row && pthread_cond_timedwait(&m->ahead.done, &m->lock, &until) == 0) {
+    while (m->ahead.busy && m->ahead.busy_row == row && pthread_cond_timedwait(&m->ahead.done, &m->ahead_lock, &until) == 0) {
     }
   }
   if (!m->ahead.busy && m->ahead.fd >= 0 && m->ahead.row == row && m->ahead.gen == m->gen) {
@@ -628,7 +629,7 @@ static int ahead_take(struct mount *m, size_t row) {
     at = m->ahead.at;
     m->ahead.fd = -1;
   }
-  pthread_mutex_unlock(&m->lock);
+  pthread_mutex_unlock(&m->ahead_lock);
   if (fd < 0) return -1;
   struct stat st;
   clock_gettime(CLOCK_MONOTONIC, &now);
@@ -883,6 +884,7 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
       m->user_data = user_data;
       m->ahead.fd = -1;
       pthread_cond_init(&m->ahead.done, NULL);
+      pthread_mutex_init(&m->ahead_lock, NULL);
       mounts[mount_count] = m;
       __atomic_store_n(&mount_count, mount_count + 1, __ATOMIC_RELEASE);
     }
@@ -899,10 +901,13 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   memset(m->slots, 0, sizeof m->slots);
   memset(m->own_counts, 0, sizeof m->own_counts);
   m->head = m->count = 0;
+  /* Before rs is freed below: a check ahead reads rs only under ahead_lock, with its generation current. */
+  pthread_mutex_lock(&m->ahead_lock);
   m->gen++;
   m->ahead_off = ahead_env_off();
-  if (!m->ahead.busy && m->ahead.fd > 0) close(m->ahead.fd);
-  if (!m->ahead.busy) m->ahead.fd = -1; /* a running check finds the generation changed and closes its own */
+  if (m->ahead.fd >= 0) close(m->ahead.fd);
+  m->ahead.fd = -1; /* a running check finds the generation changed and closes its own */
+  pthread_mutex_unlock(&m->ahead_lock);
   /* The previous mount's connection is gone, and its handles with it (passthrough ones too). */
   free(m->rs);
   __atomic_store_n(&m->rs, NULL, __ATOMIC_RELEASE);
