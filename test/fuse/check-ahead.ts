@@ -12,13 +12,13 @@ import { mkdtemp, open, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { mountFastFile, type FastFileMount } from '../../src/fuse/fastfile.js';
+import type { FastFileMount } from '../../src/fuse/fastfile.js';
 import { uploadLayout, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';
 import { metricSum as metric } from '../helpers/metrics.js';
-import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { useLocalCredentials } from '../helpers/mount-options.js';
+import { drained, fillTier, tierMount } from '../helpers/tier-mount.js';
 
 setLogLevel('error');
 
@@ -50,23 +50,8 @@ let cacheDir: string;
 let kernelPassthrough = false;
 const fileOf = (mnt: string, o: SeededObject) => path.join(mnt, o.key.slice(PREFIX.length));
 
-async function mount(t: Test, name: string): Promise<FastFileMount> {
-  const mnt = await tempMountpoint(t, name);
-  const m = await mountFastFile({ uri: `s3://${BUCKET}/${PREFIX}`, mountpoint: mnt, options: testMountOptions(s3.endpoint, { cacheDir, cacheDirWriteRate: 1024 * MiB }) });
-  t.teardown(() => m.unmount());
-  await m.listed;
-  t.ok(await m.attrTable, 'the listing is handed to C');
-  return m;
-}
-
-/** Waits (bounded) until the core holds no open handle, taking what C answered. */
-async function drained(m: FastFileMount): Promise<boolean> {
-  for (let i = 0; i < 100; i++) {
-    m.takeCounts();
-    if (m.core.openHandleCount === 0) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
+function mount(t: Test, name: string): Promise<FastFileMount> {
+  return tierMount(t, { endpoint: s3.endpoint, uri: `s3://${BUCKET}/${PREFIX}`, cacheDir, name });
 }
 
 t.before(async () => {
@@ -76,15 +61,7 @@ t.before(async () => {
   objects = await uploadLayout(s3, BUCKET, Array.from({ length: FILES }, (_, i) => ({ key: `${PREFIX}big/f${i}.bin`, size: SIZE })), 77);
   cacheDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-ahead-'));
   // Epoch 1 fills the tier (the unmount flushes its writes).
-  const mnt = await tempMountpoint(t, 'ahead-fill');
-  const m = await mountFastFile({ uri: `s3://${BUCKET}/${PREFIX}`, mountpoint: mnt, options: testMountOptions(s3.endpoint, { cacheDir, cacheDirWriteRate: 1024 * MiB }) });
-  kernelPassthrough = m.passthrough;
-  try {
-    await m.listed;
-    await readInOrder(objects.map((o) => fileOf(mnt, o)));
-  } finally {
-    await m.unmount();
-  }
+  kernelPassthrough = await fillTier(t, { endpoint: s3.endpoint, uri: `s3://${BUCKET}/${PREFIX}`, cacheDir, name: 'ahead-fill' }, (mnt) => readInOrder(objects.map((o) => fileOf(mnt, o))));
 });
 t.teardown(async () => {
   await s3?.stop();

@@ -18,14 +18,14 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { TIER_FOLDER } from '../../src/cache/disk-cache.js';
-import { mountFastFile, type FastFileMount } from '../../src/fuse/fastfile.js';
+import type { FastFileMount } from '../../src/fuse/fastfile.js';
 import { sourceBytes, uploadLayout, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';
 import { exitedWithin } from '../helpers/stuck.js';
 import { metricSum } from '../helpers/metrics.js';
-import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { useLocalCredentials } from '../helpers/mount-options.js';
+import { drained, fillTier, tierMount } from '../helpers/tier-mount.js';
 
 setLogLevel('error');
 
@@ -126,24 +126,8 @@ const ODD_SIZES = [1, 100, 4095, 4096, 4097, 30_000, 65_536, 100_003, BLOCK - 1,
 const smallObjects = () => objects.filter((o) => o.size <= BLOCK);
 const fileOf = (mnt: string, o: SeededObject) => path.join(mnt, o.key.slice(PREFIX.length));
 
-async function mount(t: Test, name: string, native = true): Promise<FastFileMount> {
-  const mnt = await tempMountpoint(t, name);
-  const m = await mountFastFile({ uri: `s3://${BUCKET}/${PREFIX}`, mountpoint: mnt, options: testMountOptions(s3.endpoint, { cacheDir, cacheDirWriteRate: 1024 * MiB }) });
-  t.teardown(() => m.unmount());
-  await m.listed;
-  // The listing reaches C a little after it is done: from then on C opens small files (unless SLUICE_NO_C_OPEN).
-  t.equal(await m.attrTable, native, native ? 'the listing is handed to C' : 'no listing in C');
-  return m;
-}
-
-/** Waits (bounded) until the core holds no open handle, taking what C answered (kernel-mount.ts does it once a second). */
-async function drained(m: FastFileMount): Promise<boolean> {
-  for (let i = 0; i < 100; i++) {
-    m.takeCounts();
-    if (m.core.openHandleCount === 0) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
+function mount(t: Test, name: string, native = true): Promise<FastFileMount> {
+  return tierMount(t, { endpoint: s3.endpoint, uri: `s3://${BUCKET}/${PREFIX}`, cacheDir, name, native });
 }
 
 function checkAll(t: Test, got: ReadResult[], objs: SeededObject[], what: string): void {
@@ -163,15 +147,7 @@ t.before(async () => {
   objects = await uploadLayout(s3, BUCKET, layout, 1414);
   cacheDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-memread-'));
   // Epoch 1 fills the tier (the unmount flushes its writes).
-  const mnt = await tempMountpoint(t, 'memread-fill');
-  const m = await mountFastFile({ uri: `s3://${BUCKET}/${PREFIX}`, mountpoint: mnt, options: testMountOptions(s3.endpoint, { cacheDir, cacheDirWriteRate: 1024 * MiB }) });
-  kernelPassthrough = m.passthrough;
-  try {
-    await m.listed;
-    await childRead({ files: objects.map((o) => fileOf(mnt, o)) });
-  } finally {
-    await m.unmount();
-  }
+  kernelPassthrough = await fillTier(t, { endpoint: s3.endpoint, uri: `s3://${BUCKET}/${PREFIX}`, cacheDir, name: 'memread-fill' }, (mnt) => childRead({ files: objects.map((o) => fileOf(mnt, o)) }));
 });
 t.teardown(async () => {
   await s3?.stop();
