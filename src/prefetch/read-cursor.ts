@@ -52,6 +52,9 @@
  *     read are dropped from the block cache (BlockCache.retire) once their whole GET is
  *     behind it. The kernel's page cache keeps what was read, and the recycled buffers
  *     carry the next parts, so a sequential reader needs about one window of memory.
+ *     A handle closed after its sequential run read the file to the end retires the
+ *     blocks still behind it too (measured: 19-20 receive slabs first touched for four
+ *     128 MiB files read in turn, 17 with this; each fresh 8 MiB slab costs ~18 ms here).
  *     Random readers keep their blocks (they are what the cache is for).
  *  5. Copy the blocks' bytes into the caller's buffer. A read settles when its
  *     blocks do; a caller's AbortSignal settles it early (the shared GETs go on).
@@ -173,6 +176,10 @@ export class ReadCursor {
     this.closed = true;
     this.fillTicket?.release();
     this.fillTicket = undefined;
+    // A sequential run that read its file to the end retires its last blocks too (step 4):
+    // nothing behind the reader is read again through this handle, and left in the cache
+    // they would hold their pooled buffers, so the next file's GETs would map fresh ones.
+    if (this.window > 0 && this.frontier !== undefined && this.frontier >= this.file.size) this.retireBehind(this.file.size + this.spanBack);
   }
 
   get currentWindow(): number {

@@ -220,6 +220,24 @@ t.test('sequential readers retire the blocks they have passed; random readers ke
   t.equal(s.client.getBytes, before, 'random reads are served again from the cache');
 });
 
+t.test('closing a handle that read its file to the end retires its last blocks; one that stopped short keeps them', async (t) => {
+  for (const whole of [true, false]) {
+    const s = setup({ size: 8 * MiB, cache: 256 * MiB });
+    const c = new ReadCursor(s.files[0]!, s.fetcher, 2 * MiB);
+    const body = s.client.body(s.files[0]!.key);
+    const end = whole ? 8 * MiB : 6 * MiB;
+    for (let pos = 0; pos < end; pos += 128 * KiB) {
+      t.ok((await readAt(c, pos, 128 * KiB)).equals(body.subarray(pos, pos + 128 * KiB))) || t.bailout();
+      await settle();
+    }
+    const held = s.cache.size;
+    t.ok(held > 0, `${whole ? 'read to the end' : 'stopped at 6 MiB'}: blocks within the reorder span still held before close (${held} bytes)`);
+    c.close();
+    if (whole) t.equal(s.cache.size, 0, 'after close: none held (their buffers go back to the pool)');
+    else t.equal(s.cache.size, held, 'after close: the same blocks held (the reader may come back)');
+  }
+});
+
 t.test('a sequential run after random reads retires only its own blocks', async (t) => {
   const s = setup({ size: 16 * MiB, cache: 256 * MiB });
   const c = new ReadCursor(s.files[0]!, s.fetcher, 2 * MiB);
