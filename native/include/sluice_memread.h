@@ -26,8 +26,8 @@ int sluice_memread_mounted(const void *thread);
  */
 int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, const double *rows, size_t n, uint32_t uid, uint32_t gid, uint32_t blksize,
                      const char *tier_dir, uint32_t tier_block, const uint8_t *names);
-/* Counts of handles opened in C since the last call (11; see own_counts in src/fuse_memread.c). */
-void sluice_own_take(const void *thread, uint64_t out[11]);
+/* Counts of handles opened in C since the last call (12; see own_counts in src/fuse_memread.c). */
+void sluice_own_take(const void *thread, uint64_t out[12]);
 /* getattrs answered from the listing since the last call; with `clear`, the listing is dropped too. */
 uint64_t sluice_attrs_take(const void *thread, int clear);
 

@@ -135,6 +135,8 @@
  * the at-open check's, seconds earlier: the bytes the kernel reads were checked whole, and
  * come from the page cache that check filled. A check ahead that is not used (the reader
  * went elsewhere) cost one read of a file; a newer one replaces it, and a remount drops it.
+ * A reader out of listing order (a shuffled epoch) leaves its checks ahead unused: after one
+ * such check, no more are made until the reader opens two rows in order (ahead_worth).
  * The check also drops the FUSE inode's own page cache (FUSE_NOTIFY_INVAL_INODE, when no
  * handle of the row is open): an earlier caching open (epoch 1, through JavaScript) left it,
  * and the kernel would drop it at the passthrough OPEN otherwise, ~15 ms per 128 MiB there.
@@ -225,8 +227,8 @@ static uint64_t own_bytes; /* atomic */
 #define OWN_SLOT_TRIES 8
 /* Row state locks: striped, so that a passthrough open verifying one file does not hold up the others. */
 #define ROW_LOCKS 64
-#define OWN_COUNTS 11
-enum { C_PT_OPENS = 6, C_PT_RELEASES, C_PT_DISK_BYTES, C_PT_DISK_FILES, C_PT_AHEAD };
+#define OWN_COUNTS 12
+enum { C_PT_OPENS = 6, C_PT_RELEASES, C_PT_DISK_BYTES, C_PT_DISK_FILES, C_PT_AHEAD, C_PT_AHEAD_STARTED };
 /*
  * Checked ahead (see "Checked ahead"): files of AHEAD_MIN or more, 8 MiB, whose check (~1 ms
  * and up) is worth a thread; a check is used within AHEAD_MAX_S, 10 s, beyond which the
@@ -245,6 +247,9 @@ struct ahead {
   int fd;            /* its verified data file, or -1 */
   struct stat before;/* that file's fstat before its bytes were read */
   struct timespec at;/* when the check ended (CLOCK_MONOTONIC) */
+  size_t last_row;   /* the row of the last OPEN checked afresh or from a check ahead, when last_valid */
+  int last_valid;
+  int wasted;        /* the reader left a check ahead unused: no more until it reads in order again */
 };
 /* A listing row's open handles, for passthrough (see "Passthrough"). */
 struct row_state {
@@ -527,7 +532,10 @@ static void *ahead_run(void *arg) {
   m->ahead.busy = 0;
   pthread_cond_broadcast(&m->ahead.done);
   if (fd >= 0 && m->gen == j->gen) {
-    if (m->ahead.fd >= 0) close(m->ahead.fd);
+    if (m->ahead.fd >= 0) {
+      close(m->ahead.fd);
+      m->ahead.wasted = 1;
+    }
     m->ahead.fd = fd;
     m->ahead.row = j->row;
     m->ahead.gen = j->gen;
@@ -597,7 +605,12 @@ static void ahead_start(struct mount *m, size_t row) {
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     int started = pthread_create(&t, &attr, ahead_run, j) == 0;
     pthread_attr_destroy(&attr);
-    if (started) return;
+    if (started) {
+      pthread_mutex_lock(&m->lock);
+      m->own_counts[C_PT_AHEAD_STARTED]++;
+      pthread_mutex_unlock(&m->lock);
+      return;
+    }
   }
   if (ok) {
     if (j->dev >= 0) close(j->dev);
@@ -636,9 +649,33 @@ static int ahead_take(struct mount *m, size_t row) {
   if (now.tv_sec - at.tv_sec > AHEAD_MAX_S || fstat(fd, &st) != 0 || st.st_size != before.st_size || st.st_mtim.tv_sec != before.st_mtim.tv_sec ||
       st.st_mtim.tv_nsec != before.st_mtim.tv_nsec || st.st_ctim.tv_sec != before.st_ctim.tv_sec || st.st_ctim.tv_nsec != before.st_ctim.tv_nsec) {
     close(fd);
+    if (now.tv_sec - at.tv_sec > AHEAD_MAX_S) {
+      pthread_mutex_lock(&m->ahead_lock);
+      m->ahead.wasted = 1; /* too late to be of use: the reader is not going in order */
+      pthread_mutex_unlock(&m->ahead_lock);
+    }
     return -1;
   }
   return fd;
+}
+
+/*
+ * Whether to check ahead after an OPEN of `row` that was checked (afresh, or `used` a check
+ * ahead): not while the reader is out of order. A reader in listing order opens row + 1 next
+ * (or used the check ahead); one in another order (a shuffled epoch) leaves the check ahead
+ * unused, which marks the mount `wasted` until it opens two rows in a row again: such a
+ * reader pays one check ahead for nothing, not one per file.
+ */
+static int ahead_worth(struct mount *m, size_t row, int used) {
+  pthread_mutex_lock(&m->ahead_lock);
+  int in_order = m->ahead.last_valid && row == m->ahead.last_row + 1;
+  m->ahead.last_row = row;
+  m->ahead.last_valid = 1;
+  if (used || in_order) m->ahead.wasted = 0;
+  else if ((m->ahead.fd >= 0 && m->ahead.row != row) || (m->ahead.busy && m->ahead.busy_row != row)) m->ahead.wasted = 1; /* it went elsewhere */
+  int worth = !m->ahead.wasted;
+  pthread_mutex_unlock(&m->ahead_lock);
+  return worth;
 }
 
 /*
@@ -689,7 +726,7 @@ static int pt_open(struct mount *m, size_t row, const char *dir, const uint8_t n
   m->own_counts[C_PT_DISK_FILES] += checked > 0;
   m->own_counts[C_PT_AHEAD] += ahead_used;
   pthread_mutex_unlock(&m->lock);
-  if (checked >= AHEAD_MIN && !m->ahead_off) ahead_start(m, row);
+  if (checked >= AHEAD_MIN && !m->ahead_off && ahead_worth(m, row, ahead_used)) ahead_start(m, row);
   return 1;
 }
 
@@ -907,6 +944,8 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   m->ahead_off = ahead_env_off();
   if (m->ahead.fd >= 0) close(m->ahead.fd);
   m->ahead.fd = -1; /* a running check finds the generation changed and closes its own */
+  m->ahead.last_valid = 0;
+  m->ahead.wasted = 0;
   pthread_mutex_unlock(&m->ahead_lock);
   /* The previous mount's connection is gone, and its handles with it (passthrough ones too). */
   free(m->rs);

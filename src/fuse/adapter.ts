@@ -51,7 +51,7 @@
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore } from '../fs/types.js';
-import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fusePassthroughCheckedAhead, fusePassthroughOpens, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
+import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fusePassthroughCheckedAhead, fusePassthroughChecksAhead, fusePassthroughOpens, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
 import type { MemReads, NativeOps, NativeStat, ReadReply, TierOpens } from './native.js';
 
@@ -245,12 +245,14 @@ export function countMemGetattrs(n: number): void {
  * handles read into memory and released, opens, reads, bytes served, bytes asked, bytes read
  * from disk, handles that served a byte; then passthrough opens, passthrough releases, and
  * the bytes and files read from disk to verify passthrough files, and the passthrough opens
- * that used a check made ahead (fuse_memread.c "Checked ahead"). A passthrough handle's
+ * that used a check made ahead (fuse_memread.c "Checked ahead"), and the checks ahead started.
+ * A passthrough handle's
  * reads never reach sluice: its file counts as delivered at its release, its bytes are not
  * in served bytes.
  */
 export function countMemOpens(core: FsCore, c: Float64Array): void {
-  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0, ptAhead = 0] = c;
+  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0, ptAhead = 0, ptAheadStarted = 0] = c;
+  fusePassthroughChecksAhead.inc(ptAheadStarted);
   if (opens + ptOpens + ptReleases <= 0) return;
   fuseMemoryOpens.inc(opens);
   fusePassthroughOpens.inc(ptOpens);

@@ -216,7 +216,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   // getattr answered in C from the listing (native.ts MemAttrs), installed once listed.
   let attrTable: MemAttrs | undefined;
   // Counts of handles opened in C from the disk tier (MemAttrs.takeOpens), taken with the getattrs.
-  const openCounts = new Float64Array(11);
+  const openCounts = new Float64Array(12);
   /** Stops answering reads (and getattrs) in C: what the kernel released is released in the core, what is open goes back to the JavaScript read path. */
   const stopMemReads = (): void => {
     if (memTimer) clearInterval(memTimer);

@@ -361,6 +361,12 @@ export const fusePassthroughOpens = new client.Counter({
   registers: [registry],
 });
 
+export const fusePassthroughChecksAhead = new client.Counter({
+  name: 'sluice_fuse_passthrough_checks_ahead_total',
+  help: 'Checks of large disk-tier files (8 MiB or more) started ahead of their open, while the file before them in the listing was read; sluice_fuse_passthrough_checked_ahead_total counts those an open used. A reader out of listing order stops them after one unused.',
+  registers: [registry],
+});
+
 export const fusePassthroughCheckedAhead = new client.Counter({
   name: 'sluice_fuse_passthrough_checked_ahead_total',
   help: 'Passthrough opens of large disk-tier files (8 MiB or more) that used a check made ahead, while the file before it in the listing was being read (the file unchanged since), instead of checking the file at its own open.',

@@ -31,6 +31,7 @@ const SIZE = 9 * MiB + 4321;
 const FILES = 4;
 
 const ahead = () => metric('sluice_fuse_passthrough_checked_ahead_total');
+const started = () => metric('sluice_fuse_passthrough_checks_ahead_total');
 const ptOpens = () => metric('sluice_fuse_passthrough_opens_total');
 const gets = () => metric('sluice_s3_requests_total', { operation: 'get' });
 const failures = () => metric('sluice_disk_cache_checksum_failures_total');
@@ -86,6 +87,26 @@ for (const on of [true, false]) {
     t.equal((await gets()) - g0, 0, 'no GET: every byte from the tier');
   });
 }
+
+t.test('a reader out of listing order leaves at most one check ahead unused, then gets none until it reads in order', async (t) => {
+  if (!kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  const m = await mount(t, 'ahead-shuffled');
+  const [a0, s0] = [await ahead(), await started()];
+  // f1 starts a check of f2; f3 and f0 leave it pending (out of order: no new checks); f2 uses it
+  // (whatever came between) and, read in order again, starts the check of f3.
+  const order = [1, 3, 0, 2];
+  const got = await readInOrder(order.map((i) => fileOf(m.mountpoint, objects[i]!)));
+  t.same(got, order.map((i) => objects[i]!.sha256), 'every file\'s sha256 matches');
+  t.ok(await drained(m), 'every handle released');
+  const [used, begun] = [(await ahead()) - a0, (await started()) - s0];
+  t.ok(begun - used <= 1, `checks ahead started ${begun}, used ${used}: at most one read for nothing`);
+  t.equal(used, 1, 'the one made after f1 was used by f2');
+  // Then in order: f0, f1, f2, f3 use the checks made ahead again (f0's own open checks it).
+  const [a1, s1] = [await ahead(), await started()];
+  t.same(await readInOrder(objects.map((o) => fileOf(m.mountpoint, o))), objects.map((o) => o.sha256), 'in order again: the same bytes');
+  t.ok(await drained(m), 'every handle released');
+  t.ok((await ahead()) - a1 >= FILES - 2, `in order again, checks ahead used (${(await ahead()) - a1}; started ${(await started()) - s1})`);
+});
 
 t.test('a cache file written in place after its check ahead is checked again at its open, and never served', async (t) => {
   if (!kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
