@@ -242,7 +242,7 @@ struct check_part {
  * thread-local jump target, set only around the CRC loop) and the part fails with -EBADMSG.
  * A SIGBUS anywhere else is not ours: the previous disposition is put back and the faulting
  * access runs again under it (a sent SIGBUS is raised again). If the handler cannot be
- * installed, or the mapping fails, the part is read with pread as before.
+ * installed, or the mapping fails, the part is read with pread as before (check_blocks).
  */
 #define MAP_MIN (4u << 20)
 
@@ -285,68 +285,76 @@ static void install_bus(void) {
   bus_ready = sigaction(SIGBUS, &sa, &bus_previous) == 0;
 }
 
-/* Blocks [first, end) checked through a read-only mapping: 0, a negative errno / -EBADMSG, or 1 when it could not map (read them instead). */
-static int check_mapped(struct check_part *c) {
-  pthread_once(&bus_once, install_bus);
-  if (!bus_ready) return 1;
+/* The `n` blocks of `bytes` (block `first` on, the last maybe short, `len` bytes in all) against their entries' CRCs: 0 or -EBADMSG. */
+static int crc_blocks(const struct check_part *c, const uint8_t *bytes, size_t len, uint64_t first) {
   uint32_t B = c->block_size;
-  uint64_t at = c->first * (uint64_t)B, stop = c->end * (uint64_t)B < c->size ? c->end * (uint64_t)B : c->size;
+  for (size_t off = 0; off < len; off += B, first++) {
+    size_t l = len - off < B ? len - off : B;
+    if (sluice_crc32c(bytes + off, l) != le32(c->entries + ENTRY_BYTES * first + 4)) return -EBADMSG;
+  }
+  return 0;
+}
+
+/* Bytes [at, stop) of the data file mapped read-only, or NULL (read them with pread); *res set when the file is already short or cannot be stat'ed. */
+/* noinline: kept out of check_blocks, whose sigsetjmp would otherwise make GCC warn (-Wclobbered) of its locals. */
+__attribute__((noinline)) static const uint8_t *map_part(const struct check_part *c, uint64_t at, uint64_t stop, int *res) {
+  pthread_once(&bus_once, install_bus);
+  if (!bus_ready) return NULL;
   struct stat st;
-  if (fstat(c->data, &st) != 0) return -errno;
-  if ((uint64_t)st.st_size < stop) return -EBADMSG; /* short: what pread would find */
-  size_t len = (size_t)(stop - at);
-  const uint8_t *p = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, c->data, (off_t)at);
-  if (p == MAP_FAILED) return 1;
+  if (fstat(c->data, &st) != 0) {
+    *res = -errno;
+    return NULL;
+  }
+  if ((uint64_t)st.st_size < stop) {
+    *res = -EBADMSG; /* short: what pread would find */
+    return NULL;
+  }
+  const uint8_t *p = mmap(NULL, (size_t)(stop - at), PROT_READ, MAP_SHARED | MAP_POPULATE, c->data, (off_t)at);
+  if (p == MAP_FAILED) return NULL;
   shrink_if_asked();
+  return p;
+}
+
+/*
+ * Blocks [first, end) checked in chunks of CHECK_CHUNK, each against its CRC: through a
+ * read-only mapping of the part (MAP_MIN or more, unless turned off or refused), else with
+ * pread into a buffer. 0, or a negative errno / -EBADMSG (-ECANCELED: another part failed).
+ */
+static int check_blocks(struct check_part *c) {
+  uint32_t B = c->block_size;
+  size_t per = CHECK_CHUNK / B ? CHECK_CHUNK / B : 1;
+  uint64_t at = c->first * (uint64_t)B, stop = c->end * (uint64_t)B < c->size ? c->end * (uint64_t)B : c->size;
+  size_t len = (size_t)(stop - at);
+  int res0 = 0;
+  const uint8_t *const mapped = len >= MAP_MIN && !tier_no_map ? map_part(c, at, stop, &res0) : NULL;
+  if (res0 != 0) return res0;
+  char *const chunk = mapped == NULL ? malloc(len < (size_t)per * B ? len : (size_t)per * B) : NULL;
+  if (mapped == NULL && chunk == NULL) return -ENOMEM;
   volatile int res = 0;
   sigjmp_buf here;
   if (sigsetjmp(here, 1) == 0) {
-    bus_jump = &here;
-    for (uint64_t i = c->first; i < c->end && res == 0; i++) {
-      if ((i - c->first) % 4 == 0 && __atomic_load_n(c->failed, __ATOMIC_RELAXED)) res = -ECANCELED;
-      else {
-        size_t off = (size_t)((i - c->first) * B), l = len - off < B ? len - off : B;
-        if (sluice_crc32c(p + off, l) != le32(c->entries + ENTRY_BYTES * i + 4)) res = -EBADMSG;
+    if (mapped != NULL) bus_jump = &here;
+    for (uint64_t i = c->first; i < c->end && res == 0; i += per) {
+      if (__atomic_load_n(c->failed, __ATOMIC_RELAXED)) {
+        res = -ECANCELED;
+        break;
       }
+      uint64_t from = i * B, to = (i + per < c->end ? i + per : c->end) * (uint64_t)B;
+      size_t len_here = (size_t)((to < c->size ? to : c->size) - from);
+      if (mapped != NULL) {
+        res = crc_blocks(c, mapped + (from - at), len_here, i);
+        continue;
+      }
+      ssize_t got = pread_full(c->data, chunk, len_here, (off_t)from);
+      res = got < 0 ? (int)got : (size_t)got < len_here ? -EBADMSG : crc_blocks(c, (const uint8_t *)chunk, len_here, i);
     }
   } else {
     res = -EBADMSG; /* the file shrank while mapped */
   }
   bus_jump = NULL;
-  munmap((void *)p, len);
-  if (res != 0 && res != -ECANCELED) __atomic_store_n(c->failed, 1, __ATOMIC_RELAXED);
-  return res;
-}
-
-/* Reads blocks [first, end) in CHECK_CHUNK preads (or through a mapping, above) and checks each against its CRC: 0, or a negative errno / -EBADMSG. */
-static int check_blocks(struct check_part *c) {
-  if ((c->end - c->first) * (uint64_t)c->block_size >= MAP_MIN && !tier_no_map) {
-    int r = check_mapped(c);
-    if (r <= 0) return r;
-  }
-  uint32_t B = c->block_size;
-  size_t per = CHECK_CHUNK / B ? CHECK_CHUNK / B : 1;
-  uint64_t bytes = (c->end - c->first) * (uint64_t)B;
-  char *chunk = malloc(bytes < (uint64_t)per * B ? (size_t)bytes : (size_t)per * B);
-  if (chunk == NULL) return -ENOMEM;
-  int res = 0;
-  for (uint64_t i = c->first; i < c->end && res == 0; i += per) {
-    if (__atomic_load_n(c->failed, __ATOMIC_RELAXED)) {
-      res = -ECANCELED;
-      break;
-    }
-    uint64_t at = i * B, stop = (i + per < c->end ? i + per : c->end) * (uint64_t)B;
-    size_t len_here = (size_t)((stop < c->size ? stop : c->size) - at);
-    ssize_t got = pread_full(c->data, chunk, len_here, (off_t)at);
-    if (got < 0) res = (int)got;
-    else if ((size_t)got < len_here) res = -EBADMSG;
-    for (uint64_t k = 0; res == 0 && k < per && i + k < c->end; k++) {
-      size_t off = (size_t)(k * B), l = len_here - off < B ? len_here - off : B;
-      if (sluice_crc32c(chunk + off, l) != le32(c->entries + ENTRY_BYTES * (i + k) + 4)) res = -EBADMSG;
-    }
-  }
+  if (mapped != NULL) munmap((void *)mapped, len);
   free(chunk);
-  if (res != 0) __atomic_store_n(c->failed, 1, __ATOMIC_RELAXED);
+  if (res != 0 && res != -ECANCELED) __atomic_store_n(c->failed, 1, __ATOMIC_RELAXED);
   return res;
 }
 
