@@ -478,17 +478,39 @@ static uint64_t own_fh(uint64_t n) { return n << 32 | 0x80000000u | (n & 0x3ffff
 static uint64_t pt_fh(size_t row) { return (uint64_t)(row + 1) << 32 | 0xc0000000u; }
 static int is_pt_fh(uint64_t fh) { return (fh & 0xc0000000u) == 0xc0000000u && (fh >> 32) != 0; }
 
+/* A row's file in the disk tier (its cache file's name, the objects folder, block and object size), for an open or a check in C. */
+struct tier_file {
+  char dir[PATH_MAX];
+  uint8_t name[32];
+  uint32_t block;
+  uint64_t size;
+};
+
+/* Fills *f for row `row` of the listing `a` (which has names) when it is a named, non-empty regular file: 1, else 0. Under attrs_lock. */
+static int row_tier_file(const struct attrs *a, size_t row, struct tier_file *f) {
+  static const uint8_t none[32];
+  const struct attr_row *r = &a->rows[row];
+  const uint8_t *nm = a->names + 32 * row;
+  if (!S_ISREG(r->mode) || r->size == 0 || memcmp(nm, none, 32) == 0) return 0;
+  memcpy(f->name, nm, 32);
+  strcpy(f->dir, a->tier_dir); /* its length was checked when installed */
+  f->block = a->tier_block;
+  f->size = r->size;
+  return 1;
+}
+
 /*
  * The small file's verified bytes read from the tier (tier_small.c) into a buffer of ours,
  * entered in the table under a new handle: 1 and *fh, or 0 (nothing kept: JavaScript opens it).
  */
-static int own_open(struct mount *m, const char *dir, const uint8_t name[32], uint32_t block, uint64_t size, uint32_t row1, uint64_t *fh) {
+static int own_open(struct mount *m, const struct tier_file *f, uint32_t row1, uint64_t *fh) {
+  uint64_t size = f->size;
   if (__atomic_add_fetch(&own_bytes, size, __ATOMIC_RELAXED) > OWN_BYTES_MAX) {
     __atomic_sub_fetch(&own_bytes, size, __ATOMIC_RELAXED);
     return 0;
   }
   char *bytes = malloc((size_t)size);
-  if (bytes != NULL && sluice_tier_read_small(dir, name, block, size, bytes) == 0) {
+  if (bytes != NULL && sluice_tier_read_small(f->dir, f->name, f->block, size, bytes) == 0) {
     pthread_mutex_lock(&m->lock);
     for (int t = 0; t < OWN_SLOT_TRIES; t++) {
       uint64_t n = ++m->next_own;
@@ -517,21 +539,19 @@ struct ahead_job {
   int dev;           /* a descriptor of the mount's /dev/fuse connection, for the notice (or -1) */
   uint64_t gen;
   size_t row;
-  char dir[PATH_MAX];
-  uint8_t name[32];
-  uint32_t block;
-  uint64_t size;
+  struct tier_file f;
 };
 
 static void *ahead_run(void *arg) {
   struct ahead_job *j = arg;
   struct stat before;
-  int fd = sluice_tier_open_verified(j->dir, j->name, j->block, j->size, &before, 1); /* one thread: the reader has the other cores */
+  int fd = sluice_tier_open_verified(j->f.dir, j->f.name, j->f.block, j->f.size, &before, 1); /* one thread: the reader has the other cores */
   struct mount *m = j->m;
   pthread_mutex_lock(&m->ahead_lock);
   m->ahead.busy = 0;
   pthread_cond_broadcast(&m->ahead.done);
-  if (fd >= 0 && m->gen == j->gen) {
+  int published = fd >= 0 && m->gen == j->gen;
+  if (published) {
     if (m->ahead.fd >= 0) {
       close(m->ahead.fd);
       m->ahead.wasted = 1;
@@ -552,7 +572,7 @@ static void *ahead_run(void *arg) {
    * only reads its pages again; dropping cached pages is always safe).
    */
   uint64_t nodeid = 0;
-  if (m->ahead.fd >= 0 && m->ahead.row == j->row && m->gen == j->gen && j->dev >= 0 && m->rs != NULL && j->row < m->rs_n &&
+  if (published && j->dev >= 0 && m->rs != NULL && j->row < m->rs_n &&
       __atomic_load_n(&m->rs[j->row].pt, __ATOMIC_RELAXED) == 0 && __atomic_load_n(&m->rs[j->row].other, __ATOMIC_RELAXED) == 0) {
     nodeid = __atomic_load_n(&m->rs[j->row].nodeid, __ATOMIC_RELAXED);
   }
@@ -572,18 +592,7 @@ static void ahead_start(struct mount *m, size_t row) {
   pthread_rwlock_rdlock(&m->attrs_lock);
   const struct attrs *a = m->attrs;
   size_t next = row + 1;
-  if (a != NULL && a->names != NULL && next < m->rs_n) {
-    const struct attr_row *r = &a->rows[next];
-    static const uint8_t none[32];
-    const uint8_t *nm = a->names + 32 * next;
-    if (S_ISREG(r->mode) && r->size >= AHEAD_MIN && memcmp(nm, none, 32) != 0) {
-      memcpy(j->name, nm, 32);
-      strcpy(j->dir, a->tier_dir);
-      j->block = a->tier_block;
-      j->size = r->size;
-      ok = 1;
-    }
-  }
+  if (a != NULL && a->names != NULL && next < m->rs_n) ok = row_tier_file(a, next, &j->f) && j->f.size >= AHEAD_MIN;
   pthread_rwlock_unlock(&m->attrs_lock);
   if (ok) {
     pthread_mutex_lock(&m->ahead_lock);
@@ -646,10 +655,11 @@ static int ahead_take(struct mount *m, size_t row) {
   if (fd < 0) return -1;
   struct stat st;
   clock_gettime(CLOCK_MONOTONIC, &now);
-  if (now.tv_sec - at.tv_sec > AHEAD_MAX_S || fstat(fd, &st) != 0 || st.st_size != before.st_size || st.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+  int stale = now.tv_sec - at.tv_sec > AHEAD_MAX_S;
+  if (stale || fstat(fd, &st) != 0 || st.st_size != before.st_size || st.st_mtim.tv_sec != before.st_mtim.tv_sec ||
       st.st_mtim.tv_nsec != before.st_mtim.tv_nsec || st.st_ctim.tv_sec != before.st_ctim.tv_sec || st.st_ctim.tv_nsec != before.st_ctim.tv_nsec) {
     close(fd);
-    if (now.tv_sec - at.tv_sec > AHEAD_MAX_S) {
+    if (stale) {
       pthread_mutex_lock(&m->ahead_lock);
       m->ahead.wasted = 1; /* too late to be of use: the reader is not going in order */
       pthread_mutex_unlock(&m->ahead_lock);
@@ -685,7 +695,8 @@ static int ahead_worth(struct mount *m, size_t row, int used) {
  * passthrough open of the row can start between the two), for the caller to open it
  * another way.
  */
-static int pt_open(struct mount *m, size_t row, const char *dir, const uint8_t name[32], uint32_t block, uint64_t size, struct fuse_file_info *fi) {
+static int pt_open(struct mount *m, size_t row, const struct tier_file *f, struct fuse_file_info *fi) {
+  uint64_t size = f->size;
   struct row_state *st = &m->rs[row];
   pthread_mutex_t *lock = row_lock(m, row);
   uint64_t checked = 0; /* bytes read from disk to check the file (0: the row's backing file is reused) */
@@ -698,7 +709,7 @@ static int pt_open(struct mount *m, size_t row, const char *dir, const uint8_t n
       /* Checked while holding the row (its other opens wait; other rows do not), so no open of it can start meanwhile. */
       int fd = size >= AHEAD_MIN && !m->ahead_off ? ahead_take(m, row) : -1;
       ahead_used = fd >= 0;
-      if (fd < 0) fd = sluice_tier_open_verified(dir, name, block, size, NULL, 0);
+      if (fd < 0) fd = sluice_tier_open_verified(f->dir, f->name, f->block, size, NULL, 0);
       id = fd >= 0 ? sluice_fuse_backing_open(fd) : fd;
       if (fd >= 0) close(fd); /* the kernel holds the file once registered */
       if (fd >= 0 && id < 0 && id != -ENOMEM && id != -EMFILE && id != -ENFILE) {
@@ -755,10 +766,8 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
   if (m == NULL) return -EIO; /* cannot happen: only our mounts have this open */
   /* Only what JavaScript would open read-only with no other effect: else it answers (EROFS...). */
   if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0) return m->open(path, fi);
-  char dir[PATH_MAX];
-  uint8_t name[32];
-  uint64_t size = 0;
-  uint32_t block = 0;
+  struct tier_file f;
+  f.size = 0;
   size_t row_i = 0;
   /*
    * Early opens: an open that finds no listing with names cannot say which row it is, so it
@@ -774,28 +783,18 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
   if (early) __atomic_add_fetch(&m->early, 1, __ATOMIC_SEQ_CST);
   const struct attr_row *row = a != NULL && a->names != NULL ? attrs_find(a, path, strlen(path)) : NULL;
   /* A named file of one block may be read into memory here; a larger one (named only when the mount can pass through) only passed through. */
-  if (row != NULL && S_ISREG(row->mode) && row->size > 0) {
-    const uint8_t *nm = a->names + 32 * (size_t)(row - a->rows);
-    static const uint8_t none[32];
-    if (memcmp(nm, none, 32) != 0) {
-      memcpy(name, nm, 32);
-      strcpy(dir, a->tier_dir); /* its length was checked when installed */
-      size = row->size;
-      block = a->tier_block;
-      row_i = (size_t)(row - a->rows);
-    }
-  }
+  if (row != NULL && row_tier_file(a, (size_t)(row - a->rows), &f)) row_i = (size_t)(row - a->rows);
   pthread_rwlock_unlock(&m->attrs_lock);
-  if (size == 0) return js_open(m, path, fi, 0, early);
+  if (f.size == 0) return js_open(m, path, fi, 0, early);
   /* Rows are tracked for passthrough only on a mount that negotiated it (rs is set before names are seen). */
   uint32_t row1 = 0;
   if (pt_ok && __atomic_load_n(&m->rs, __ATOMIC_ACQUIRE) != NULL && row_i < m->rs_n) {
     __atomic_store_n(&m->rs[row_i].nodeid, sluice_fuse_request_nodeid(), __ATOMIC_RELAXED);
-    if (pt_open(m, row_i, dir, name, block, size, fi)) return 0;
+    if (pt_open(m, row_i, &f, fi)) return 0;
     row1 = (uint32_t)row_i + 1; /* counted in the row's `other` by pt_open, until released */
   }
   uint64_t fh;
-  if (size <= block && own_open(m, dir, name, block, size, row1, &fh)) {
+  if (f.size <= f.block && own_open(m, &f, row1, &fh)) {
     fi->fh = fh;
     return 0;
   }

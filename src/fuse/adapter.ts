@@ -244,11 +244,10 @@ export function countMemGetattrs(n: number): void {
  * as the JavaScript path counts them: each open, read and release answered at once. `c`: of
  * handles read into memory and released, opens, reads, bytes served, bytes asked, bytes read
  * from disk, handles that served a byte; then passthrough opens, passthrough releases, and
- * the bytes and files read from disk to verify passthrough files, and the passthrough opens
- * that used a check made ahead (fuse_memread.c "Checked ahead"), and the checks ahead started.
- * A passthrough handle's
- * reads never reach sluice: its file counts as delivered at its release, its bytes are not
- * in served bytes.
+ * the bytes and files read from disk to verify passthrough files, the passthrough opens that
+ * used a check made ahead (fuse_memread.c "Checked ahead"), and the checks ahead started. A
+ * passthrough handle's reads never reach sluice: its file counts as delivered at its release,
+ * its bytes are not in served bytes.
  */
 export function countMemOpens(core: FsCore, c: Float64Array): void {
   const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0, ptAhead = 0, ptAheadStarted = 0] = c;
