@@ -11,6 +11,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { BenchResults, Figure } from './runner.js';
+import { describeMemoryProbe } from './memory-probe.js';
 import { TARGET_STYLE } from './targets.js';
 
 const MiB = 1024 * 1024;
@@ -100,6 +101,7 @@ export function markdownTable(res: BenchResults): string {
     const gets = f.s3Gets !== undefined && f.s3Gets !== null ? ` (S3 GETs: ${f.s3Gets})` : '';
     lines.push(`| ${f.scenario}: ${f.title}${gets} | ${f.profile} | ${f.readers} | ${f.target} | ${fig.replace(/\|/g, '/')} | ${f.fractionOfLimit === null ? '–' : `${(f.fractionOfLimit * 100).toFixed(0)}%`} | ${vs} | ${f.peakRssBytes === null ? '–' : `${(f.peakRssBytes / MiB).toFixed(0)} MiB`} | ${cpuCell(f.cpuSecondsPerGB)}${startupCell(f)} | ${readerCpuCell(f)} | ${cpuCell(f.serverCpuSecondsPerGB)} | ${ok} |`);
   }
+  if (res.machine.memory) lines.push('', describeMemoryProbe(res.machine.memory));
   lines.push('', 'Times (s) are better lower, so there a sluice ÷ peer below 1 favours sluice; for rates, above 1 does. "× limit" is the figure\'s MB/s over the link limit of its profile. CPU s/GB is utime + stime per GB read (decimal) of the target\'s process (sluice\'s daemon, or the peer), of the reader processes, and of the local S3 server, in the same runs. A mount\'s or a Pipe host\'s CPU counts from the moment it is ready; what it spent starting (process start, listing, mount or FIFOs), paid once and not per GB, is in parentheses. A download\'s start-up is inside its figure. The readers\' figure is their reading, then "+ hash" their sha256 work: by default they keep the bytes and hash them after the span stops (as the link limit does), so the span measures the data source alone; "hashed inside the timed span" marks figures where they did not.');
   return lines.join('\n');
 }

@@ -26,6 +26,7 @@ import { seedBenchDataset } from './datasets.js';
 import { describeProfile, type LatencyProfile, type LatencyProxyStats } from './latency-proxy.js';
 import { createRunCa, type RunCa } from './tls-ca.js';
 import { measureLimit, measureLimitCurl, type LimitResult } from './limit.js';
+import { describeMemoryProbe, probeMemory, type MemoryProbe } from './memory-probe.js';
 import { childPids, cmdlineOf, readProcStats } from './proc-stats.js';
 import { epochMs } from './read-plan.js';
 import { runOnce, type RunResult } from './run-once.js';
@@ -89,7 +90,8 @@ export interface BenchResults {
   startedAt: string;
   finishedAt: string;
   config: string;
-  machine: { nproc: number; memoryBytes: number; kernel: string; node: string; cpu: string };
+  /** `memory`: what first-touched memory costs here (./memory-probe.ts), measured before anything else runs; absent when the probe failed. */
+  machine: { nproc: number; memoryBytes: number; kernel: string; node: string; cpu: string; memory?: MemoryProbe };
   profiles: (LatencyProfile & { description: string })[];
   repetitions: number;
   cacheBudgetBytes: number;
@@ -185,6 +187,9 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
   const stops = new Set<() => Promise<void>>();
   let s3: LocalS3 | undefined;
   const checkAbort = () => { if (o.signal?.aborted) throw new AbortedError('benchmark interrupted'); };
+  // Before s3rver and the dataset: the probe's child should get the memory a new daemon would.
+  const memory = probeMemory();
+  if (memory) o.log(describeMemoryProbe(memory));
   try {
     s3 = await startLocalS3({ dir: path.join(root, 's3rver') });
     const server = s3;
@@ -307,7 +312,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
 
     const machine = {
       nproc: os.availableParallelism(), memoryBytes: os.totalmem(), kernel: os.release(), node: process.version,
-      cpu: os.cpus()[0]?.model ?? 'unknown',
+      cpu: os.cpus()[0]?.model ?? 'unknown', ...(memory ? { memory } : {}),
     };
     const datasets = Object.fromEntries(Object.entries(data).map(([k, v]) => [k, { objects: v.length, bytes: v.reduce((n, x) => n + x.size, 0) }]));
     return {
