@@ -239,6 +239,9 @@ export function countMemGetattrs(n: number): void {
   fuseMemoryGetattrs.inc(n);
 }
 
+/** Length of the counts countMemOpens reads, in C's order (OWN_COUNTS in native/src/fuse_memread.c, which refuses a shorter array). */
+export const MEM_OPEN_COUNTS = 12;
+
 /**
  * Counts handles opened, read and released in C from the disk tier (native.ts MemAttrs.takeOpens)
  * as the JavaScript path counts them: each open, read and release answered at once. `c`: of

@@ -40,7 +40,7 @@ import path from 'node:path';
 import { FuseUnavailableError, MountpointError } from '../errors.js';
 import type { FsCore } from '../fs/types.js';
 import { log } from '../log.js';
-import { countMemGetattrs, countMemOpens, fuseOpsFor, listedAttrs, memReadDrainer } from './adapter.js';
+import { countMemGetattrs, countMemOpens, fuseOpsFor, listedAttrs, MEM_OPEN_COUNTS, memReadDrainer } from './adapter.js';
 import { ReadDeadlines } from './deadline.js';
 import { detachMount, checkFuseAvailable, checkFuseFdMount, fuseFdOf, readMounts } from './mountpoint.js';
 import { LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseMaxRead, negotiatedFusePassthrough, requestFuseMaxRead, requestFusePassthrough, type MemAttrs, type MemReads, type NativeFuse } from './native.js';
@@ -216,7 +216,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   // getattr answered in C from the listing (native.ts MemAttrs), installed once listed.
   let attrTable: MemAttrs | undefined;
   // Counts of handles opened in C from the disk tier (MemAttrs.takeOpens), taken with the getattrs.
-  const openCounts = new Float64Array(12);
+  const openCounts = new Float64Array(MEM_OPEN_COUNTS);
   /** Stops answering reads (and getattrs) in C: what the kernel released is released in the core, what is open goes back to the JavaScript read path. */
   const stopMemReads = (): void => {
     if (memTimer) clearInterval(memTimer);
