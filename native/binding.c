@@ -288,10 +288,10 @@ static napi_value js_set_fuse_max_pages(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* fuseInitState(): { maxPages, kernelMinor, passthrough } of the last INIT reply (maxPages 0: left alone; passthrough: asked for). */
+/* fuseInitState(): { maxPages, kernelMinor, passthrough, directIoMmap } of the last INIT reply (maxPages 0: left alone; passthrough: asked for; directIoMmap: mmap of direct-I/O files allowed). */
 static napi_value js_fuse_init_state(napi_env env, napi_callback_info info) {
   (void)info;
-  napi_value result, pages, minor, pass;
+  napi_value result, pages, minor, pass, dio_mmap;
   CHECK_NAPI(env, napi_create_object(env, &result));
   CHECK_NAPI(env, napi_create_uint32(env, sluice_fuse_last_max_pages(), &pages));
   CHECK_NAPI(env, napi_create_uint32(env, sluice_fuse_last_kernel_minor(), &minor));
@@ -299,6 +299,8 @@ static napi_value js_fuse_init_state(napi_env env, napi_callback_info info) {
   CHECK_NAPI(env, napi_set_named_property(env, result, "maxPages", pages));
   CHECK_NAPI(env, napi_set_named_property(env, result, "kernelMinor", minor));
   CHECK_NAPI(env, napi_set_named_property(env, result, "passthrough", pass));
+  CHECK_NAPI(env, napi_get_boolean(env, sluice_fuse_last_direct_io_mmap() != 0, &dio_mmap));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "directIoMmap", dio_mmap));
   return result;
 }
 
@@ -313,6 +315,20 @@ static napi_value js_set_fuse_passthrough(napi_env env, napi_callback_info info)
     return NULL;
   }
   sluice_fuse_set_passthrough(on);
+  return NULL;
+}
+
+/* setFuseDirectIo(on: boolean): whether mounts made from now on answer every OPEN with FOPEN_DIRECT_IO (src/fuse_init.c "Direct I/O"). */
+static napi_value js_set_fuse_direct_io(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  bool on = false;
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1 || napi_get_value_bool(env, argv[0], &on) != napi_ok) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "setFuseDirectIo(on: boolean)");
+    return NULL;
+  }
+  sluice_fuse_set_direct_io(on);
   return NULL;
 }
 
@@ -364,6 +380,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"setFuseMaxPages", NULL, js_set_fuse_max_pages, NULL, NULL, NULL, napi_enumerable, NULL},
     {"fuseInitState", NULL, js_fuse_init_state, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setFusePassthrough", NULL, js_set_fuse_passthrough, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"setFuseDirectIo", NULL, js_set_fuse_direct_io, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setRecvLowat", NULL, js_set_recv_lowat, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));

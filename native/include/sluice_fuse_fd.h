@@ -29,6 +29,9 @@ unsigned sluice_fuse_last_kernel_minor(void);
 /* FUSE passthrough (src/fuse_init.c): whether INIT replies from now on ask for it, and whether the last one did. */
 void sluice_fuse_set_passthrough(int on);
 unsigned sluice_fuse_last_passthrough(void);
+/* --direct-io (src/fuse_init.c "Direct I/O"): whether mounts made from now on answer OPEN with FOPEN_DIRECT_IO; whether the last INIT reply allowed mmap of such files. */
+void sluice_fuse_set_direct_io(int on);
+unsigned sluice_fuse_last_direct_io_mmap(void);
 /* In a libfuse worker answering a request: 1 when its mount negotiated passthrough. */
 int sluice_fuse_passthrough_ok(void);
 /* Registers `fd` as a backing file with this thread's mount: its backing id (> 0) or a negative errno. */

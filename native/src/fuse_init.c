@@ -40,6 +40,17 @@
  * answered in the thread that received them (libfuse 2's loop: receive, process, reply), so
  * a thread-local note of the request being answered ties the reply to the OPEN.
  * SLUICE_NO_PASSTHROUGH=1 (src/fuse/native.ts) leaves the INIT reply without it.
+ *
+ * Direct I/O (--direct-io, src/fuse/native.ts requestFuseDirectIo). libfuse 2 can only set
+ * direct_io for a whole mount through its own option, which fuse-native does not pass, and
+ * only per open from the high-level API's fuse_file_info, which fuse-native does not set.
+ * So send() rewrites every successful OPEN reply of such a mount that is not passthrough:
+ * FOPEN_DIRECT_IO set, FOPEN_KEEP_CACHE (libfuse's kernel_cache) cleared. The kernel then
+ * keeps no page cache for the file: every read(2) becomes FUSE reads of the reader's own
+ * size (up to max_pages each) copied straight into the reader's buffer. And when the
+ * kernel offers FUSE_DIRECT_IO_ALLOW_MMAP (Linux >= 6.6, flags2 bit 4), the INIT reply
+ * sets it, so mmap(2) of such a file still works (through the page cache, for the mapped
+ * pages only); an older kernel refuses mmap of a direct-I/O file with ENODEV.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -72,6 +83,9 @@ struct fuse_chan_ops {
 #define FUSE_PASSTHROUGH_FLAG2 (1u << 5) /* FUSE_PASSTHROUGH = 1 << 37: bit 5 of flags2 */
 #define FUSE_FLAGS2_MINOR 36              /* fuse_init_in has flags2 from 7.36 */
 #define FOPEN_PASSTHROUGH_FLAG (1u << 7)
+#define FOPEN_DIRECT_IO_FLAG (1u << 0)
+#define FOPEN_KEEP_CACHE_FLAG (1u << 1)
+#define FUSE_DIRECT_IO_ALLOW_MMAP_FLAG2 (1u << 4) /* FUSE_DIRECT_IO_ALLOW_MMAP = 1 << 36: bit 4 of flags2 */
 /* The open flags the kernel allows beside FOPEN_PASSTHROUGH (FOPEN_PASSTHROUGH_MASK: DIRECT_IO, NOFLUSH, PARALLEL_DIRECT_WRITES); any other is EIO at open. */
 #define FOPEN_PASSTHROUGH_ALLOWED ((1u << 0) | (1u << 5) | (1u << 6))
 #define PASSTHROUGH_STACK_DEPTH 2
@@ -96,20 +110,25 @@ _Static_assert(sizeof(struct init_out) == 64, "fuse_init_out is 64 bytes");
 static volatile unsigned wanted_pages;
 /* Whether INIT replies from now on ask for passthrough when the kernel offers it. */
 static volatile int wanted_passthrough = 1;
-/* What the last INIT reply said: max_pages set there (0: unchanged), the kernel's minor, passthrough asked. */
-static volatile unsigned last_pages, last_kernel_minor, last_passthrough;
+/* Whether mounts made from now on answer OPEN with FOPEN_DIRECT_IO (see "Direct I/O"). */
+static volatile int wanted_direct_io;
+/* What the last INIT reply said: max_pages set there (0: unchanged), the kernel's minor, passthrough asked, mmap of direct-I/O files allowed. */
+static volatile unsigned last_pages, last_kernel_minor, last_passthrough, last_direct_io_mmap;
 
 void sluice_fuse_set_max_pages(unsigned pages) { wanted_pages = pages; }
 unsigned sluice_fuse_last_max_pages(void) { return last_pages; }
 unsigned sluice_fuse_last_kernel_minor(void) { return last_kernel_minor; }
 void sluice_fuse_set_passthrough(int on) { wanted_passthrough = on != 0; }
 unsigned sluice_fuse_last_passthrough(void) { return last_passthrough; }
+void sluice_fuse_set_direct_io(int on) { wanted_direct_io = on != 0; }
+unsigned sluice_fuse_last_direct_io_mmap(void) { return last_direct_io_mmap; }
 
 struct wrap {
   uint64_t init_unique; /* the INIT request's id while its reply is due, else 0 */
   uint32_t kernel_minor, kernel_flags, kernel_flags2;
   unsigned pages;
   int passthrough; /* the INIT reply asked for it (atomic) */
+  int direct_io;   /* OPEN replies get FOPEN_DIRECT_IO (fixed at mount) */
   int fd;          /* the channel's /dev/fuse descriptor */
 };
 
@@ -220,6 +239,15 @@ static int wrap_send(struct fuse_chan *ch, const struct iovec iov[], size_t coun
     patched[0] = iov[0];
     patched[1] = (struct iovec){ &open_reply, sizeof open_reply };
     iov = patched;
+  } else if (w->direct_io && tl_wrap == w && tl_opcode == FUSE_OPEN_OPCODE && count == 2 && iov[0].iov_len == sizeof head &&
+             iov[1].iov_len == sizeof open_reply && ((const struct out_header *)iov[0].iov_base)->unique == tl_unique &&
+             ((const struct out_header *)iov[0].iov_base)->error == 0) {
+    /* --direct-io: no page cache for this handle (see "Direct I/O"). */
+    memcpy(&open_reply, iov[1].iov_base, sizeof open_reply);
+    open_reply.open_flags = (open_reply.open_flags & ~FOPEN_KEEP_CACHE_FLAG) | FOPEN_DIRECT_IO_FLAG;
+    patched[0] = iov[0];
+    patched[1] = (struct iovec){ &open_reply, sizeof open_reply };
+    iov = patched;
   }
   tl_backing = 0;
   if (init != 0 && count == 2 && iov[0].iov_len == sizeof head && ((const struct out_header *)iov[0].iov_base)->unique == init) {
@@ -228,9 +256,11 @@ static int wrap_send(struct fuse_chan *ch, const struct iovec iov[], size_t coun
     last_kernel_minor = w->kernel_minor;
     last_pages = 0;
     last_passthrough = 0;
+    last_direct_io_mmap = 0;
     int pages = w->pages > 0 && w->kernel_minor >= FUSE_MAX_PAGES_MINOR && (w->kernel_flags & FUSE_MAX_PAGES_FLAG);
     int pass = wanted_passthrough && (w->kernel_flags2 & FUSE_PASSTHROUGH_FLAG2);
-    if (head.error == 0 && (pages || pass) && iov[1].iov_len <= sizeof out) {
+    int dio_mmap = w->direct_io && (w->kernel_flags2 & FUSE_DIRECT_IO_ALLOW_MMAP_FLAG2);
+    if (head.error == 0 && (pages || pass || dio_mmap) && iov[1].iov_len <= sizeof out) {
       memset(&out, 0, sizeof out);
       memcpy(&out, iov[1].iov_base, iov[1].iov_len);
       if (pages) {
@@ -244,6 +274,11 @@ static int wrap_send(struct fuse_chan *ch, const struct iovec iov[], size_t coun
         out.max_stack_depth = PASSTHROUGH_STACK_DEPTH;
         __atomic_store_n(&w->passthrough, 1, __ATOMIC_RELEASE);
         last_passthrough = 1;
+      }
+      if (dio_mmap) {
+        out.flags |= FUSE_INIT_EXT_FLAG;
+        out.flags2 |= FUSE_DIRECT_IO_ALLOW_MMAP_FLAG2;
+        last_direct_io_mmap = 1;
       }
       head.len = sizeof head + sizeof out;
       patched[0] = (struct iovec){ &head, sizeof head };
@@ -286,10 +321,12 @@ struct fuse_chan *sluice_fuse_wrap_chan(struct fuse_chan *ch) {
   unsigned pages = wanted_pages;
   last_pages = 0; /* until this mount's INIT reply says otherwise */
   last_passthrough = 0;
-  if (ch == NULL || (pages == 0 && !wanted_passthrough) || !resolve()) return ch;
+  last_direct_io_mmap = 0;
+  if (ch == NULL || (pages == 0 && !wanted_passthrough && !wanted_direct_io) || !resolve()) return ch;
   struct wrap *w = calloc(1, sizeof *w);
   if (w == NULL) return ch;
   w->pages = pages;
+  w->direct_io = wanted_direct_io;
   static struct fuse_chan_ops ops = { wrap_receive, wrap_send, wrap_destroy };
   /*
    * The new channel gets its own descriptor for the same open /dev/fuse (libfuse exports

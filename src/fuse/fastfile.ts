@@ -42,7 +42,7 @@ export const FASTFILE_OPTION_NAMES = [
   'allowOther', 'readAheadKb', 'attrTimeout',
   'noSignRequest', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode',
   'cacheDir', 'cacheDirSize', 'cacheDirWriteRate', 'cacheDirDirectWrite',
-  'fuseMaxRead',
+  'fuseMaxRead', 'directIo',
 ] as const;
 
 /** Issue 15: what to read (snapshot, filters, archived objects); `sluice run` sets them per channel. */
@@ -151,12 +151,14 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       attrTimeoutSec: o.attrTimeout,
       readaheadKb: o.readAheadKb,
       fuseMaxRead: o.fuseMaxRead,
+      directIo: o.directIo,
       fuseTimeoutMs: fuseTimeoutMs({ requestTimeoutMs: o.requestTimeout, maxAttempts: o.maxAttempts }),
     });
     // The rest of the listing waits for the mount (bounded), so the first lookups go first.
     fs.holdListingUntil(mounting);
     const kmount = await mounting; // on failure, mountCore has taken down what it mounted
-    mlog.info({ readaheadKb: kmount.readaheadKb, maxReadKb: kmount.maxRead / 1024, passthrough: kmount.passthrough, listed: fs.isListed }, 'mounted');
+    mlog.info({ readaheadKb: kmount.readaheadKb, maxReadKb: kmount.maxRead / 1024, passthrough: kmount.passthrough, directIo: kmount.directIo, listed: fs.isListed }, 'mounted');
+    if (kmount.directIo && !kmount.directIoMmap) mlog.warn({ mountpoint }, 'with --direct-io, mmap of files in this mount fails (ENODEV): the kernel predates FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6); read them with read(2), or mount without --direct-io');
     const mounted = core;
     let done: Promise<void> | undefined;
     return {

@@ -15,6 +15,8 @@
  *  - kernel_cache (FOPEN_KEEP_CACHE), no direct_io: pages read once stay in the page cache
  *    across close/open, so a second epoch over a dataset that fits in RAM never leaves the
  *    kernel. Safe because a file's bytes are pinned to the listed ETag for the mount's life.
+ *    With --direct-io our addon answers every OPEN with FOPEN_DIRECT_IO instead (no page
+ *    cache; native/src/fuse_init.c "Direct I/O"), for jobs that read a dataset once.
  *  - allow_other or allow_root only when asked (--allow-other, --allow-root).
  *  - default_permissions: the kernel checks the owner and modes the mount shows
  *    (--uid, --gid, --file-mode, --dir-mode) itself, as for a local disk; without it a
@@ -43,7 +45,7 @@ import { log } from '../log.js';
 import { countMemGetattrs, countMemOpens, fuseOpsFor, listedAttrs, MEM_OPEN_COUNTS, memReadDrainer } from './adapter.js';
 import { ReadDeadlines } from './deadline.js';
 import { detachMount, checkFuseAvailable, checkFuseFdMount, fuseFdOf, readMounts } from './mountpoint.js';
-import { LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseMaxRead, negotiatedFusePassthrough, requestFuseMaxRead, requestFusePassthrough, type MemAttrs, type MemReads, type NativeFuse } from './native.js';
+import { fuseDirectIoAvailable, LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseDirectIoMmap, negotiatedFuseMaxRead, negotiatedFusePassthrough, requestFuseDirectIo, requestFuseMaxRead, requestFusePassthrough, type MemAttrs, type MemReads, type NativeFuse } from './native.js';
 import { setReadaheadKb } from './readahead.js';
 
 export interface KernelMountOptions {
@@ -58,6 +60,8 @@ export interface KernelMountOptions {
   fuseTimeoutMs: number;
   /** Largest read to ask the kernel for, bytes (native.ts requestFuseMaxRead); default DEFAULT_FUSE_MAX_READ. */
   fuseMaxRead?: number;
+  /** --direct-io: every OPEN is answered with FOPEN_DIRECT_IO (native.ts requestFuseDirectIo). */
+  directIo?: boolean;
   /** libfuse debug output on stderr. */
   debug?: boolean;
 }
@@ -78,6 +82,10 @@ export interface KernelMount {
   readonly maxRead: number;
   /** The INIT reply asked for FUSE passthrough (the kernel offered it): small files of the disk tier may be passed through (native/src/fuse_memread.c). */
   readonly passthrough: boolean;
+  /** Files are opened without the page cache (--direct-io). */
+  readonly directIo: boolean;
+  /** With directIo: the kernel allows mmap of those files (FUSE_DIRECT_IO_ALLOW_MMAP). */
+  readonly directIoMmap: boolean;
   /**
    * Takes now what libfuse's thread answered without JavaScript (reads and releases of held
    * files, getattrs, opens from the disk tier) into the core and the metrics, which is
@@ -208,6 +216,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   else checkFuseFdMount(fd);
   const fromFd = fd !== undefined;
   const Fuse = loadFuse({ fromFd });
+  if (opts.directIo && !fuseDirectIoAvailable()) throw new FuseUnavailableError('--direct-io needs sluice\'s native addon, which is not built', { hint: 'Build it (npm run build:native), or mount without --direct-io' });
   const readDeadlines = new ReadDeadlines(opts.fuseTimeoutMs);
   // Reads answered in C from memory (native.ts MemReads), set once mounted and unset at unmount.
   let mem: MemReads | undefined;
@@ -252,6 +261,8 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   // Set right before fuse.mount(), which calls fuse_mount() synchronously: one value per mount.
   const sized = requestFuseMaxRead(opts.fuseMaxRead ?? DEFAULT_FUSE_MAX_READ);
   const passthroughAsked = requestFusePassthrough(true);
+  // Always set (also to false): the addon keeps the last value for the next mount.
+  const directIo = requestFuseDirectIo(opts.directIo ?? false) && (opts.directIo ?? false);
   await withTimeout(new Promise<void>((resolve, reject) => {
     fuse.mount((err) => {
       if (!err) return resolve();
@@ -280,6 +291,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   // the reply said is read once the mount has answered a request (the stat below).
   let maxRead = LIBFUSE2_MAX_READ;
   let passthrough = false;
+  let directIoMmap = false;
 
   let dev: string | undefined;
   let watch: NodeJS.Timeout | undefined;
@@ -323,6 +335,8 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
       // Nothing here waits for a request through the mount: read on use.
       get maxRead() { return sized ? negotiatedFuseMaxRead() : LIBFUSE2_MAX_READ; },
       get passthrough() { return passthroughAsked && negotiatedFusePassthrough(); },
+      directIo,
+      get directIoMmap() { return directIo && negotiatedFuseDirectIoMmap(); },
       // Its mount point is unknown here, so its removal is not watched: it never resolves.
       gone: new Promise<void>(() => undefined),
       unmount: async () => {
@@ -341,6 +355,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     dev = devString(st.dev);
     if (sized) maxRead = negotiatedFuseMaxRead();
     if (passthroughAsked) passthrough = negotiatedFusePassthrough();
+    if (directIo) directIoMmap = negotiatedFuseDirectIoMmap();
   } catch (err) {
     await unmount();
     throw err;
@@ -374,5 +389,5 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
         'could not set the mount readahead (needs root and a writable /sys); sequential reads may be slower');
     }
   }
-  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, memReads: mem !== undefined, attrTable: attrTableIn, takeCounts, maxRead, passthrough, gone, unmount };
+  return { mountpoint: mnt, readaheadKb, directRead: fuse.directRead, directMeta: fuse.directMeta, memReads: mem !== undefined, attrTable: attrTableIn, takeCounts, maxRead, passthrough, directIo, directIoMmap, gone, unmount };
 }

@@ -169,9 +169,11 @@ export interface FuseFdShim {
   /** max_pages the INIT reply of the mounts made from now on asks for (native/src/fuse_init.c); 0: libfuse's reply. */
   setFuseMaxPages?(pages: number): void;
   /** The last INIT reply: max_pages it set (0: left alone, e.g. a kernel before 4.20) and the kernel's protocol minor. */
-  fuseInitState?(): { maxPages: number; kernelMinor: number; passthrough?: boolean };
+  fuseInitState?(): { maxPages: number; kernelMinor: number; passthrough?: boolean; directIoMmap?: boolean };
   /** Whether the INIT replies of mounts made from now on ask for FUSE passthrough when the kernel offers it (native/src/fuse_init.c). */
   setFusePassthrough?(on: boolean): void;
+  /** Whether mounts made from now on answer every OPEN with FOPEN_DIRECT_IO (native/src/fuse_init.c "Direct I/O"). */
+  setFuseDirectIo?(on: boolean): void;
   /** native/src/fuse_memread.c, for the mount whose fuse-native thread buffer is `thread` (see MemReads). */
   memReadAdd?(thread: Buffer, fh: number, bytes: Buffer): boolean;
   memReadRemove?(thread: Buffer, fh: number, counts: Float64Array): boolean;
@@ -309,6 +311,29 @@ export function requestFusePassthrough(on: boolean): boolean {
   if (!shim?.setFusePassthrough) return false;
   shim.setFusePassthrough(on && process.env.SLUICE_NO_PASSTHROUGH !== '1');
   return true;
+}
+
+/** Whether our addon can open a mount's files with FUSE direct I/O (--direct-io). */
+export function fuseDirectIoAvailable(): boolean {
+  return tryFuseFdShim()?.setFuseDirectIo !== undefined;
+}
+
+/**
+ * --direct-io: the mounts made after this call answer every OPEN (except passthrough ones)
+ * with FOPEN_DIRECT_IO, and allow mmap of those files where the kernel can
+ * (native/src/fuse_init.c "Direct I/O"). The addon keeps one value for the next mount, so
+ * call it right before mounting. False when the addon cannot (then nothing changes).
+ */
+export function requestFuseDirectIo(on: boolean): boolean {
+  const shim = tryFuseFdShim();
+  if (!shim?.setFuseDirectIo) return false;
+  shim.setFuseDirectIo(on);
+  return true;
+}
+
+/** Whether the INIT reply of the mount made last allowed mmap of direct-I/O files (FUSE_DIRECT_IO_ALLOW_MMAP, Linux >= 6.6). */
+export function negotiatedFuseDirectIoMmap(): boolean {
+  return tryFuseFdShim()?.fuseInitState?.().directIoMmap ?? false;
 }
 
 /** Whether the INIT reply of the mount made last asked for passthrough (the kernel offered it and it was wanted). */
