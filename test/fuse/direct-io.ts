@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { mountCore } from '../../src/fuse/kernel-mount.js';
 import { loadFuseFdShim } from '../../src/fuse/native.js';
-import { MemCore } from '../helpers/mem-core.js';
+import { recordingCore } from '../helpers/mem-core.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 
 const run = promisify(execFile);
@@ -23,17 +23,6 @@ const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const file = Buffer.from(Array.from({ length: 4 * 1024 * 1024 + 4321 }, (_, i) => (i * 197 + (i >> 11)) & 0xff));
 const KiB = 1024;
 
-/** A MemCore that records the length of every read the kernel sends. */
-function recordingCore(): { core: MemCore; lens: number[] } {
-  const core = new MemCore({ '/f.bin': file });
-  const lens: number[] = [];
-  const read = core.read.bind(core);
-  core.read = (fh, dst, length, position, opts) => {
-    lens.push(length);
-    return read(fh, dst, length, position, opts);
-  };
-  return { core, lens };
-}
 
 const ddSha = async (p: string, bs: string) => (await run('sh', ['-c', `dd if="${p}" bs=${bs} status=none | sha256sum`])).stdout.split(' ')[0];
 
@@ -46,7 +35,7 @@ async function mmapSha(p: string): Promise<string> {
 const opts = { allowOther: false, attrTimeoutSec: 60, readaheadKb: 1024, fuseTimeoutMs: 60_000 };
 
 t.test('--direct-io: no page cache, the reader\'s read size, mmap where the kernel allows it', async (t) => {
-  const { core, lens } = recordingCore();
+  const { core, lens } = recordingCore({ '/f.bin': file });
   const dir = await tempMountpoint(t);
   const m = await mountCore(core, dir, { ...opts, directIo: true });
   t.teardown(() => m.unmount());
@@ -72,7 +61,7 @@ t.test('--direct-io: no page cache, the reader\'s read size, mmap where the kern
 });
 
 t.test('without it (after a mount with it): the page cache serves a second read', async (t) => {
-  const { core, lens } = recordingCore();
+  const { core, lens } = recordingCore({ '/f.bin': file });
   const dir = await tempMountpoint(t);
   const m = await mountCore(core, dir, opts);
   t.teardown(() => m.unmount());

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { DEFAULT_FUSE_MAX_READ, mountCore } from '../../src/fuse/kernel-mount.js';
 import { LIBFUSE2_MAX_READ, loadFuseFdShim } from '../../src/fuse/native.js';
-import { MemCore } from '../helpers/mem-core.js';
+import { recordingCore } from '../helpers/mem-core.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 
 const run = promisify(execFile);
@@ -19,22 +19,11 @@ const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 /** 8 MiB and a bit: the last read is a short one. */
 const file = Buffer.from(Array.from({ length: 8 * 1024 * 1024 + 12_345 }, (_, i) => (i * 131 + (i >> 13)) & 0xff));
 
-/** A MemCore that records the length of every read the kernel sends. */
-function recordingCore(): { core: MemCore; lens: number[] } {
-  const core = new MemCore({ '/f.bin': file });
-  const lens: number[] = [];
-  const read = core.read.bind(core);
-  core.read = (fh, dst, length, position, opts) => {
-    lens.push(length);
-    return read(fh, dst, length, position, opts);
-  };
-  return { core, lens };
-}
 
 const state = loadFuseFdShim().fuseInitState!;
 
 t.test('reads of up to 1 MiB by default', async (t) => {
-  const { core, lens } = recordingCore();
+  const { core, lens } = recordingCore({ '/f.bin': file });
   const dir = await tempMountpoint(t);
   const m = await mountCore(core, dir, { allowOther: false, attrTimeoutSec: 60, readaheadKb: 1024, fuseTimeoutMs: 60_000 });
   t.teardown(() => m.unmount());
@@ -65,7 +54,7 @@ t.test('reads of up to 1 MiB by default', async (t) => {
 });
 
 t.test('--fuse-max-read 128KiB keeps libfuse 2 reply', async (t) => {
-  const { core, lens } = recordingCore();
+  const { core, lens } = recordingCore({ '/f.bin': file });
   const dir = await tempMountpoint(t);
   const m = await mountCore(core, dir, { allowOther: false, attrTimeoutSec: 60, readaheadKb: 1024, fuseTimeoutMs: 60_000, fuseMaxRead: LIBFUSE2_MAX_READ });
   t.teardown(() => m.unmount());
@@ -77,7 +66,7 @@ t.test('--fuse-max-read 128KiB keeps libfuse 2 reply', async (t) => {
 });
 
 t.test('a size in between: whole pages', async (t) => {
-  const { core, lens } = recordingCore();
+  const { core, lens } = recordingCore({ '/f.bin': file });
   const dir = await tempMountpoint(t);
   const m = await mountCore(core, dir, { allowOther: false, attrTimeoutSec: 60, readaheadKb: 1024, fuseTimeoutMs: 60_000, fuseMaxRead: 512 * 1024 });
   t.teardown(() => m.unmount());

@@ -119,3 +119,15 @@ export class MemCore implements FsCore {
     throw new ReadOnlyError(op);
   }
 }
+
+/** A MemCore over `files` that records the length of every read the kernel sends it. */
+export function recordingCore(files: Record<string, Buffer>): { core: MemCore; lens: number[] } {
+  const core = new MemCore(files);
+  const lens: number[] = [];
+  const read = core.read.bind(core);
+  core.read = (fh, dst, length, position, opts) => {
+    lens.push(length);
+    return read(fh, dst, length, position, opts);
+  };
+  return { core, lens };
+}
