@@ -8,23 +8,27 @@
  * page cache the previous mount freed a moment before), the page cache here comes from
  * memory the machine has not used lately, as in a job's first pass over a dataset.
  *
- * Usage: node scripts/direct-io-bench.mjs [--rounds N] [--size MiB] [--bs SIZE] [--reads a,b] DIST_DIR
+ * Usage: node scripts/direct-io-bench.mjs [--rounds N] [--size MiB] [--bs SIZE] [--reads a,b] [--s3fs] DIST_DIR
  * --reads names the objects read in turn through one mount (default a,b: a fresh daemon's
  * first object, then a second one); a name may repeat (a,b,a reads a again).
+ * --s3fs adds s3fs (when installed) with and without its direct_io option, same settings as
+ * bench/scenarios/bulk.yaml (parallel_count=16, multipart_size=8): with direct I/O on both
+ * sides, neither daemon fills a page cache, so the CPU compared is each daemon's own work.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
 const args = process.argv.slice(2);
-let rounds = 2, sizeMiB = 512, bs = '1M', reads = ['a', 'b'], dist;
+let rounds = 2, sizeMiB = 512, bs = '1M', reads = ['a', 'b'], dist, withS3fs = false;
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--rounds') rounds = Number(args[++i]);
   else if (args[i] === '--size') sizeMiB = Number(args[++i]);
   else if (args[i] === '--bs') bs = args[++i];
   else if (args[i] === '--reads') reads = args[++i].split(',');
+  else if (args[i] === '--s3fs') withS3fs = true;
   else dist = path.resolve(args[i]);
 }
 if (!dist) { console.error('usage: direct-io-bench.mjs [--rounds N] [--size MiB] [--bs SIZE] [--reads a,b] DIST_DIR'); process.exit(2); }
@@ -44,18 +48,39 @@ for (const key of new Set(reads)) {
   await s3.putObject('dio', key, body);
 }
 const variants = [{ name: 'page cache', args: [] }, { name: '--direct-io', args: ['--direct-io'] }];
-const results = {};
+if (withS3fs && spawnSync('sh', ['-c', 'command -v s3fs']).status === 0) {
+  writeFileSync(path.join(work, 's3fs.passwd'), `${s3.credentials.accessKeyId}:${s3.credentials.secretAccessKey}\n`, { mode: 0o600 });
+  variants.push({ name: 's3fs', s3fs: [] }, { name: 's3fs -o direct_io', s3fs: ['direct_io'] });
+}
 
-async function round(v) {
-  const mnt = mkdtempSync(path.join(work, 'mnt-'));
-  const child = spawn(process.execPath, [path.join(dist, 'cli.js'), 'mount', 's3://dio/', mnt, '--endpoint', s3.endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...v.args], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-  try {
-    await new Promise((resolve, reject) => {
+/** The mount's daemon: sluice, or s3fs in the foreground; resolves once the mount answers. */
+function startMount(v, mnt) {
+  if (v.s3fs === undefined) {
+    const child = spawn(process.execPath, [path.join(dist, 'cli.js'), 'mount', 's3://dio/', mnt, '--endpoint', s3.endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...v.args], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+    return { child, ready: new Promise((resolve, reject) => {
       let out = '';
       child.stdout.on('data', (d) => { out += d; if (out.includes('ready')) resolve(); });
       child.on('exit', (c) => reject(new Error(`mount exited ${c}`)));
       setTimeout(() => reject(new Error('mount not ready in 60 s')), 60_000);
-    });
+    }) };
+  }
+  const opts = ['ro', `url=${s3.endpoint}`, 'use_path_request_style', `passwd_file=${path.join(work, 's3fs.passwd')}`, 'endpoint=us-east-1', 'parallel_count=16', 'multipart_size=8', ...v.s3fs];
+  const child = spawn('s3fs', ['dio', mnt, '-f', ...opts.flatMap((o) => ['-o', o])], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return { child, ready: (async () => {
+    for (let t0 = Date.now(); Date.now() - t0 < 60_000; await new Promise((r) => setTimeout(r, 100))) {
+      if (child.exitCode !== null) throw new Error(`s3fs exited ${child.exitCode}`);
+      if (readFileSync('/proc/self/mountinfo', 'utf8').includes(` ${mnt} `)) return;
+    }
+    throw new Error('s3fs not mounted in 60 s');
+  })() };
+}
+const results = {};
+
+async function round(v) {
+  const mnt = mkdtempSync(path.join(work, 'mnt-'));
+  const { child, ready } = startMount(v, mnt);
+  try {
+    await ready;
     readdirSync(mnt);
     for (const [i, key] of reads.entries()) {
       const file = path.join(mnt, key);
