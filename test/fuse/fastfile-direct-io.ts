@@ -3,10 +3,15 @@
  * real kernel mount whose files have no page cache (native/src/fuse_init.c "Direct I/O").
  * Every byte is compared with its source; a second read reaches sluice again (the kernel
  * kept nothing), and so an object overwritten in S3 after a first full read fails the
- * second read instead of returning old pages or new bytes.
+ * second read instead of returning old pages or new bytes. With a disk tier, opens passed
+ * through (the kernel reads the cache file) and direct-I/O opens of the same files mix in one
+ * mount without a failed open (the kernel refuses a non-passthrough open of an inode that has
+ * a passthrough one; native/src/fuse_memread.c keeps them apart).
  */
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { open, readFile } from 'node:fs/promises';
+import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
@@ -16,16 +21,31 @@ import { startLocalS3 } from '../../src/local/s3-server.js';
 import { registry } from '../../src/metrics/metrics.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { tierMount } from '../helpers/tier-mount.js';
+import { negotiatedFusePassthrough } from '../../src/fuse/native.js';
 
 const MiB = 1024 * 1024;
 const BUCKET = 'direct-io';
 const PREFIX = 'data/';
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-/** Reads answered by the JavaScript read path so far (sluice_fuse_operations_total{op="read",result="ok"}). */
-async function readOps(): Promise<number> {
-  const m = /sluice_fuse_operations_total\{op="read",result="ok"\} (\d+)/.exec(await registry.metrics());
-  return m ? Number(m[1]) : 0;
+/** A counter's value in the registry (0 when absent); `labels` as written in the exposition, e.g. '{op="read",result="ok"}'. */
+async function metric(name: string, labels = ''): Promise<number> {
+  const text = await registry.metrics();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
+}
+/** Reads answered by the JavaScript read path so far. */
+const readOps = () => metric('sluice_fuse_operations_total', '{op="read",result="ok"}');
+
+/** sha256 of each file, read by `sh` + `sha256sum` in a child process (its own opens). */
+function childSums(files: string[]): Promise<Map<string, string>> {
+  return new Promise((resolve, reject) => {
+    execFile('sh', ['-c', 'for f in "$@"; do sha256sum "$f" || exit 1; done', 'sums', ...files], { timeout: 120_000 }, (err, stdout, stderr) => {
+      if (err) return reject(new Error(`sha256sum failed: ${stderr || err.message}`));
+      resolve(new Map(stdout.trim().split('\n').map((l) => { const [h, f] = l.split(/\s+/); return [f!, h!]; })));
+    });
+  });
 }
 
 t.test('FastFile --direct-io over the local S3 server', async (t) => {
@@ -80,5 +100,31 @@ t.test('FastFile --direct-io over the local S3 server', async (t) => {
   t.test('unmount', async (t) => {
     await m.unmount();
     t.equal(await mountAt(dir), undefined);
+  });
+
+  t.test('with a disk tier: passthrough and direct-I/O opens of the same files mix, every byte right', async (t) => {
+    const cacheDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-dio-tier-'));
+    t.teardown(() => rm(cacheDir, { recursive: true, force: true }));
+    const small = objects.filter((o) => o.size < MiB);
+    const tm = await tierMount(t, { endpoint: s3.endpoint, uri: `s3://${BUCKET}/${PREFIX}`, cacheDir, name: 'dio-tier', directIo: true });
+    const files = small.map((o) => path.join(tm.mountpoint, o.key.slice(PREFIX.length)));
+    const opens0 = await metric('sluice_fuse_operations_total', '{op="open",result="ok"}');
+    const pt0 = await metric('sluice_fuse_passthrough_opens_total');
+    const wrong: string[] = [];
+    for (let pass = 1; pass <= 3; pass++) {
+      // Three readers at once: while some opens are passed through, others of the same files are not yet.
+      const sums = await Promise.all([childSums(files), childSums(files), childSums(files)]);
+      for (const got of sums) for (const [i, o] of small.entries()) if (got.get(files[i]!) !== o.sha256) wrong.push(`pass ${pass}: ${o.key}`);
+      await new Promise((r) => setTimeout(r, 500)); // the tier writes in the background
+    }
+    tm.takeCounts();
+    t.same(wrong, [], `${small.length} files x 3 readers x 3 passes match`);
+    const opens = (await metric('sluice_fuse_operations_total', '{op="open",result="ok"}')) - opens0;
+    const passedThrough = (await metric('sluice_fuse_passthrough_opens_total')) - pt0;
+    t.equal(await metric('sluice_fuse_operations_total', '{op="open",result="EIO"}') + await metric('sluice_fuse_operations_total', '{op="open",result="EINVAL"}'), 0, 'no open failed');
+    if (negotiatedFusePassthrough()) {
+      t.ok(passedThrough > 0, `opens passed through (${passedThrough})`);
+      t.ok(opens - passedThrough > 0, `and opens answered with direct I/O in the same mount (${opens - passedThrough})`);
+    }
   });
 });

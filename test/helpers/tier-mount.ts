@@ -12,10 +12,10 @@ const MiB = 1024 * 1024;
 interface Test { teardown(fn: () => unknown): void; equal(found: unknown, wanted: unknown, msg: string): unknown }
 
 /** Mounts `uri` over the tier in `cacheDir` and waits for its listing; checks that the listing reached C (`native`) or not. */
-export async function tierMount(t: Test, o: { endpoint: string; uri: string; cacheDir: string; name: string; native?: boolean }): Promise<FastFileMount> {
+export async function tierMount(t: Test, o: { endpoint: string; uri: string; cacheDir: string; name: string; native?: boolean; directIo?: boolean }): Promise<FastFileMount> {
   const native = o.native ?? true;
   const mnt = await tempMountpoint(t, o.name);
-  const m = await mountFastFile({ uri: o.uri, mountpoint: mnt, options: testMountOptions(o.endpoint, { cacheDir: o.cacheDir, cacheDirWriteRate: 1024 * MiB }) });
+  const m = await mountFastFile({ uri: o.uri, mountpoint: mnt, options: testMountOptions(o.endpoint, { cacheDir: o.cacheDir, cacheDirWriteRate: 1024 * MiB, directIo: o.directIo ?? false }) });
   t.teardown(() => m.unmount());
   await m.listed;
   // The listing reaches C a little after it is done: from then on C opens small files (unless SLUICE_NO_C_OPEN).
