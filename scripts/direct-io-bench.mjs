@@ -14,6 +14,8 @@
  * --s3fs adds s3fs (when installed) with and without its direct_io option, same settings as
  * bench/scenarios/bulk.yaml (parallel_count=16, multipart_size=8): with direct I/O on both
  * sides, neither daemon fills a page cache, so the CPU compared is each daemon's own work.
+ * --proxy puts `sluice bench`'s latency proxy (its own process, dist/bench/proxy-child.js) in
+ * front of s3rver with the no-latency profile, as bench/scenarios/bulk.yaml's no-latency rows.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -22,13 +24,14 @@ import os from 'node:os';
 import path from 'node:path';
 
 const args = process.argv.slice(2);
-let rounds = 2, sizeMiB = 512, bs = '1M', reads = ['a', 'b'], dist, withS3fs = false;
+let rounds = 2, sizeMiB = 512, bs = '1M', reads = ['a', 'b'], dist, withS3fs = false, viaProxy = false;
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--rounds') rounds = Number(args[++i]);
   else if (args[i] === '--size') sizeMiB = Number(args[++i]);
   else if (args[i] === '--bs') bs = args[++i];
   else if (args[i] === '--reads') reads = args[++i].split(',');
   else if (args[i] === '--s3fs') withS3fs = true;
+  else if (args[i] === '--proxy') viaProxy = true;
   else dist = path.resolve(args[i]);
 }
 if (!dist) { console.error('usage: direct-io-bench.mjs [--rounds N] [--size MiB] [--bs SIZE] [--reads a,b] DIST_DIR'); process.exit(2); }
@@ -47,6 +50,14 @@ for (const key of new Set(reads)) {
   sums[key] = createHash('sha256').update(body).digest('hex');
   await s3.putObject('dio', key, body);
 }
+let endpoint = s3.endpoint;
+let proxy;
+if (viaProxy) {
+  const opts = { name: 'no-latency', ttfbMs: 0, bytesPerSec: 0, targetHost: '127.0.0.1', targetPort: Number(new URL(s3.endpoint).port) };
+  proxy = spawn(process.execPath, [path.join(dist, 'bench', 'proxy-child.js'), JSON.stringify(opts)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve) => proxy.stdout.once('data', (d) => resolve(JSON.parse(String(d).split('\n')[0]).port)));
+  endpoint = `http://127.0.0.1:${port}`;
+}
 const variants = [{ name: 'page cache', args: [] }, { name: '--direct-io', args: ['--direct-io'] }];
 if (withS3fs && spawnSync('sh', ['-c', 'command -v s3fs']).status === 0) {
   writeFileSync(path.join(work, 's3fs.passwd'), `${s3.credentials.accessKeyId}:${s3.credentials.secretAccessKey}\n`, { mode: 0o600 });
@@ -56,7 +67,7 @@ if (withS3fs && spawnSync('sh', ['-c', 'command -v s3fs']).status === 0) {
 /** The mount's daemon: sluice, or s3fs in the foreground; resolves once the mount answers. */
 function startMount(v, mnt) {
   if (v.s3fs === undefined) {
-    const child = spawn(process.execPath, [path.join(dist, 'cli.js'), 'mount', 's3://dio/', mnt, '--endpoint', s3.endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...v.args], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [path.join(dist, 'cli.js'), 'mount', 's3://dio/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...v.args], { env, stdio: ['ignore', 'pipe', 'inherit'] });
     return { child, ready: new Promise((resolve, reject) => {
       let out = '';
       child.stdout.on('data', (d) => { out += d; if (out.includes('ready')) resolve(); });
@@ -64,7 +75,7 @@ function startMount(v, mnt) {
       setTimeout(() => reject(new Error('mount not ready in 60 s')), 60_000);
     }) };
   }
-  const opts = ['ro', `url=${s3.endpoint}`, 'use_path_request_style', `passwd_file=${path.join(work, 's3fs.passwd')}`, 'endpoint=us-east-1', 'parallel_count=16', 'multipart_size=8', ...v.s3fs];
+  const opts = ['ro', `url=${endpoint}`, 'use_path_request_style', `passwd_file=${path.join(work, 's3fs.passwd')}`, 'endpoint=us-east-1', 'parallel_count=16', 'multipart_size=8', ...v.s3fs];
   const child = spawn('s3fs', ['dio', mnt, '-f', ...opts.flatMap((o) => ['-o', o])], { stdio: ['ignore', 'ignore', 'inherit'] });
   return { child, ready: (async () => {
     for (let t0 = Date.now(); Date.now() - t0 < 60_000; await new Promise((r) => setTimeout(r, 100))) {
@@ -107,11 +118,13 @@ try {
     process.stderr.write(`round ${r}/${rounds} done\n`);
   }
 } finally {
+  // The proxy prints its stats and exits when its stdin closes: let it, before this process exits.
+  if (proxy) await new Promise((r) => { proxy.on('exit', r); proxy.stdin.end(); });
   await s3.close?.();
   rmSync(work, { recursive: true, force: true });
 }
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
-console.log(`${sizeMiB} MiB objects, dd bs=${bs}, ${rounds} rounds, medians (loadavg ${readFileSync('/proc/loadavg', 'utf8').trim()})`);
+console.log(`${sizeMiB} MiB objects, dd bs=${bs}, ${rounds} rounds${viaProxy ? ', through the latency proxy (no latency)' : ''}, medians (loadavg ${readFileSync('/proc/loadavg', 'utf8').trim()})`);
 console.log('| variant | read | daemon CPU s/GB | MB/s | runs (CPU s/GB) |');
 console.log('|---|---|---|---|---|');
 for (const [name, byRead] of Object.entries(results)) {
