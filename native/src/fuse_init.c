@@ -50,7 +50,8 @@
  * size (up to max_pages each) copied straight into the reader's buffer. And when the
  * kernel offers FUSE_DIRECT_IO_ALLOW_MMAP (Linux >= 6.6, flags2 bit 4), the INIT reply
  * sets it, so mmap(2) of such a file still works (through the page cache, for the mapped
- * pages only); an older kernel refuses mmap of a direct-I/O file with ENODEV.
+ * pages only); an older kernel refuses a shared mapping (MAP_SHARED) of a direct-I/O file
+ * with ENODEV, and allows private ones.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -158,7 +158,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
     fs.holdListingUntil(mounting);
     const kmount = await mounting; // on failure, mountCore has taken down what it mounted
     mlog.info({ readaheadKb: kmount.readaheadKb, maxReadKb: kmount.maxRead / 1024, passthrough: kmount.passthrough, directIo: kmount.directIo, listed: fs.isListed }, 'mounted');
-    if (kmount.directIo && !kmount.directIoMmap) mlog.warn({ mountpoint }, 'with --direct-io, mmap of files in this mount fails (ENODEV): the kernel predates FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6); read them with read(2), or mount without --direct-io');
+    if (kmount.directIo && !kmount.directIoMmap) mlog.warn({ mountpoint }, 'with --direct-io, a shared mmap of a file in this mount fails (ENODEV): the kernel predates FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6); read such files with read(2), or mount without --direct-io');
     const mounted = core;
     let done: Promise<void> | undefined;
     return {
