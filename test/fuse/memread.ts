@@ -62,7 +62,8 @@ const gets = () => metric('sluice_s3_requests_total', { operation: 'get' });
 /**
  * A reader process: for each file, its sha256 read whole, then each [pos, len] range read
  * with pread after the file's pages were dropped (so the kernel asks the mount again), as
- * sha256 and length; `hold` keeps every file open until stdin closes (prints "open" first).
+ * sha256 and length; `hold` keeps every file open until stdin closes (prints "open" first);
+ * `holdOnly` does that with no other open of the file before it (no whole read).
  * `churn` opens, reads and closes the first file that many times first.
  */
 const READER = `
@@ -75,6 +76,7 @@ for (let i = 0; i < (a.churn || 0); i++) { const fd = fs.openSync(a.files[0], 'r
 const out = [];
 const fds = [];
 for (const f of a.files) {
+  if (a.holdOnly) { const fd = fs.openSync(f, 'r'); fs.readSync(fd, Buffer.alloc(10), 0, 10, 0); fds.push(fd); continue; }
   const whole = fs.readFileSync(f);
   const r = { file: f, sha: sha(whole), size: whole.length, ranges: [] };
   if (a.ranges && a.ranges.length) {
@@ -90,7 +92,7 @@ for (const f of a.files) {
   if (a.hold) { const fd = fs.openSync(f, 'r'); fs.readSync(fd, Buffer.alloc(10), 0, 10, 0); fds.push(fd); }
   out.push(r);
 }
-if (a.hold) { process.stdout.write('open\\n'); process.stdin.resume(); process.stdin.on('end', () => process.exit(0)); }
+if (a.hold || a.holdOnly) { process.stdout.write('open\\n'); process.stdin.resume(); process.stdin.on('end', () => process.exit(0)); }
 else process.stdout.write(JSON.stringify(out));
 `;
 
@@ -106,8 +108,8 @@ function childRead(args: { files: string[]; ranges?: [number, number][]; churn?:
 }
 
 /** A reader process holding `files` open (each read 10 bytes into), once it has opened them all; closing its stdin closes them. */
-async function holdOpen(t: Test, files: string[]): Promise<{ child: ChildProcessWithoutNullStreams; exited: Promise<unknown> }> {
-  const child = spawn(process.execPath, ['-e', READER, JSON.stringify({ files, hold: true })], { stdio: ['pipe', 'pipe', 'inherit'] }) as ChildProcessWithoutNullStreams;
+async function holdOpen(t: Test, files: string[], only = false): Promise<{ child: ChildProcessWithoutNullStreams; exited: Promise<unknown> }> {
+  const child = spawn(process.execPath, ['-e', READER, JSON.stringify({ files, ...(only ? { holdOnly: true } : { hold: true }) })], { stdio: ['pipe', 'pipe', 'inherit'] }) as ChildProcessWithoutNullStreams;
   t.teardown(() => { child.kill('SIGKILL'); });
   const exited = new Promise((r) => child.on('exit', r));
   await new Promise<void>((resolve, reject) => {
@@ -349,7 +351,9 @@ t.test('a file open through JavaScript is not passed through meanwhile, and is o
   // count can only land in the window it belongs to.
   m.takeCounts();
   const [mB, pB] = [await memOpens(), await ptOpens()];
-  const { child: holder, exited: held } = await holdOpen(t, [file]);
+  // One open only: a whole read first would close a JavaScript handle whose background repair of
+  // the tier can land before the holding open, which would then be passed through (seen 1 in 20).
+  const { child: holder, exited: held } = await holdOpen(t, [file], true);
   m.takeCounts();
   t.equal((await ptOpens()) - pB, 0, 'the damaged file is not passed through');
   t.equal((await memOpens()) - mB, 0, 'nor read into memory in C: JavaScript opens it');
