@@ -229,23 +229,19 @@ static int wrap_send(struct fuse_chan *ch, const struct iovec iov[], size_t coun
   struct open_out open_reply;
   struct iovec patched[2];
   uint64_t init = __atomic_load_n(&w->init_unique, __ATOMIC_ACQUIRE);
-  if (tl_backing > 0 && tl_wrap == w && tl_opcode == FUSE_OPEN_OPCODE && count == 2 && iov[0].iov_len == sizeof head &&
+  if ((tl_backing > 0 || w->direct_io) && tl_wrap == w && tl_opcode == FUSE_OPEN_OPCODE && count == 2 && iov[0].iov_len == sizeof head &&
       iov[1].iov_len == sizeof open_reply && ((const struct out_header *)iov[0].iov_base)->unique == tl_unique &&
       ((const struct out_header *)iov[0].iov_base)->error == 0) {
-    /* The OPEN this thread answered with a backing file (fuse_memread.c): FOPEN_PASSTHROUGH and its id. */
     memcpy(&open_reply, iov[1].iov_base, sizeof open_reply);
-    /* libfuse's kernel_cache sets FOPEN_KEEP_CACHE, which passthrough refuses (the page cache is the backing file's). */
-    open_reply.open_flags = (open_reply.open_flags & FOPEN_PASSTHROUGH_ALLOWED) | FOPEN_PASSTHROUGH_FLAG;
-    open_reply.backing_id = tl_backing;
-    patched[0] = iov[0];
-    patched[1] = (struct iovec){ &open_reply, sizeof open_reply };
-    iov = patched;
-  } else if (w->direct_io && tl_wrap == w && tl_opcode == FUSE_OPEN_OPCODE && count == 2 && iov[0].iov_len == sizeof head &&
-             iov[1].iov_len == sizeof open_reply && ((const struct out_header *)iov[0].iov_base)->unique == tl_unique &&
-             ((const struct out_header *)iov[0].iov_base)->error == 0) {
-    /* --direct-io: no page cache for this handle (see "Direct I/O"). */
-    memcpy(&open_reply, iov[1].iov_base, sizeof open_reply);
-    open_reply.open_flags = (open_reply.open_flags & ~FOPEN_KEEP_CACHE_FLAG) | FOPEN_DIRECT_IO_FLAG;
+    if (tl_backing > 0) {
+      /* The OPEN this thread answered with a backing file (fuse_memread.c): FOPEN_PASSTHROUGH and its id.
+       * libfuse's kernel_cache sets FOPEN_KEEP_CACHE, which passthrough refuses (the page cache is the backing file's). */
+      open_reply.open_flags = (open_reply.open_flags & FOPEN_PASSTHROUGH_ALLOWED) | FOPEN_PASSTHROUGH_FLAG;
+      open_reply.backing_id = tl_backing;
+    } else {
+      /* --direct-io: no page cache for this handle (see "Direct I/O"). */
+      open_reply.open_flags = (open_reply.open_flags & ~FOPEN_KEEP_CACHE_FLAG) | FOPEN_DIRECT_IO_FLAG;
+    }
     patched[0] = iov[0];
     patched[1] = (struct iovec){ &open_reply, sizeof open_reply };
     iov = patched;
