@@ -3,7 +3,8 @@ import * as A from '../src/errors.js';
 
 // A second, separate copy of the module, as `sluice bench` and `sluice demo` have beside
 // the bundled CLI: dist/'s errors.js is one copy, the bundle's is another.
-const B = (await import('../src/errors.js?second-copy')) as typeof A;
+const secondCopy: string = '../src/errors.js?second-copy';
+const B = (await import(secondCopy)) as typeof A;
 
 t.test('two copies of the errors module are really two', async (t) => {
   t.not(A.SluiceError, B.SluiceError);

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { skip } from '../helpers/tap.js';
 import { spawnSync } from 'node:child_process';
 import { startLocalS3 } from '../../src/local/s3-server.js';
 import { seedBenchDataset } from '../../src/bench/datasets.js';
@@ -18,7 +19,7 @@ t.test('the link limit reads every byte, with undici and with curl', async (t) =
   t.equal(u.requests, 8);
   t.ok(u.verified);
   t.ok(u.mbps > 0);
-  if (spawnSync('curl', ['--version']).status !== 0) return t.skip('curl is not installed');
+  if (spawnSync('curl', ['--version']).status !== 0) return skip(t, 'curl is not installed');
   const c = await measureLimitCurl(o);
   t.equal(c.bytes, u.bytes);
   t.ok(c.verified, 'curl bytes verified');

@@ -18,7 +18,7 @@ t.test('readers hash as the scenario says; the keep budget is split over the rea
   t.same(readerHashing(sc, config, 1, 600), { hash: 'after', keepBytes: 600 });
   t.same(readerHashing(sc, config, 4, 600), { hash: 'after', keepBytes: 250 });
   t.same(readerHashing({ ...sc, readerHash: 'inline' }, config, 1, 600), { hash: 'inline' });
-  const r = { rep: 0, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false };
+  const r: Parameters<typeof addReaderFigures>[0] = { rep: 0, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false };
   const res = (x: object) => ({ startMs: 0, endMs: 1, firstByteMs: 0, bytes: 10, items: 1, sha256: [], truncated: false, ...x });
   addReaderFigures(r, [res({ cpuSeconds: 1, hashCpuSeconds: 0.5, hash: 'after', inlineHashedBytes: 0 }), res({ cpuSeconds: 2, hashCpuSeconds: 0.25, hash: 'after', inlineHashedBytes: 3 })]);
   t.equal(r.readerCpuSeconds, 3);

@@ -56,6 +56,7 @@ class ManualClient implements ObjectClient {
   constructor(private readonly bodies: Map<string, Buffer>) {}
   async *list(): AsyncIterable<ObjectInfo> {}
   async head(): Promise<ObjectInfo> { throw new Error('unused'); }
+  async firstKeyUnder(): Promise<string | undefined> { throw new Error('unused'); }
   async *getStream(): AsyncIterable<Buffer> {}
   async close(): Promise<void> {}
   getRange(key: string, start: number, end: number, _etag: string, opts?: RangeOptions): Promise<Buffer> {

@@ -8,6 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import type { Test } from '../helpers/tap.js';
 import { DISK_BLOCK_SIZE, DiskCache, RING_AHEAD, RING_BEHIND, RING_WINDOWS, WHOLE_BUFFER_BYTES, WINDOW, type WholeFile } from '../../src/cache/disk-cache.js';
 import { patternBytes } from '../helpers/fake-client.js';
 
@@ -18,7 +19,7 @@ const NS = 'http://fake\0bucket';
 const READ = 128 * 1024;
 const IN_FLIGHT = 12;
 
-async function tierWith(t: Tap.Test, files: { key: string; size: number }[]): Promise<{ c: DiskCache; bodies: Map<string, Buffer> }> {
+async function tierWith(t: Test, files: { key: string; size: number }[]): Promise<{ c: DiskCache; bodies: Map<string, Buffer> }> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-whole-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const c = await DiskCache.open({ dir, maxBytes: 1024 * MiB, writeBytesPerSec: 4096 * MiB, freeBytes: async () => 1e15 });

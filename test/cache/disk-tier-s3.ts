@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 
-type Test = typeof t;
+import type { Test } from '../helpers/tap.js';
 import { DiskCache, TIER_FOLDER } from '../../src/cache/disk-cache.js';
 import { withDiskTier } from '../../src/cache/tiered-client.js';
 import { downloadChannel } from '../../src/channels/file-mode.js';

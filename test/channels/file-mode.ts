@@ -84,6 +84,7 @@ const untouchable: ObjectClient = {
   bucket: 'bkt',
   list: () => { throw new Error('list called'); },
   head: () => Promise.reject(new Error('head called')),
+  firstKeyUnder: () => Promise.reject(new Error('firstKeyUnder called')),
   getRange: () => Promise.reject(new Error('getRange called')),
   getStream: () => { throw new Error('getStream called'); },
   close: () => Promise.resolve(),

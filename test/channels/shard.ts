@@ -1,4 +1,5 @@
 import t from 'tap';
+import type { Test } from '../helpers/tap.js';
 import { shardObjects } from '../../src/channels/shard.js';
 import { createRng } from '../../src/channels/shuffle.js';
 
@@ -8,7 +9,7 @@ function objects(n: number, maxSize: number, seed = 1) {
   return Array.from({ length: n }, (_, i) => ({ key: `data/part-${String(i).padStart(5, '0')}`, size: 1 + (next() % maxSize) }));
 }
 
-function checkShards(t: Tap.Test, all: { key: string; size: number }[], hostCount: number, seed: number | undefined, epoch: number) {
+function checkShards(t: Test, all: { key: string; size: number }[], hostCount: number, seed: number | undefined, epoch: number) {
   const shards = Array.from({ length: hostCount }, (_, hostIndex) => shardObjects(all, { distribution: 'ShardedByS3Key', hostIndex, hostCount, epoch, ...(seed !== undefined ? { seed } : {}) }));
   const keys = shards.flatMap((s) => s.map((o) => o.key));
   t.equal(new Set(keys).size, keys.length, 'disjoint');
@@ -20,7 +21,6 @@ function checkShards(t: Tap.Test, all: { key: string; size: number }[], hostCoun
   return shards;
 }
 
-declare namespace Tap { type Test = Parameters<Parameters<typeof t.test>[1]>[0] }
 
 t.test('4 hosts: disjoint shards whose union is every object, balanced by bytes', async (t) => {
   const all = objects(400, 100_000);

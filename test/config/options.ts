@@ -1,5 +1,5 @@
 import t from 'tap';
-import { closest, defaultCacheSize, defaultText, helpFor, OPTION_GROUPS, OPTIONS, parseOptions, parseSize, type OptionName } from '../../src/config/options.js';
+import { closest, defaultCacheSize, defaultText, helpFor, OPTION_GROUPS, OPTIONS, parseOptions, parseSize, type OptionName, type OptionSpec } from '../../src/config/options.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 
 const MiB = 1024 * 1024;
@@ -120,5 +120,5 @@ t.test('--help is grouped by topic and shows each default', async (t) => {
   t.match(help, /--cache-size BYTES \[env SLUICE_CACHE_SIZE\] \(default: [\d.]+(MiB|GiB)\)/, 'a computed default shows its value here');
   t.notMatch(help, /--uid N \[env SLUICE_UID\] \(default/, 'no default: the doc says what happens');
   for (const g of OPTION_GROUPS) for (const n of g.names) t.ok(n in OPTIONS, `group ${g.title} names option ${n}`);
-  t.equal(defaultText(OPTIONS.maxInflight), '512MiB');
+  t.equal(defaultText(OPTIONS.maxInflight as OptionSpec), '512MiB');
 });

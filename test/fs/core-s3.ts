@@ -5,6 +5,7 @@
  * tests live in test/fuse/.)
  */
 import t from 'tap';
+import { now } from '../helpers/now.js';
 import { createHash } from 'node:crypto';
 import { ObjectChangedError } from '../../src/errors.js';
 import { SluiceFs, type SluiceFsOptions } from '../../src/fs/core.js';
@@ -64,9 +65,9 @@ async function readFile(fs: SluiceFs, path: string, chunk = 128 * KiB): Promise<
 /** Every file path under `dir`, depth first, in listing order. */
 function walk(fs: SluiceFs, dir = '/'): string[] {
   const out: string[] = [];
-  for (const name of fs.readdir(dir)) {
+  for (const name of now(fs.readdir(dir), `readdir ${dir}`)) {
     const p = dir === '/' ? `/${name}` : `${dir}/${name}`;
-    if ((fs.getattr(p).mode & 0o170000) === 0o040000) out.push(...walk(fs, p));
+    if ((now(fs.getattr(p), `getattr ${p}`).mode & 0o170000) === 0o040000) out.push(...walk(fs, p));
     else out.push(p);
   }
   return out;
@@ -80,7 +81,7 @@ t.test('the listing and sizes equal the bucket; every file read in listing order
   const byPath = new Map(objects.map((o) => [pathOf(o.key), o]));
   for (const p of files) {
     const o = byPath.get(p)!;
-    t.equal(fs.getattr(p).size, o.size);
+    t.equal(now(fs.getattr(p), `getattr ${p}`).size, o.size);
     const sha = createHash('sha256').update(await readFile(fs, p)).digest('hex');
     t.equal(sha, o.sha256, p) || t.bailout();
   }

@@ -22,7 +22,7 @@ import { drained, fillTier, tierMount } from '../helpers/tier-mount.js';
 
 setLogLevel('error');
 
-type Test = typeof t;
+import { skip, type Test } from '../helpers/tap.js';
 const MiB = 1024 * 1024;
 const BUCKET = 'ahead';
 const PREFIX = 'ds/';
@@ -71,7 +71,7 @@ t.teardown(async () => {
 
 for (const on of [true, false]) {
   t.test(`a folder read in order ${on ? 'uses the checks made ahead' : 'with SLUICE_NO_CHECK_AHEAD=1 checks each file at its open'}: the same bytes, no GET`, async (t) => {
-    if (!kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+    if (!kernelPassthrough) return skip(t, 'this kernel does not offer FUSE passthrough');
     if (!on) {
       process.env.SLUICE_NO_CHECK_AHEAD = '1';
       t.teardown(() => { delete process.env.SLUICE_NO_CHECK_AHEAD; });
@@ -89,7 +89,7 @@ for (const on of [true, false]) {
 }
 
 t.test('a reader out of listing order leaves at most one check ahead unused, then gets none until it reads in order', async (t) => {
-  if (!kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  if (!kernelPassthrough) return skip(t, 'this kernel does not offer FUSE passthrough');
   const m = await mount(t, 'ahead-shuffled');
   const [a0, s0] = [await ahead(), await started()];
   // f1 starts a check of f2; f3 and f0 leave it pending (out of order: no new checks); f2 uses it
@@ -109,7 +109,7 @@ t.test('a reader out of listing order leaves at most one check ahead unused, the
 });
 
 t.test('a cache file written in place after its check ahead is checked again at its open, and never served', async (t) => {
-  if (!kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  if (!kernelPassthrough) return skip(t, 'this kernel does not offer FUSE passthrough');
   const m = await mount(t, 'ahead-damaged');
   const tier = m.core.tierOpens!;
   const name = tier.nameOf('/' + objects[1]!.key.slice(PREFIX.length), SIZE)!;

@@ -60,7 +60,7 @@ t.test('an in-memory core through the kernel', async (t) => {
     const p = (x: string) => path.join(dir, x);
     await t.rejects(readFile(p('missing')), { code: 'ENOENT' });
     await t.rejects(readFile(p('dir/nope/x')), { code: 'ENOENT' });
-    await t.rejects(readFile(p('bad.bin')), { errno: -116 }, 'core errors map through errnoFor (ESTALE; libuv has no name for it)');
+    await t.rejects(readFile(p('bad.bin')), { name: 'Error', errno: -116 }, 'core errors map through errnoFor (ESTALE; libuv has no name for it)');
     await t.rejects(writeFile(p('new.txt'), 'x'), { code: 'EROFS' }, 'create');
     await t.rejects(writeFile(p('a.bin'), 'x'), { code: 'EROFS' }, 'overwrite');
     await t.rejects(open(p('a.bin'), constants.O_RDWR), { code: 'EROFS' }, 'open O_RDWR');

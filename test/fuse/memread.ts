@@ -9,7 +9,8 @@
  * held open in one way while opened in another (the kernel refuses to mix passthrough with
  * other opens of one file), and the fallback without the C path (SLUICE_NO_NATIVE).
  */
-import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFile, spawn, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -29,7 +30,7 @@ import { drained, fillTier, tierMount } from '../helpers/tier-mount.js';
 
 setLogLevel('error');
 
-type Test = typeof t;
+import { skip, type Test } from '../helpers/tap.js';
 const MiB = 1024 * 1024;
 const BUCKET = 'memread';
 const PREFIX = 'ds/';
@@ -108,8 +109,8 @@ function childRead(args: { files: string[]; ranges?: [number, number][]; churn?:
 }
 
 /** A reader process holding `files` open (each read 10 bytes into), once it has opened them all; closing its stdin closes them. */
-async function holdOpen(t: Test, files: string[], only = false): Promise<{ child: ChildProcessWithoutNullStreams; exited: Promise<unknown> }> {
-  const child = spawn(process.execPath, ['-e', READER, JSON.stringify({ files, ...(only ? { holdOnly: true } : { hold: true }) })], { stdio: ['pipe', 'pipe', 'inherit'] }) as ChildProcessWithoutNullStreams;
+async function holdOpen(t: Test, files: string[], only = false): Promise<{ child: ChildProcessByStdio<Writable, Readable, null>; exited: Promise<unknown> }> {
+  const child = spawn(process.execPath, ['-e', READER, JSON.stringify({ files, ...(only ? { holdOnly: true } : { hold: true }) })], { stdio: ['pipe', 'pipe', 'inherit'] });
   t.teardown(() => { child.kill('SIGKILL'); });
   const exited = new Promise((r) => child.on('exit', r));
   await new Promise<void>((resolve, reject) => {
@@ -158,7 +159,7 @@ t.teardown(async () => {
 
 for (const mode of MODES) {
   t.test(`a restarted mount answers small files in C (${mode}): bytes right, no GET, metrics counted`, async (t) => {
-    if (mode === 'passthrough' && !kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+    if (mode === 'passthrough' && !kernelPassthrough) return skip(t, 'this kernel does not offer FUSE passthrough');
     useMode(t, mode);
     const m = await mount(t, 'memread-whole');
     t.equal(m.passthrough, mode !== 'memory' && kernelPassthrough, 'passthrough negotiated unless turned off');
@@ -191,7 +192,7 @@ for (const mode of MODES) {
 
 for (const mode of MODES) {
 t.test(`reads at offsets and past the end (${mode})`, async (t) => {
-  if (mode === 'passthrough' && !kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  if (mode === 'passthrough' && !kernelPassthrough) return skip(t, 'this kernel does not offer FUSE passthrough');
   useMode(t, mode);
   const m = await mount(t, 'memread-ranges');
   const objs = objects.filter((o) => o.key.includes('/odd/'));
@@ -221,7 +222,7 @@ t.test(`reads at offsets and past the end (${mode})`, async (t) => {
 
 for (const mode of MODES) {
 t.test(`many readers at once, of the same and of different files, and open/close churn (${mode})`, async (t) => {
-  if (mode === 'passthrough' && !kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  if (mode === 'passthrough' && !kernelPassthrough) return skip(t, 'this kernel does not offer FUSE passthrough');
   useMode(t, mode);
   const m = await mount(t, 'memread-many');
   const small = smallObjects();
@@ -246,7 +247,7 @@ t.test(`many readers at once, of the same and of different files, and open/close
 
 for (const mode of MODES) {
 t.test(`unmount while handles answered in C are open (${mode})`, async (t) => {
-  if (mode === 'passthrough' && !kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  if (mode === 'passthrough' && !kernelPassthrough) return skip(t, 'this kernel does not offer FUSE passthrough');
   useMode(t, mode);
   const m = await mount(t, 'memread-unmount');
   const small = smallObjects();
@@ -334,7 +335,7 @@ t.test('a cache file removed under the mount is read from S3, the others still o
 });
 
 t.test('a file open through JavaScript is not passed through meanwhile, and is once it is closed', async (t) => {
-  if (!kernelPassthrough) return t.skip('this kernel does not offer FUSE passthrough');
+  if (!kernelPassthrough) return skip(t, 'this kernel does not offer FUSE passthrough');
   const addon = createRequire(import.meta.url)(path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native', 'build', 'Release', 'sluice_native.node')) as
     { tierReadSmall(dir: string, name: Buffer, block: number, size: number): Buffer | number };
   const m = await mount(t, 'memread-mixed');

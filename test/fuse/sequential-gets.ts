@@ -10,6 +10,7 @@ import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import t from 'tap';
+import { skip } from '../helpers/tap.js';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
 import { getReadaheadKb } from '../../src/fuse/readahead.js';
 import { seedDataset } from '../../src/local/dataset.js';
@@ -58,7 +59,7 @@ t.test('cat of a large file uses part-sized GETs at read_ahead_kb 128, 1024 and 
     try {
       const actual = await getReadaheadKb(dir);
       if (actual !== kb) {
-        t.skip(`read_ahead_kb ${kb}: sysfs kept it at ${actual} (needs root and a writable /sys)`);
+        skip(t, `read_ahead_kb ${kb}: sysfs kept it at ${actual} (needs root and a writable /sys)`);
         continue;
       }
       const before = proxy.gets.length;

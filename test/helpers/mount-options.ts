@@ -1,13 +1,16 @@
 /**
  * FastFile options for tests: small parts, windows and cache, so a few MiB of data
- * exercises read-ahead, eviction and cross-file prefetch.
+ * exercises read-ahead, eviction and cross-file prefetch. Every other option has the value
+ * `sluice mount` gives it with no flag and no SLUICE_* variable set.
  */
-import type { FastFileOptions } from '../../src/fuse/fastfile.js';
+import { parseOptions } from '../../src/config/options.js';
+import { FASTFILE_OPTION_NAMES, type FastFileOptions } from '../../src/fuse/fastfile.js';
 
 const MiB = 1024 * 1024;
 
 export function testMountOptions(endpoint: string, over: Partial<FastFileOptions> = {}): FastFileOptions {
   return {
+    ...parseOptions('mount', [], FASTFILE_OPTION_NAMES, {}, {}).options,
     endpoint, region: 'us-east-1', pathStyle: true,
     maxConnections: 16, maxAttempts: 3, requestTimeout: 10_000,
     cacheSize: 8 * MiB, partSize: 1 * MiB, maxPrefetch: 4 * MiB, maxInflight: 16 * MiB,

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { crc32c } from '@node-rs/crc32';
 import t from 'tap';
+import type { Test } from '../helpers/tap.js';
 import { DISK_BLOCK_SIZE, DiskCache, objectName, TIER_FOLDER } from '../../src/cache/disk-cache.js';
 import { patternBytes } from '../helpers/fake-client.js';
 
@@ -36,7 +37,7 @@ const addon = existsSync(BUILT) ? (createRequire(import.meta.url)(BUILT) as Part
 const skip = addon?.tierReadSmall ? false : 'native addon not built (npm run build:native)';
 
 /** A disk tier in a folder of its own, closed and removed at the test's end, and the folder of its cache files. */
-async function tierIn(t: Tap.Test): Promise<{ c: DiskCache; objects: string }> {
+async function tierIn(t: Test): Promise<{ c: DiskCache; objects: string }> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-tier-small-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const c = await DiskCache.open({ dir, maxBytes: 1024 * MiB, writeBytesPerSec: 4096 * MiB, freeBytes: async () => 1e15 });

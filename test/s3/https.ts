@@ -11,6 +11,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { skip } from '../helpers/tap.js';
 import { startLatencyProxy } from '../../src/bench/latency-proxy.js';
 import { createRunCa, hasOpenssl } from '../../src/bench/tls-ca.js';
 import { TlsCertificateError } from '../../src/errors.js';
@@ -25,7 +26,7 @@ const BUCKET = 'tls';
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 t.test('S3 over HTTPS with a CA made for the test', async (t) => {
-  if (!(await hasOpenssl())) { t.skip('the openssl command is not installed'); return; }
+  if (!(await hasOpenssl())) { skip(t, 'the openssl command is not installed'); return; }
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-test-tls-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const ca = await createRunCa(dir);
