@@ -214,9 +214,18 @@ static napi_value js_unlock(napi_env env, napi_callback_info info) {
  * slabs that ranged GETs land in (src/pipe/slab-alloc.ts). A fresh malloc'd slab takes one
  * page fault per 4 KiB on its first write; on the paravirtualised guests we run on a fault
  * costs more than copying the page (measured: ~0.45 daemon CPU s/GB of Pipe mode). Here the
- * mapping is 2 MiB aligned and asked for transparent huge pages (MADV_HUGEPAGE: honoured when
- * THP is "madvise" or "always"), then populated in one call (MADV_POPULATE_WRITE, Linux 5.14;
- * older kernels just fault later, as before). Freed with munmap when V8 collects the Buffer.
+ * mapping is populated in one call (MADV_POPULATE_WRITE, Linux 5.14; older kernels just fault
+ * later, as before), in 4 KiB pages: MADV_NOHUGEPAGE, also where THP is "always".
+ * Why not huge pages (what this did until 2026-12-02): on a guest that hands free memory back
+ * to its host (virtio-balloon free page reporting, as on the Firecracker VMs we run on), a
+ * free 2 MiB block has usually been handed back, and every 4 KiB of it costs a host fault when
+ * first written; 4 KiB pages come from smaller free blocks that were not. Populating an 8 MiB
+ * slab took 31-100 ms in huge pages and 2.3-7.8 ms in 4 KiB pages in a new process here, and a
+ * fresh daemon's first 128 MiB read cost 3.87 daemon CPU s/GB against 1.83 (medians of 4, the
+ * later files the same or less: BENCHMARKS.md "t11-slab"). Where memory is not handed back the
+ * two cost about the same (a slab is populated once per process, then reused by the pool).
+ * The mapping stays 2 MiB aligned (harmless, and a huge page experiment is one flag away).
+ * Freed with munmap when V8 collects the Buffer.
  * Returns undefined when this Node forbids external buffers: the caller then allocates as usual.
  */
 #define SLUICE_HUGE_PAGE ((size_t)2 << 20) /* x86-64 and arm64 (4 KiB granule) PMD size */
@@ -250,7 +259,7 @@ static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
   size_t head = (size_t)(start - raw), tail = span - head - len;
   if (head > 0) munmap(raw, head);
   if (tail > 0) munmap(start + len, tail);
-  (void)madvise(start, len, MADV_HUGEPAGE);        /* a hint: EINVAL without THP is fine */
+  (void)madvise(start, len, MADV_NOHUGEPAGE);      /* EINVAL without THP is fine: 4 KiB pages either way */
   (void)madvise(start, len, MADV_POPULATE_WRITE);  /* EINVAL before 5.14: pages fault in later */
   napi_value result;
   if (napi_create_external_buffer(env, (size_t)bytes, start, free_mapping, (void *)(uintptr_t)len, &result) != napi_ok) {

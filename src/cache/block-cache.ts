@@ -180,9 +180,9 @@ export class BlockCache implements BlockStore {
     this.blockSize = opts.blockSize;
     this.capacityBytes = opts.capacityBytes;
     this.aheadLimit = Math.floor(opts.capacityBytes * AHEAD_SHARE);
-    // Slabs mapped up front where the addon can (one huge-page fault instead of 512 small
-    // ones per 2 MiB; ../pipe/native.ts): a fresh daemon's first GB otherwise pays ~2 CPU s
-    // of page faults on this kind of VM.
+    // Slabs mapped up front where the addon can (one call per slab instead of a fault per
+    // 4 KiB inside the socket reads; ../pipe/native.ts): a fresh daemon's first GB otherwise
+    // pays ~2 CPU s of page faults on this kind of VM.
     const alloc = opts.poolBytes !== undefined ? prefaultedAlloc() : undefined;
     this.pool = opts.poolBytes !== undefined ? new BufferPool({ maxBytes: opts.poolBytes, unit: opts.blockSize, ...(alloc ? { alloc } : {}) }) : undefined;
     this.resident = new LRUCache<string, Resident>({

@@ -37,8 +37,8 @@
  *     (RangeOptions.onFilled), so a GET's end leaves at most a piece to write and the
  *     connection goes on to the next part at once; the slab carries a later part. So no byte is copied in user space, and after the
  *     first --max-inflight bytes no fresh memory is touched (fresh pages cost a page
- *     fault per 4 KiB on our VMs). The slabs come from the addon's allocPrefaulted: 2 MiB
- *     aligned, huge pages where THP allows, mapped in one call, so even the first ones
+ *     fault per 4 KiB on our VMs). The slabs come from the addon's allocPrefaulted: 4 KiB
+ *     pages, mapped in one call (native/binding.c), so even the first ones
  *     (on a channel smaller than the budget: all of them) cost no fault per 4 KiB.
  *     Measured (4 x 64 MiB, no latency): see BENCHMARKS.md "File mode and Pipe slabs".
  *     Tails and small files get a buffer of their own.
@@ -328,7 +328,7 @@ function conflict(key: string, err: unknown): Error {
  */
 async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, progress: Progress, finish: (j: Job) => Promise<void>): Promise<void> {
   // Part buffers in use are bounded by the in-flight budget (plus the one part that may exceed it).
-  // Slabs mapped up front, in huge pages where THP allows (../pipe/native.ts): see step 5 above.
+  // Slabs mapped up front (../pipe/native.ts): see step 5 above.
   const alloc = prefaultedAlloc();
   const pool = new BufferPool({ maxBytes: o.maxInflight + o.partSize, unit: o.partSize, ...(alloc ? { alloc } : {}) });
   // Parts held: every connection's, and a few whose last piece is still being written. More

@@ -31,7 +31,7 @@ interface NativeAddon {
   /** flock(fd, LOCK_EX or LOCK_SH | LOCK_NB): false when another open file holds it (absent from an old build). */
   tryLock?(fd: number, exclusive: boolean): boolean;
   unlock?(fd: number): void;
-  /** A buffer whose pages are mapped (huge pages where allowed) before first use; undefined when external buffers are not allowed (absent from an old build). */
+  /** A buffer whose pages (4 KiB) are mapped before first use; undefined when external buffers are not allowed (absent from an old build). */
   allocPrefaulted?(bytes: number): Buffer | undefined;
   /** The paced FIFO writer thread (native/src/pipe_writer.c; absent from an old build). */
   pipeWriterOpen?: PipeWriterAddon['pipeWriterOpen'];
