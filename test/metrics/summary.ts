@@ -41,7 +41,9 @@ t.test('File mode: the line reports the download itself, and the periodic lines 
   const result = await summarizeDownload('sum-file', async () => {
     servedBytes.inc({ channel: 'sum-file', mode: 'File' }, 8_000_000);
     channelObjects.inc({ channel: 'sum-file', mode: 'File' }, 4);
-    await new Promise((r) => setTimeout(r, 200));
+    // 250 ms, for a span of at least 0.2 s: a Node timer may fire up to ~1 ms before its delay
+    // by performance.now() (it counts from the event loop's cached, whole-millisecond clock).
+    await new Promise((r) => setTimeout(r, 250));
     return 'downloaded';
   }, (line) => lines.push(line));
   t.equal(result, 'downloaded');
