@@ -18,10 +18,8 @@
  *          pipeWriterOpen/Push/End/Cancel/Stats   (the paced FIFO writer, src/pipe_writer.c)
  *          memReadAdd/Remove/Drain/Clear/Mounted   (FUSE reads from memory in C, src/fuse_memread.c)
  *          setRecvLowat(fd: number, bytes: number): number   (SO_RCVLOWAT, the mark set; see js_set_recv_lowat)
- *          readBack(fd, offset, length, callback(errno))   (page cache read-back on the libuv pool; see js_read_back)
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,109 +377,6 @@ static napi_value js_set_recv_lowat(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/*
- * readBack(fd, offset, length, callback(errno)): reads a file range the disk tier just wrote with
- * O_DIRECT back into the page cache, on a libuv pool thread, so that the next epoch finds the
- * tier's bytes in memory as it would after a buffered write, without a buffered write's CPU copy.
- * The device fills the pages (DMA); the CPU only maps them.
- * How: a shared read-only mapping of the range, MADV_HUGEPAGE, then MADV_POPULATE_READ (Linux
- * 5.14), which faults the range in and waits for the reads, then munmap. MADV_HUGEPAGE makes the
- * fault path read ahead in 2 MiB folios (on filesystems with large folios: ext4 since 6.x, xfs),
- * like the folios a buffered write leaves. posix_fadvise(WILLNEED) or a pread read ahead in 4 KiB
- * pages here, and every later mapping of those pages (the tier's check at OPEN maps the cache
- * file) then cost ~27x more CPU: one 512 MiB file on this VM, mapped and touched again, 0.27 s
- * against 0.01 s; read(2) of it 5.5-8 GB/s against 16-24 (BENCHMARKS.md "t14-readback").
- * Write costs, same file: buffered 0.58-1.52 CPU s; O_DIRECT plus this 0.04-0.09 (and the pages
- * are in memory afterwards, in 2 MiB folios).
- * Without MADV_POPULATE_READ (EINVAL: an older kernel) it falls back to posix_fadvise(WILLNEED).
- * The pages only ever hold what is in the file: a range whose blocks another write changes later
- * is invalidated by that write, and every block the tier serves is checked against its CRC.
- * callback gets 0 or the errno; it is never called synchronously.
- */
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* linux/mman.h, 5.14 */
-#endif
-typedef struct {
-  napi_async_work work;
-  napi_ref cb;
-  int fd;
-  int64_t offset, length;
-  int err;
-} read_back_job;
-
-static void read_back_execute(napi_env env, void *data) {
-  (void)env;
-  read_back_job *j = data;
-  int64_t page = (int64_t)sysconf(_SC_PAGESIZE);
-  int64_t start = j->offset & ~(page - 1);
-  size_t len = (size_t)(j->offset + j->length - start);
-  if (len == 0) return;
-  void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, j->fd, (off_t)start);
-  if (m == MAP_FAILED) {
-    j->err = errno;
-    return;
-  }
-  (void)madvise(m, len, MADV_HUGEPAGE); /* EINVAL without THP: 4 KiB pages, still read back */
-  if (madvise(m, len, MADV_POPULATE_READ) < 0) {
-    j->err = errno;
-    if (j->err == EINVAL) j->err = posix_fadvise(j->fd, (off_t)j->offset, (off_t)j->length, POSIX_FADV_WILLNEED);
-  }
-  munmap(m, len);
-}
-
-static void read_back_complete(napi_env env, napi_status status, void *data) {
-  read_back_job *j = data;
-  napi_value cb, undef, arg;
-  if (napi_get_reference_value(env, j->cb, &cb) == napi_ok && napi_get_undefined(env, &undef) == napi_ok
-      && napi_create_int32(env, status == napi_ok ? j->err : ECANCELED, &arg) == napi_ok) {
-    (void)napi_call_function(env, undef, cb, 1, &arg, NULL);
-  }
-  napi_delete_reference(env, j->cb);
-  napi_delete_async_work(env, j->work);
-  free(j);
-}
-
-static napi_value js_read_back(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4];
-  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 4) {
-    napi_throw_type_error(env, "ERR_MISSING_ARGS", "readBack(fd, offset, length, callback) needs four arguments");
-    return NULL;
-  }
-  int32_t fd = -1;
-  if (!get_int32(env, argv[0], "fd", &fd)) return NULL;
-  int64_t offset = 0, length = 0;
-  if (napi_get_value_int64(env, argv[1], &offset) != napi_ok || napi_get_value_int64(env, argv[2], &length) != napi_ok
-      || offset < 0 || length < 0) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "offset and length must be numbers >= 0");
-    return NULL;
-  }
-  napi_valuetype t;
-  CHECK_NAPI(env, napi_typeof(env, argv[3], &t));
-  if (t != napi_function) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "callback must be a function");
-    return NULL;
-  }
-  read_back_job *j = calloc(1, sizeof *j);
-  if (j == NULL) return throw_errno(env, -ENOMEM, "calloc", NULL);
-  j->fd = fd;
-  j->offset = offset;
-  j->length = length;
-  napi_value name;
-  if (napi_create_reference(env, argv[3], 1, &j->cb) != napi_ok
-      || napi_create_string_utf8(env, "sluice:readBack", NAPI_AUTO_LENGTH, &name) != napi_ok
-      || napi_create_async_work(env, NULL, name, read_back_execute, read_back_complete, j, &j->work) != napi_ok
-      || napi_queue_async_work(env, j->work) != napi_ok) {
-    if (j->cb != NULL) napi_delete_reference(env, j->cb);
-    if (j->work != NULL) napi_delete_async_work(env, j->work);
-    free(j);
-    napi_throw_error(env, "SLUICE_NATIVE", "readBack: could not queue the work");
-    return NULL;
-  }
-  return NULL;
-}
-
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"mkfifo", NULL, js_mkfifo, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -496,7 +391,6 @@ static napi_value init(napi_env env, napi_value exports) {
     {"setFusePassthrough", NULL, js_set_fuse_passthrough, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setFuseDirectIo", NULL, js_set_fuse_direct_io, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setRecvLowat", NULL, js_set_recv_lowat, NULL, NULL, NULL, napi_enumerable, NULL},
-    {"readBack", NULL, js_read_back, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   CHECK_NAPI(env, sluice_pipe_writer_init(env, exports));

@@ -116,7 +116,6 @@ import {
   diskCacheReadBytes, diskCacheUsedBytes, diskCacheWriteSkipped, diskCacheWrittenBytes,
 } from '../metrics/metrics.js';
 import { DiskLock, pidAlive } from './disk-lock.js';
-import { readBackOp } from '../pipe/native.js';
 
 /** Block size of the tier: the memory cache's largest block (src/fs/core.ts MAX_BLOCK_SIZE). */
 export const DISK_BLOCK_SIZE = 256 * 1024;
@@ -280,8 +279,6 @@ export interface DiskCacheStats {
   entryWrites: number;
   /** Bytes written with O_DIRECT (--cache-dir-direct-write). */
   directBytes: number;
-  /** Of those, bytes read back into the page cache once written (native readBack). */
-  readBackBytes: number;
 }
 
 /** A whole-present object read straight from its cache file (openWhole). */
@@ -391,7 +388,7 @@ export class DiskCache {
   readonly blockSize = DISK_BLOCK_SIZE;
   readonly root: string;
   readonly maxBytes: number;
-  readonly stats: DiskCacheStats = { hits: 0, misses: 0, checksumFailures: 0, written: 0, writtenBytes: 0, evictions: 0, skipped: 0, dataWrites: 0, entryWrites: 0, directBytes: 0, readBackBytes: 0 };
+  readonly stats: DiskCacheStats = { hits: 0, misses: 0, checksumFailures: 0, written: 0, writtenBytes: 0, evictions: 0, skipped: 0, dataWrites: 0, entryWrites: 0, directBytes: 0 };
   readonly grantBytes: number;
   /** openWhole() readers' counts, summed as they close. */
   readonly wholeStats: WholeStats = { reads: 0, bytes: 0, waited: 0, strays: 0, preadBytes: 0 };
@@ -404,8 +401,6 @@ export class DiskCache {
   private readonly onWrite: ((e: WriteEvent) => void) | undefined;
   /** O_DIRECT writes: asked for, and not refused by the filesystem so far. */
   private direct: boolean;
-  /** The O_DIRECT writer's read-back into the page cache, off the event loop (undefined without the addon). */
-  private readonly readBack = readBackOp();
   /** Buffers an O_DIRECT write refused (not aligned): written the ordinary way from then on. */
   private readonly unaligned = new WeakSet<ArrayBufferLike>();
   /** Grant left to write into, and bytes written from it (not yet in the ledger's files). */
@@ -1061,7 +1056,7 @@ export class DiskCache {
         const bytes = job.data.subarray(i * B, j * B + len(j));
         const at = (job.first + i) * B;
         this.onWrite?.({ what: 'data', file: this.fileOf(h.name), first: job.first + i, blocks: j - i + 1, bytes: bytes.length });
-        const direct = await this.writeBytes(h, bytes, at);
+        await this.writeBytes(h, bytes, at);
         this.stats.dataWrites++;
         // The bytes are in the file: only now are the blocks marked present.
         const ents = Buffer.allocUnsafe((j - i + 1) * ENTRY_BYTES);
@@ -1079,10 +1074,6 @@ export class DiskCache {
         this.stats.written += j - i + 1;
         this.stats.writtenBytes += bytes.length;
         diskCacheWrittenBytes.inc(bytes.length);
-        // Bytes written with O_DIRECT are in no page cache: ask the kernel to read them back
-        // (the device fills the pages, no CPU copy), so the next epoch finds them in memory as
-        // after a buffered write. A hint: its failure changes nothing but speed.
-        if (direct > 0 && this.readBack && (await this.readBack(h.data, at, direct)) === 0) this.stats.readBackBytes += direct;
         i = j;
       }
     } catch (err) {
@@ -1106,9 +1097,8 @@ export class DiskCache {
    * the job holds until then) and the rest, a last block's tail, the ordinary way. A
    * buffer O_DIRECT refuses (EINVAL: not aligned) is remembered and written the ordinary
    * way; a filesystem that refuses it at open turns O_DIRECT off for this process.
-   * Returns the bytes written with O_DIRECT (from `at` on).
    */
-  private async writeBytes(h: Handle, bytes: Buffer, at: number): Promise<number> {
+  private async writeBytes(h: Handle, bytes: Buffer, at: number): Promise<void> {
     let done = 0;
     const aligned = Math.floor(bytes.length / PAGE) * PAGE;
     if (this.direct && aligned > 0 && at % PAGE === 0 && !this.unaligned.has(bytes.buffer)) {
@@ -1126,13 +1116,11 @@ export class DiskCache {
         else this.unaligned.add(bytes.buffer);
       }
     }
-    const direct = done;
     while (done < bytes.length) {
       const w = await pwriteP(h.data, bytes.subarray(done), at + done);
       if (w <= 0) throw new Error('pwrite wrote nothing');
       done += w;
     }
-    return direct;
   }
 
   /** Takes a new grant from the ledger (evicting if the bound needs it) and returns its bytes. Leaves `left` 0 when none could be had. */

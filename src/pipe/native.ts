@@ -37,8 +37,6 @@ interface NativeAddon {
   pipeWriterOpen?: PipeWriterAddon['pipeWriterOpen'];
   /** setsockopt SO_RCVLOWAT, capped by the receive buffer; the mark set (absent from an old build). */
   setRecvLowat?(fd: number, bytes: number): number;
-  /** Reads a file range into the page cache in 2 MiB folios, on a libuv pool thread; callback(0 or errno), never synchronous (absent from an old build). */
-  readBack?(fd: number, offset: number, length: number, callback: (errno: number) => void): void;
 }
 
 export type FifoBackend = 'native' | 'mkfifo-command';
@@ -124,19 +122,6 @@ export function recvLowatOp(): ((fd: number, bytes: number) => number) | undefin
   if (nativeForcedOff()) return undefined;
   const a = loadAddon();
   return a?.setRecvLowat?.bind(a);
-}
-
-/**
- * The page-cache read-back of native/binding.c js_read_back, off the event loop, for the disk
- * tier's O_DIRECT writer (the device fills the pages, no CPU copy); resolves to 0 or the errno.
- * Undefined when the addon is not built, is an older build, or is forced off.
- */
-export function readBackOp(): ((fd: number, offset: number, length: number) => Promise<number>) | undefined {
-  if (nativeForcedOff()) return undefined;
-  const a = loadAddon();
-  const f = a?.readBack?.bind(a);
-  if (f === undefined) return undefined;
-  return (fd, offset, length) => new Promise((resolve) => f(fd, offset, length, resolve));
 }
 
 /** Why the addon is not in use (undefined when it is, or was not tried yet). For logs. */
