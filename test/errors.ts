@@ -3,6 +3,7 @@ import * as A from '../src/errors.js';
 
 // A second, separate copy of the module, as `sluice bench` and `sluice demo` have beside
 // the bundled CLI: dist/'s errors.js is one copy, the bundle's is another.
+// A specifier typed as a plain string: TypeScript cannot resolve a query suffix, Node loads it as a new module.
 const secondCopy: string = '../src/errors.js?second-copy';
 const B = (await import(secondCopy)) as typeof A;
 

@@ -11,8 +11,8 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-
 import type { Test } from '../helpers/tap.js';
+
 import { DiskCache, TIER_FOLDER } from '../../src/cache/disk-cache.js';
 import { withDiskTier } from '../../src/cache/tiered-client.js';
 import { downloadChannel } from '../../src/channels/file-mode.js';

@@ -21,7 +21,6 @@ function checkShards(t: Test, all: { key: string; size: number }[], hostCount: n
   return shards;
 }
 
-
 t.test('4 hosts: disjoint shards whose union is every object, balanced by bytes', async (t) => {
   const all = objects(400, 100_000);
   const shards = checkShards(t, all, 4, undefined, 0);

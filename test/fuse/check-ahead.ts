@@ -12,6 +12,7 @@ import { mkdtemp, open, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { skip, type Test } from '../helpers/tap.js';
 import type { FastFileMount } from '../../src/fuse/fastfile.js';
 import { uploadLayout, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
@@ -22,7 +23,6 @@ import { drained, fillTier, tierMount } from '../helpers/tier-mount.js';
 
 setLogLevel('error');
 
-import { skip, type Test } from '../helpers/tap.js';
 const MiB = 1024 * 1024;
 const BUCKET = 'ahead';
 const PREFIX = 'ds/';

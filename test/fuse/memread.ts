@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { skip, type Test } from '../helpers/tap.js';
 import { TIER_FOLDER } from '../../src/cache/disk-cache.js';
 import type { FastFileMount } from '../../src/fuse/fastfile.js';
 import { sourceBytes, uploadLayout, type SeededObject } from '../../src/local/dataset.js';
@@ -30,7 +31,6 @@ import { drained, fillTier, tierMount } from '../helpers/tier-mount.js';
 
 setLogLevel('error');
 
-import { skip, type Test } from '../helpers/tap.js';
 const MiB = 1024 * 1024;
 const BUCKET = 'memread';
 const PREFIX = 'ds/';
