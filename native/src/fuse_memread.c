@@ -285,7 +285,8 @@ struct attrs {
   uint8_t *names;   /* 32 bytes per row: the cache file name (sha256), all zero for none */
 };
 struct mount {
-  struct fuse *fuse;     /* libfuse's, as requests' contexts name it */
+  struct fuse *fuse;     /* libfuse's, as requests' contexts name it; NULL once fuse_destroy() freed it (see "Ended mounts") */
+  int wrapped;           /* fuse_new() made this thread's mount with our operations (atomic): JavaScript's calls find it by user_data */
   void *user_data;       /* fuse-native's fuse_thread_t (its JavaScript _thread Buffer) */
   getattr_fn getattr;    /* fuse-native's */
   read_fn read;
@@ -337,12 +338,41 @@ static struct mount *mount_of_request(void) {
   return NULL;
 }
 
+/* JavaScript's calls name a mount by its fuse-native thread buffer: found also after its loop ended (an unmount still takes its counts). */
 static struct mount *mount_of_thread(const void *user_data) {
   int n = __atomic_load_n(&mount_count, __ATOMIC_ACQUIRE);
   for (int i = 0; i < n; i++) {
-    if (mounts[i]->user_data == user_data && __atomic_load_n(&mounts[i]->fuse, __ATOMIC_ACQUIRE) != NULL) return mounts[i];
+    if (mounts[i]->user_data == user_data && __atomic_load_n(&mounts[i]->wrapped, __ATOMIC_ACQUIRE)) return mounts[i];
   }
   return NULL;
+}
+
+/*
+ * Ended mounts. Requests find their mount by libfuse's struct fuse (mount_of_request), an
+ * address that fuse_destroy() frees when a mount's loop ends (fuse-native's thread, after
+ * the unmount). A later mount of another fuse-native thread may get a struct fuse at that
+ * very address, and its requests would then find the ended mount's table first: its
+ * listing (dropped at unmount, so every getattr and open went to JavaScript: tests saw
+ * "C counted no opens"), or, where the ended mount's listing was still installed, another
+ * prefix's attributes and cache files under the same paths. So fuse_destroy() (wrapped
+ * below) forgets the address before libfuse frees it, and fuse_new() forgets it in every
+ * other table once libfuse hands it out again (the same, should a destroy not pass here).
+ * Called with mounts_lock held.
+ */
+static void forget_fuse_locked(const struct fuse *f, const struct mount *keep) {
+  if (f == NULL) return;
+  for (int i = 0; i < mount_count; i++) {
+    if (mounts[i] != keep && __atomic_load_n(&mounts[i]->fuse, __ATOMIC_ACQUIRE) == f) __atomic_store_n(&mounts[i]->fuse, NULL, __ATOMIC_RELEASE);
+  }
+}
+
+/* Mounts whose struct fuse is live (not yet destroyed): for tests (memReadLiveMounts). */
+static int live_mounts(void) {
+  pthread_mutex_lock(&mounts_lock);
+  int live = 0;
+  for (int i = 0; i < mount_count; i++) live += __atomic_load_n(&mounts[i]->fuse, __ATOMIC_ACQUIRE) != NULL;
+  pthread_mutex_unlock(&mounts_lock);
+  return live;
 }
 
 static uint64_t fnv1a(const char *p, size_t n) {
@@ -930,6 +960,7 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
     return real(ch, args, op, op_size, user_data);
   }
   __atomic_store_n(&m->fuse, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&m->wrapped, 0, __ATOMIC_RELEASE);
   pthread_mutex_lock(&m->lock);
   for (size_t i = 0; i < SLOTS; i++) {
     if (m->slots[i].used && m->slots[i].owned) free(own_remove(m, &m->slots[i]));
@@ -979,9 +1010,27 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   if (mine[OP_OPEN] != NULL) mine[OP_OPEN] = (void *)mem_open;
   struct fuse *f = real(ch, args, mine, op_size, user_data);
   free(mine);
+  forget_fuse_locked(f, m);
   __atomic_store_n(&m->fuse, f, __ATOMIC_RELEASE);
+  __atomic_store_n(&m->wrapped, f != NULL, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&mounts_lock);
   return f;
+}
+
+typedef void (*fuse_destroy_fn)(struct fuse *);
+
+/* libfuse's fuse_destroy(), which fuse-native calls once a mount's loop ended: first no request can find this mount's table by `f` (see "Ended mounts"). */
+__attribute__((visibility("default")))
+void fuse_destroy(struct fuse *f) {
+  fuse_destroy_fn real = (fuse_destroy_fn)sluice_libfuse_sym("fuse_destroy", "FUSE_2.2");
+  pthread_mutex_lock(&mounts_lock);
+  forget_fuse_locked(f, NULL);
+  pthread_mutex_unlock(&mounts_lock);
+  if (real == NULL) {
+    fprintf(stderr, "sluice: libfuse.so.2 has no fuse_destroy\n");
+    return;
+  }
+  real(f);
 }
 
 int sluice_memread_add(const void *thread, uint64_t fh, const char *bytes, size_t length) {
@@ -1263,6 +1312,14 @@ static napi_value js_mounted(napi_env env, napi_callback_info info) {
   return boolean(env, sluice_memread_mounted(thread));
 }
 
+/* memReadLiveMounts(): how many mounts of this process have a live struct fuse (tests: an ended mount's is forgotten, see "Ended mounts"). */
+static napi_value js_live_mounts(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value r;
+  napi_create_int32(env, live_mounts(), &r);
+  return r;
+}
+
 static int u32_arg(napi_env env, napi_value v, uint32_t *out) {
   return napi_get_value_uint32(env, v, out) == napi_ok;
 }
@@ -1335,6 +1392,7 @@ napi_status sluice_memread_init(napi_env env, napi_value exports) {
     {"memReadDrain", NULL, js_drain, NULL, NULL, NULL, napi_enumerable, NULL},
     {"memReadClear", NULL, js_clear, NULL, NULL, NULL, napi_enumerable, NULL},
     {"memReadMounted", NULL, js_mounted, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"memReadLiveMounts", NULL, js_live_mounts, NULL, NULL, NULL, napi_enumerable, NULL},
     {"attrTableSet", NULL, js_attrs_set, NULL, NULL, NULL, napi_enumerable, NULL},
     {"attrTableTake", NULL, js_attrs_take, NULL, NULL, NULL, napi_enumerable, NULL},
     {"ownOpensTake", NULL, js_own_take, NULL, NULL, NULL, napi_enumerable, NULL},

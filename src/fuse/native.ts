@@ -180,6 +180,8 @@ export interface FuseFdShim {
   memReadDrain?(thread: Buffer, out: Float64Array): number;
   memReadClear?(thread: Buffer, out: Float64Array): number;
   memReadMounted?(thread: Buffer): boolean;
+  /** How many mounts of this process have a live libfuse struct fuse: an ended mount's is forgotten (fuse_memread.c "Ended mounts"; tests). */
+  memReadLiveMounts?(): number;
   /** native/src/fuse_memread.c: the listing getattr answers from (see MemAttrs). */
   attrTableSet?(thread: Buffer, paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number, tierDir?: string, tierBlock?: number, names?: Buffer): boolean;
   attrTableTake?(thread: Buffer, clear: boolean): number;
@@ -334,6 +336,11 @@ export function requestFuseDirectIo(on: boolean): boolean {
 /** Whether the INIT reply of the mount made last allowed mmap of direct-I/O files (FUSE_DIRECT_IO_ALLOW_MMAP, Linux >= 6.6). */
 export function negotiatedFuseDirectIoMmap(): boolean {
   return tryFuseFdShim()?.fuseInitState?.().directIoMmap ?? false;
+}
+
+/** How many FUSE mounts of this process are still registered for requests in C (native/src/fuse_memread.c "Ended mounts"); undefined without the addon. */
+export function liveFuseMounts(): number | undefined {
+  return tryFuseFdShim()?.memReadLiveMounts?.();
 }
 
 /** Whether the INIT reply of the mount made last asked for passthrough (the kernel offered it and it was wanted). */

@@ -3,7 +3,8 @@
  * (native/src/fuse_memread.c, native.ts MemAttrs): through real kernel mounts, every
  * file's and folder's stat equals what the JavaScript path answers for the same listing
  * (a second mount with SLUICE_NO_NATIVE), the C path did answer them
- * (sluice_fuse_memory_getattrs_total), and paths outside the listing still get ENOENT.
+ * (sluice_fuse_memory_getattrs_total), and paths outside the listing still get ENOENT; a
+ * mount whose loop ended leaves C's registry, so later mounts answer from their own tables.
  * Unit cases of the rows built for the table (adapter.ts listedAttrs) are at the end.
  */
 import { readdir, stat } from 'node:fs/promises';
@@ -12,10 +13,12 @@ import t from 'tap';
 import type { Attr, FsCore } from '../../src/fs/types.js';
 import { listedAttrs } from '../../src/fuse/adapter.js';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
+import { liveFuseMounts } from '../../src/fuse/native.js';
 import { uploadLayout } from '../../src/local/dataset.js';
 import { startLocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';
 import { tempMountpoint } from '../helpers/fuse.js';
+import { skip } from '../helpers/tap.js';
 import { metricSum } from '../helpers/metrics.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
 
@@ -115,6 +118,42 @@ t.test('getattr answered in C equals the JavaScript answer for every listed path
   t.equal(large.blocks, Math.ceil(large.size! / 512), 'st_blocks in 512-byte units');
   t.equal(c.stats.get('a')!.mode! & 0o170000, 0o040000, 'a folder is a folder');
   t.equal(c.stats.get('a')!.nlink, 3, 'a folder\'s nlink counts its subfolders');
+});
+
+t.test('a mount whose loop ended is forgotten in C: each later mount answers from its own table', async (t) => {
+  // Requests find their table by libfuse's struct fuse, which the next mount may get at the
+  // same address once freed (native/src/fuse_memread.c "Ended mounts"): an ended mount must
+  // leave the registry, or that mount's requests would be answered from the ended one's table.
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  useLocalCredentials(s3.credentials);
+  await s3.createBucket(BUCKET);
+  await uploadLayout(s3, BUCKET, LAYOUT.map((l) => ({ key: PREFIX + l.key, size: l.size })), 7);
+  const live0 = liveFuseMounts();
+  if (live0 === undefined) return skip(t, 'the native addon is not built');
+  const files = LAYOUT.filter((l) => l.key.startsWith('many/')).map((l) => l.key);
+  for (let k = 0; k < 3; k++) {
+    const dir = await tempMountpoint(t, `memattrs-ended-${k}`);
+    const m = await mountFastFile({ uri: `s3://${BUCKET}/${PREFIX}`, mountpoint: dir, options: testMountOptions(s3.endpoint) });
+    let unmounted = false;
+    t.teardown(() => (unmounted ? undefined : m.unmount()));
+    await m.listed;
+    t.equal(await m.attrTable, true, `mount ${k}: the listing is handed to C`);
+    t.equal(liveFuseMounts(), live0 + 1, `mount ${k}: one mount registered for requests`);
+    const before = await memGetattrs();
+    for (const f of files) await stat(path.join(dir, f));
+    m.takeCounts(); // C's counts reach the metrics once a second, or now
+    t.ok((await memGetattrs()) - before >= files.length, `mount ${k}: its lookups answered in C from its own table`);
+    await m.unmount();
+    unmounted = true;
+    // fuse-native's thread destroys the struct fuse a little after the unmount (it is not joined).
+    let live = liveFuseMounts();
+    for (let i = 0; i < 200 && live !== live0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      live = liveFuseMounts();
+    }
+    t.equal(live, live0, `mount ${k}: once its loop ended, it is no longer registered for requests`);
+  }
 });
 
 /** A core with a fixed two-level view whose attributes `attrOf` gives. */
