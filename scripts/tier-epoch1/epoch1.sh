@@ -2,7 +2,9 @@
 # Issue 14: one epoch 1 through a fresh FastFile mount, with or without the disk tier.
 # usage: HARNESS_OUT=/tmp/harness.out scripts/tier-epoch1/epoch1.sh DIST TAG notier|tier|tierdirect [none|prof|perf|strace]
 # Mounts the bucket of harness.mjs (its JSON line in $HARNESS_OUT) with DIST, reads every file once
-# (dd bs=1M to /dev/null), prints MB/s and the daemon's CPU s/GB (user + sys). Leaves its folder
+# (dd bs=1M to /dev/null; with READERS=N, N cat processes at once over the sorted list, each
+# taking every Nth file, as the bench's readers do), prints MB/s, files/s and the daemon's
+# CPU s/GB (user + sys). Leaves its folder
 # (mount point, tier, profiles) in /tmp and unmounts what it mounted.
 DIST=$1; TAG=$2; MODE=$3; EXTRA=$4
 EP=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.env.HARNESS_OUT||"/tmp/harness.out","utf8")).endpoint)')
@@ -22,7 +24,14 @@ FILES=$(find $MNT -type f | sort)
 read u0 s0 < <(awk '{print $14, $15}' /proc/$PID/stat)
 T0=$(date +%s.%N)
 BYTES=0
-for f in $FILES; do n=$(dd if=$f of=/dev/null bs=1M 2>&1 | awk '/bytes/{print $1}'); BYTES=$((BYTES+n)); done
+NFILES=$(echo "$FILES" | wc -l)
+if [ "${READERS:-1}" -gt 1 ]; then
+  for r in $(seq 0 $((READERS-1))); do echo "$FILES" | awk -v r=$r -v n=$READERS 'NR % n == r' | xargs cat > /dev/null & done
+  wait $(jobs -p | grep -v "^$PID$" | grep -v "^${SPID:-x}$")
+  BYTES=$(echo "$FILES" | xargs stat -c %s | awk '{s+=$1} END {print s}')
+else
+  for f in $FILES; do n=$(dd if=$f of=/dev/null bs=1M 2>&1 | awk '/bytes/{print $1}'); BYTES=$((BYTES+n)); done
+fi
 T1=$(date +%s.%N)
 read u1 s1 < <(awk '{print $14, $15}' /proc/$PID/stat)
 [ "$EXTRA" = strace -o "$EXTRA" = perf ] && { kill -INT $SPID; wait $SPID; }
@@ -32,5 +41,6 @@ kill -TERM $PID; wait $PID
 grep -q " $MNT " /proc/mounts && fusermount -u $MNT
 python3 -c "
 b=$BYTES; t=$T1-$T0; cpu=($u1+$s1-$u0-$s0)/100; cpu2=($u2+$s2-$u0-$s0)/100
-print(f'$TAG $MODE: {b/1e6/t:.1f} MB/s, {b/1e6:.0f} MB in {t:.2f}s, daemon CPU {cpu:.2f}s = {cpu/(b/1e9):.2f} s/GB (user {($u1-$u0)/100:.2f} sys {($s1-$s0)/100:.2f}); +0.5s after: {cpu2/(b/1e9):.2f} s/GB')"
+print(f'$TAG $MODE: daemon CPU per file {cpu/$NFILES*1000:.3f} ms')
+print(f'$TAG $MODE: {b/1e6/t:.1f} MB/s, {$NFILES/t:.0f} files/s, {b/1e6:.0f} MB in {t:.2f}s, daemon CPU {cpu:.2f}s = {cpu/(b/1e9):.2f} s/GB (user {($u1-$u0)/100:.2f} sys {($s1-$s0)/100:.2f}); +0.5s after: {cpu2/(b/1e9):.2f} s/GB')"
 echo ROOT=$ROOT

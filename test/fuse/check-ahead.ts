@@ -12,6 +12,7 @@ import { mkdtemp, open, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import '../helpers/exit-watch.js';
 import { skip, type Test } from '../helpers/tap.js';
 import type { FastFileMount } from '../../src/fuse/fastfile.js';
 import { uploadLayout, type SeededObject } from '../../src/local/dataset.js';

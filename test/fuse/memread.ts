@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { skip, type Test } from '../helpers/tap.js';
+import '../helpers/exit-watch.js';
 import { TIER_FOLDER } from '../../src/cache/disk-cache.js';
 import type { FastFileMount } from '../../src/fuse/fastfile.js';
 import { sourceBytes, uploadLayout, type SeededObject } from '../../src/local/dataset.js';

@@ -1,0 +1,45 @@
+/**
+ * A test file whose tests all ended but whose process does not exit (something still holds
+ * its event loop: a handle, a request, a child) is otherwise killed by tap's timeout minutes
+ * later with nothing said but SIGALRM. Importing this module arms a watch at the end of the
+ * root test: if the process is still alive EXIT_WAIT_MS later, it prints to stderr what keeps
+ * it alive (the active resources, libuv's referenced handles from the diagnostic report, and
+ * where each of its threads waits in the kernel) and exits with status 1, so the file fails
+ * at once and says why. The timer is unref'd: a process that exits on its own never sees it.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import t from 'tap';
+
+/** Long enough for every teardown (a child's SIGTERM grace is 5 s, s3-server.ts) to have run. */
+const EXIT_WAIT_MS = 30_000;
+
+const read = (f: string): string => {
+  try {
+    return readFileSync(f, 'utf8').trim();
+  } catch (err) {
+    return `(${(err as Error).message})`;
+  }
+};
+
+interface ReportHandle { type?: string; is_active?: boolean; is_referenced?: boolean; address?: string; remoteEndpoint?: unknown; localEndpoint?: unknown; filename?: string }
+
+function whatHoldsTheProcess(): string {
+  const lines = [`test process ${process.pid} still alive ${EXIT_WAIT_MS / 1000} s after its last test ended; what holds it:`];
+  lines.push(`  active resources: ${process.getActiveResourcesInfo().join(', ')}`);
+  const report = process.report.getReport() as unknown as { libuv?: ReportHandle[] };
+  for (const h of report.libuv ?? []) {
+    if (!h.is_active || !h.is_referenced) continue;
+    lines.push(`  libuv ${h.type}: ${JSON.stringify({ local: h.localEndpoint, remote: h.remoteEndpoint, file: h.filename })}`);
+  }
+  for (const tid of readdirSync('/proc/self/task')) {
+    lines.push(`  thread ${tid} ${read(`/proc/self/task/${tid}/comm`)}: ${read(`/proc/self/task/${tid}/wchan`)}`);
+  }
+  return lines.join('\n');
+}
+
+t.teardown(() => {
+  setTimeout(() => {
+    process.stderr.write(`${whatHoldsTheProcess()}\n`);
+    process.exit(1);
+  }, EXIT_WAIT_MS).unref();
+});
