@@ -27,6 +27,14 @@ export async function exitedWithin(child: ChildProcess, exited: Promise<unknown>
   if (child.pid !== undefined) {
     lines.push(`child state: ${read(`/proc/${child.pid}/stat`).split(') ')[1]?.split(' ')[0]}, wchan ${read(`/proc/${child.pid}/wchan`)}`);
     lines.push(`child stack: ${read(`/proc/${child.pid}/stack`).replace(/\n/g, ' | ')}`);
+    // A killed process whose leader shows Z may still have a thread in the kernel (closing its files): each one's state and stack.
+    let tids: string[] = [];
+    try { tids = readdirSync(`/proc/${child.pid}/task`); } catch { /* reaped meanwhile */ }
+    for (const tid of tids) {
+      const task = `/proc/${child.pid}/task/${tid}`;
+      lines.push(`child thread ${tid}: ${read(`${task}/stat`).split(') ')[1]?.split(' ')[0]}, wchan ${read(`${task}/wchan`)}, stack ${read(`${task}/stack`).replace(/\n/g, ' | ')}`);
+    }
+    lines.push(`our SIGCHLD: ${read('/proc/self/status').split('\n').filter((l) => /^Sig(Blk|Ign|Cgt):/.test(l)).join(' ')}`);
   }
   for (const tid of readdirSync('/proc/self/task')) {
     lines.push(`our thread ${tid} ${read(`/proc/self/task/${tid}/comm`)}: ${read(`/proc/self/task/${tid}/wchan`)}`);
