@@ -106,6 +106,7 @@
 import { createHash } from 'node:crypto';
 import { closeSync, constants as fsc, fstatSync, futimesSync, mkdirSync, open, openSync, read, readSync, statfs as statfsCb, unlinkSync as rmSyncFile, write, writeFileSync, writeSync } from 'node:fs';
 import { readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
 import { LRUCache } from 'lru-cache';
@@ -116,6 +117,7 @@ import {
   diskCacheReadBytes, diskCacheUsedBytes, diskCacheWriteSkipped, diskCacheWrittenBytes,
 } from '../metrics/metrics.js';
 import { DiskLock, pidAlive } from './disk-lock.js';
+import { tierWriteSmallOp, type TierWriteSmall } from '../pipe/native.js';
 
 /** Block size of the tier: the memory cache's largest block (src/fs/core.ts MAX_BLOCK_SIZE). */
 export const DISK_BLOCK_SIZE = 256 * 1024;
@@ -345,6 +347,12 @@ interface Handle {
 }
 
 const pageUp = (n: number) => Math.ceil(n / PAGE) * PAGE;
+const EBADMSG = os.constants.errno.EBADMSG;
+/** A Node-style system error for a negative errno from the addon (code 'ENOSPC', ...). */
+function errnoError(neg: number, what: string): NodeJS.ErrnoException {
+  const code = Object.entries(os.constants.errno).find(([, v]) => v === -neg)?.[0] ?? 'EIO';
+  return Object.assign(new Error(`${what}: ${code}`), { code, errno: neg });
+}
 const O_RW_CREATE = fsc.O_RDWR | fsc.O_CREAT;
 
 /** The cache file name (hex sha256) of an object version. */
@@ -401,6 +409,8 @@ export class DiskCache {
   private readonly onWrite: ((e: WriteEvent) => void) | undefined;
   /** O_DIRECT writes: asked for, and not refused by the filesystem so far. */
   private direct: boolean;
+  /** The one-hop writer of small objects (native/src/tier_small.c), unless the addon is absent or a test watches the writes (onWrite). */
+  private readonly writeSmall: TierWriteSmall | undefined;
   /** Buffers an O_DIRECT write refused (not aligned): written the ordinary way from then on. */
   private readonly unaligned = new WeakSet<ArrayBufferLike>();
   /** Grant left to write into, and bytes written from it (not yet in the ledger's files). */
@@ -441,6 +451,7 @@ export class DiskCache {
     this.writeRate = o.writeBytesPerSec;
     this.onWrite = o.onWrite;
     this.direct = o.directWrite === true;
+    this.writeSmall = o.onWrite ? undefined : tierWriteSmallOp();
     this.grantBytes = Math.max(GRANT_MIN, Math.min(GRANT_MAX, Math.floor(maxBytes * GRANT_SHARE)));
     diskCacheCapacityBytes.inc(maxBytes);
   }
@@ -928,15 +939,17 @@ export class DiskCache {
   private headerOk(hdr: Buffer, got: number, name: string, file: string): boolean {
     if (got >= HEADER_BYTES && hdr.readUInt32LE(0) === MAGIC && hdr.readUInt32LE(4) === this.blockSize
       && hdr.readUInt32LE(60) === crc32c(hdr.subarray(0, 60)) && hdr.toString('hex', 16, 48) === name) return true;
-    if (got > 0) {
-      // A damaged or foreign sidecar: nothing in it can be trusted; the object starts over.
-      this.stats.checksumFailures++;
-      diskCacheChecksumFailures.inc();
-      log.warn({ file, why: 'bad sidecar header' }, 'disk tier: cache file discarded; reading it from S3');
-      unlinkSyncQuiet(`${file}.map`);
-      unlinkSyncQuiet(file);
-    }
+    if (got > 0) this.discardDamaged(file);
     return false;
+  }
+
+  /** A damaged or foreign sidecar: nothing in it can be trusted; the object starts over. */
+  private discardDamaged(file: string): void {
+    this.stats.checksumFailures++;
+    diskCacheChecksumFailures.inc();
+    log.warn({ file, why: 'bad sidecar header' }, 'disk tier: cache file discarded; reading it from S3');
+    unlinkSyncQuiet(`${file}.map`);
+    unlinkSyncQuiet(file);
   }
 
   /** Registers a newly opened cache file, closing the least recently used idle ones past HANDLES_KEPT. */
@@ -1036,6 +1049,33 @@ export class DiskCache {
     let used = 0;
     let h: Handle | undefined;
     try {
+      // A small object not open here (its first write, mostly): one hop to the pool in C
+      // instead of ~7 through fs (open, open, header read and write, entries read, bytes,
+      // entries), each a cross-thread wake that costs ~0.2 ms of CPU on a VM (t14-small-write).
+      if (this.writeSmall && n === 1 && job.first === 0 && !this.direct && !this.handles.has(job.name)) {
+        const [status, oldLen] = await this.writeSmall(this.objectsDir, Buffer.from(job.name, 'hex'), B, job.data, job.crcs[0]!);
+        if (status === -EBADMSG) {
+          this.discardDamaged(this.fileOf(job.name));
+          return;
+        }
+        if (status < 0) {
+          const err = errnoError(status, 'disk tier write');
+          // The folder was removed under us (by hand, or a cleanup): make it again for the next writes.
+          if (err.code === 'ENOENT') try { makeFolders(this.root); } catch { /* still unusable: counted as a failed write */ }
+          throw err;
+        }
+        if (status > 0) {
+          const cost = (status === 1 ? PAGE : 0) + pageUp(len(0)) - pageUp(Math.min(oldLen, B));
+          used += cost;
+          this.consumed += cost;
+          this.stats.dataWrites++;
+          this.stats.entryWrites++;
+          this.stats.written++;
+          this.stats.writtenBytes += len(0);
+          diskCacheWrittenBytes.inc(len(0));
+        }
+        return;
+      }
       const got = await this.acquireForWrite(job.name);
       if (!got) return; // a damaged sidecar was just removed: the next write of this object makes a new one
       h = got.h;

@@ -37,7 +37,18 @@ interface NativeAddon {
   pipeWriterOpen?: PipeWriterAddon['pipeWriterOpen'];
   /** setsockopt SO_RCVLOWAT, capped by the receive buffer; the mark set (absent from an old build). */
   setRecvLowat?(fd: number, bytes: number): number;
+  /** A small object written into the disk tier in one pool hop (native/src/tier_small.c; absent from an old build). */
+  tierWriteSmall?: TierWriteSmall;
 }
+
+/**
+ * Writes a small object (block 0, 1..blockSize bytes, `crc` its CRC32C) into the disk tier's
+ * `objectsDir` as cache file `name` (32 bytes), the bytes first, then the sidecar's header
+ * and entry 0 in one write; `bytes` is held until it settles. Resolves to [status, old entry
+ * length]: 1 written with a sidecar made there, 2 written into a sidecar that was there, 0
+ * present already, or a negative errno (-EBADMSG: the sidecar there is damaged).
+ */
+export type TierWriteSmall = (objectsDir: string, name: Buffer, blockSize: number, bytes: Buffer, crc: number) => Promise<[number, number]>;
 
 export type FifoBackend = 'native' | 'mkfifo-command';
 
@@ -101,6 +112,12 @@ export function prefaultedAlloc(): ((bytes: number) => Buffer) | undefined {
       return Buffer.allocUnsafe(n); // ENOMEM from mmap: let V8 try (and report) as it would anyway
     }
   };
+}
+
+/** The addon's one-hop small-object writer for the disk tier, or undefined when the addon is not built, is an older build, or is forced off. */
+export function tierWriteSmallOp(): TierWriteSmall | undefined {
+  if (nativeForcedOff()) return undefined;
+  return loadAddon()?.tierWriteSmall?.bind(loadAddon());
 }
 
 /**

@@ -4,7 +4,8 @@
  * exactly the object's bytes, and refuses (never returns bytes) for every fault DiskCache
  * itself refuses: a flipped data byte, a short data file, a wrong or zeroed entry, a damaged
  * or foreign sidecar header, a missing file. Its CRC32C equals @node-rs/crc32's, on the CPU's
- * instruction and on the portable table.
+ * instruction and on the portable table. Its one-hop writer of small objects (tierWriteSmall)
+ * writes what DiskCache and this reader read back, and never writes over a damaged sidecar.
  */
 import { existsSync } from 'node:fs';
 import { closeSync, fstatSync, readSync } from 'node:fs';
@@ -32,6 +33,7 @@ interface TierAddon {
   tierReadSmall(objectsDir: string, name: Buffer, blockSize: number, size: number): Buffer | number;
   tierSetMapped(on: boolean): void;
   tierShrinkAfterMap(path: string, size: number): void;
+  tierWriteSmall(objectsDir: string, name: Buffer, blockSize: number, bytes: Buffer, crc: number): Promise<[number, number]>;
 }
 const addon = existsSync(BUILT) ? (createRequire(import.meta.url)(BUILT) as Partial<TierAddon>) : undefined;
 const skip = addon?.tierReadSmall ? false : 'native addon not built (npm run build:native)';
@@ -217,4 +219,60 @@ t.test('a file large enough to be checked on several threads: every part checked
   const last = check();
   t.ok(last >= 0, 'restored: checked again, the process alive');
   if (last >= 0) closeSync(last);
+});
+
+t.test('tierWriteSmall: bytes, then header and entry 0; what is there already decides the rest', { skip }, async (t) => {
+  const a = addon as TierAddon;
+  const { c, objects } = await tierIn(t);
+  const body = patternBytes(40_000, 4040);
+  const crc = crc32c(body);
+  const nameHex = objectName({ ns: NS, key: 'w', etag: '"w"' });
+  const name = Buffer.from(nameHex, 'hex');
+  const file = path.join(objects, nameHex.slice(0, 2), nameHex);
+  const verified = () => a.tierReadSmall(objects, name, B, body.length);
+
+  t.same(await a.tierWriteSmall(objects, name, B, body, crc), [1, 0], 'a new object: written, its sidecar made here');
+  const got = verified();
+  t.ok(Buffer.isBuffer(got) && got.equals(body), 'the reader in C reads it back, checked');
+  const out = Buffer.alloc(body.length);
+  t.same(await c.readRange({ ns: NS, key: 'w', etag: '"w"' }, 0, body.length, out), [true], 'and DiskCache does');
+  t.ok(out.equals(body), 'byte for byte');
+  t.equal((await stat(`${file}.map`)).size, 72, 'the sidecar: a 64-byte header and one entry');
+
+  t.same(await a.tierWriteSmall(objects, name, B, body, crc), [0, 0], 'written again: present already, nothing written');
+
+  // A sidecar another writer made and has not written yet (or was killed before): completed.
+  await writeFile(`${file}.map`, Buffer.alloc(0));
+  await unlink(file);
+  t.same(await a.tierWriteSmall(objects, name, B, body, crc), [2, 0], 'an empty sidecar: written into it');
+  t.ok(Buffer.isBuffer(verified()), 'and read back');
+
+  // A valid header whose entry holds less (a GET that ended inside the block): rewritten whole.
+  const prefix = body.subarray(0, 1000);
+  const pname = Buffer.from(objectName({ ns: NS, key: 'p', etag: '"p"' }), 'hex');
+  t.same(await a.tierWriteSmall(objects, pname, B, prefix, crc32c(prefix)), [1, 0], 'a prefix first');
+  const whole = patternBytes(40_000, 4040);
+  t.same(await a.tierWriteSmall(objects, pname, B, whole, crc), [2, 1000], 'then the whole object: written, the old entry held 1000 bytes');
+  t.ok(Buffer.isBuffer(a.tierReadSmall(objects, pname, B, whole.length)), 'and read back whole');
+
+  // A damaged sidecar: refused, nothing written over it.
+  const dname = Buffer.from(objectName({ ns: NS, key: 'd', etag: '"d"' }), 'hex');
+  const dfile = path.join(objects, dname.toString('hex').slice(0, 2), dname.toString('hex'));
+  await writeFile(`${dfile}.map`, Buffer.from('not a sidecar'));
+  t.same(await a.tierWriteSmall(objects, dname, B, body, crc), [EBADMSG, 0], 'a damaged sidecar: EBADMSG');
+  t.equal((await readFile(`${dfile}.map`)).toString(), 'not a sidecar', 'left as it was');
+  t.equal(existsSync(dfile), false, 'no data file written');
+  // DiskCache, writing through it, discards the damaged object (as its own header check does) and counts it.
+  const f0 = c.stats.checksumFailures;
+  c.writeRun({ ns: NS, key: 'd', etag: '"d"', index: 0 }, body);
+  await c.flush();
+  t.equal(c.stats.checksumFailures - f0, 1, 'DiskCache counts it as damaged');
+  t.equal(existsSync(`${dfile}.map`), false, 'and removes it: the next write starts over');
+  c.writeRun({ ns: NS, key: 'd', etag: '"d"', index: 0 }, body);
+  await c.flush();
+  t.ok(Buffer.isBuffer(a.tierReadSmall(objects, dname, B, body.length)), 'which then writes it right');
+
+  t.same(await a.tierWriteSmall(path.join(objects, 'nowhere'), name, B, body, crc), [-2, 0], 'a missing folder: ENOENT');
+  t.throws(() => a.tierWriteSmall(objects, name, B, Buffer.alloc(B + 1), 0), { name: 'TypeError' }, 'more than a block: refused');
+  t.throws(() => a.tierWriteSmall(objects, Buffer.alloc(31), B, body, crc), { name: 'TypeError' }, 'a name that is not 32 bytes: refused');
 });
