@@ -45,7 +45,11 @@
  * right, only on the CRC: a lost sidecar makes the object absent; a sidecar paired with a
  * recreated data file fails its CRCs. Writes happen off the read path, in the background:
  * a queue of at most WRITE_QUEUE_BYTES (full: the run is not cached; never waits),
- * WRITE_CONCURRENCY jobs at once, paced by --cache-dir-write-rate. What a GB of epoch 1
+ * WRITE_CONCURRENCY jobs at once, paced by --cache-dir-write-rate. A small object (one
+ * block, written whole) not open here goes to the pool in one hop (native/src/tier_small.c
+ * tierWriteSmall: the bytes, then header and entry in one pwrite) instead of ~7 fs calls,
+ * each a cross-thread wake (BENCHMARKS.md t14-small-write); it is not kept open after.
+ * What a GB of epoch 1
  * costs the writer (BENCHMARKS.md, t14-epoch1): ~256 jobs and ~750 syscalls, the CRCs
  * (~0.16 s), and the kernel's copy into the page cache, which dominates (1-3 CPU s/GB on
  * this kind of VM, whose fresh page-cache pages fault in the host; an O_DIRECT write from
