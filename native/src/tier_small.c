@@ -400,21 +400,32 @@ static int check_all(int data, const uint8_t *entries, uint32_t block_size, uint
  * they are read in CHECK_CHUNK pieces and dropped (they stay in the page cache). With
  * `keep`, the data file's descriptor is left open in *keep on success.
  */
-static int tier_check(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out, int *keep, struct stat *before, int one_thread) {
+/*
+ * The sidecar's path of cache file `name` under `objects_dir` ("<dir>/XX/<h>.map", h in hex)
+ * into `file`; the data file's path is its first `len` bytes (the returned length), or
+ * -ENAMETOOLONG.
+ */
+static int sidecar_path(const char *objects_dir, const uint8_t name[32], char file[PATH_MAX]) {
   static const char hex[] = "0123456789abcdef";
-  if (size == 0 || block_size == 0 || block_size % 4096 != 0 || (out != NULL && size > block_size)) return -EINVAL;
-  uint64_t n = (size + block_size - 1) / block_size;
-  if (n > (64u << 20) / ENTRY_BYTES) return -EFBIG; /* 64 MiB of entries: 2 TiB at 256 KiB blocks */
   char hname[65];
   for (int i = 0; i < 32; i++) {
     hname[2 * i] = hex[name[i] >> 4];
     hname[2 * i + 1] = hex[name[i] & 15];
   }
   hname[64] = 0;
-  char file[PATH_MAX];
-  int len = snprintf(file, sizeof file - 4, "%s/%.2s/%s", objects_dir, hname, hname);
-  if (len < 0 || (size_t)len >= sizeof file - 4) return -ENAMETOOLONG;
+  int len = snprintf(file, PATH_MAX - 4, "%s/%.2s/%s", objects_dir, hname, hname);
+  if (len < 0 || len >= PATH_MAX - 4) return -ENAMETOOLONG;
   memcpy(file + len, ".map", 5);
+  return len;
+}
+
+static int tier_check(const char *objects_dir, const uint8_t name[32], uint32_t block_size, uint64_t size, char *out, int *keep, struct stat *before, int one_thread) {
+  if (size == 0 || block_size == 0 || block_size % 4096 != 0 || (out != NULL && size > block_size)) return -EINVAL;
+  uint64_t n = (size + block_size - 1) / block_size;
+  if (n > (64u << 20) / ENTRY_BYTES) return -EFBIG; /* 64 MiB of entries: 2 TiB at 256 KiB blocks */
+  char file[PATH_MAX];
+  int len = sidecar_path(objects_dir, name, file);
+  if (len < 0) return len;
   uint8_t small_hdr[HEADER_BYTES + ENTRY_BYTES];
   size_t hdr_len = HEADER_BYTES + ENTRY_BYTES * (size_t)n;
   uint8_t *hdr = n == 1 ? small_hdr : malloc(hdr_len);
@@ -693,7 +704,7 @@ static void small_write_complete(napi_env env, napi_status status, void *arg) {
 /* tierWriteSmall(objectsDir, name: Buffer(32), blockSize, bytes: Buffer (1..blockSize), crc): Promise<[status, oldLength]> (see above); `bytes` is held until then. */
 static napi_value js_write_small(napi_env env, napi_callback_info info) {
   size_t argc = 5, dl, nl, bl;
-  napi_value argv[5], promise, name_v;
+  napi_value argv[5], promise;
   char dir[PATH_MAX];
   void *name, *bytes;
   uint32_t block, crc;
@@ -710,21 +721,14 @@ static napi_value js_write_small(napi_env env, napi_callback_info info) {
     napi_throw_error(env, "ENOMEM", "tierWriteSmall: out of memory");
     return NULL;
   }
-  static const char hex[] = "0123456789abcdef";
-  char h[65];
-  for (int i = 0; i < 32; i++) {
-    h[2 * i] = hex[((const uint8_t *)name)[i] >> 4];
-    h[2 * i + 1] = hex[((const uint8_t *)name)[i] & 15];
-  }
-  h[64] = 0;
-  int len = snprintf(w->data_path, sizeof w->data_path, "%s/%.2s/%s", dir, h, h);
-  if (len < 0 || (size_t)len + 5 > sizeof w->map_path) {
+  int len = sidecar_path(dir, name, w->map_path);
+  if (len < 0) {
     free(w);
     napi_throw_range_error(env, "ENAMETOOLONG", "tierWriteSmall: objectsDir is too long");
     return NULL;
   }
-  memcpy(w->map_path, w->data_path, (size_t)len);
-  memcpy(w->map_path + len, ".map", 5);
+  memcpy(w->data_path, w->map_path, (size_t)len);
+  w->data_path[len] = 0;
   put_le32(w->side, MAGIC);
   put_le32(w->side + 4, block);
   memcpy(w->side + 16, name, 32);
@@ -735,8 +739,7 @@ static napi_value js_write_small(napi_env env, napi_callback_info info) {
   w->len = bl;
   napi_value resource;
   napi_create_string_utf8(env, "sluice:tierWriteSmall", NAPI_AUTO_LENGTH, &resource);
-  name_v = argv[3];
-  if (napi_create_reference(env, name_v, 1, &w->data_ref) != napi_ok || napi_create_promise(env, &w->deferred, &promise) != napi_ok ||
+  if (napi_create_reference(env, argv[3], 1, &w->data_ref) != napi_ok || napi_create_promise(env, &w->deferred, &promise) != napi_ok ||
       napi_create_async_work(env, NULL, resource, small_write_execute, small_write_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
     free(w);
     napi_throw_error(env, "EIO", "tierWriteSmall: could not queue the write");

@@ -112,6 +112,7 @@ import { closeSync, constants as fsc, fstatSync, futimesSync, mkdirSync, open, o
 import { readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { getSystemErrorName } from 'node:util';
 import { crc32c } from '@node-rs/crc32';
 import { LRUCache } from 'lru-cache';
 import { InvalidArgumentError } from '../errors.js';
@@ -354,7 +355,7 @@ const pageUp = (n: number) => Math.ceil(n / PAGE) * PAGE;
 const EBADMSG = os.constants.errno.EBADMSG;
 /** A Node-style system error for a negative errno from the addon (code 'ENOSPC', ...). */
 function errnoError(neg: number, what: string): NodeJS.ErrnoException {
-  const code = Object.entries(os.constants.errno).find(([, v]) => v === -neg)?.[0] ?? 'EIO';
+  const code = getSystemErrorName(neg);
   return Object.assign(new Error(`${what}: ${code}`), { code, errno: neg });
 }
 const O_RW_CREATE = fsc.O_RDWR | fsc.O_CREAT;

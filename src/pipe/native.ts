@@ -117,7 +117,8 @@ export function prefaultedAlloc(): ((bytes: number) => Buffer) | undefined {
 /** The addon's one-hop small-object writer for the disk tier, or undefined when the addon is not built, is an older build, or is forced off. */
 export function tierWriteSmallOp(): TierWriteSmall | undefined {
   if (nativeForcedOff()) return undefined;
-  return loadAddon()?.tierWriteSmall?.bind(loadAddon());
+  const a = loadAddon();
+  return a?.tierWriteSmall?.bind(a);
 }
 
 /**

@@ -48,8 +48,9 @@
  * receive path (issue 11)" has the figures of this path. The pool's slabs come from the
  * addon's allocPrefaulted (native.ts): 4 KiB pages (cheaper to come by than huge ones on a VM
  * that hands free memory back: native/binding.c), mapped in one call. A malloc'd slab instead
- * faults once per 4 KiB on its first fill, inside the socket read: measured 0.6 CPU s per 136 MiB window here (0.02 prefaulted), about 0.45 of
- * Pipe mode's daemon CPU s/GB on a 512 MiB object. Without `recycleParts` (a
+ * faults once per 4 KiB on its first fill, inside the socket read: measured 0.6 CPU s per
+ * 136 MiB window here (0.02 prefaulted), about 0.45 of Pipe mode's daemon CPU s/GB on a
+ * 512 MiB object. Without `recycleParts` (a
  * consumer that may hold the bytes longer, e.g. gunzip) no slab is offered. A part must
  * come to exactly its range's length (BadRangeReplyError otherwise); the client pins the
  * ETag of every GET (If-Match, and the reply's ETag checked), on retries too.

@@ -15,10 +15,10 @@ import { listedAttrs } from '../../src/fuse/adapter.js';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
 import { liveFuseMounts } from '../../src/fuse/native.js';
 import { uploadLayout } from '../../src/local/dataset.js';
-import { startLocalS3 } from '../../src/local/s3-server.js';
+import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';
 import { tempMountpoint } from '../helpers/fuse.js';
-import { skip } from '../helpers/tap.js';
+import { skip, type Test } from '../helpers/tap.js';
 import { metricSum } from '../helpers/metrics.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
 
@@ -52,14 +52,20 @@ function viewPaths(): string[] {
   return [...all].sort();
 }
 
-const FIELDS = ['mode', 'size', 'nlink', 'uid', 'gid', 'blocks', 'blksize', 'mtimeMs', 'atimeMs', 'ctimeMs'] as const;
-
-t.test('getattr answered in C equals the JavaScript answer for every listed path', async (t) => {
+/** A local S3 server holding LAYOUT under PREFIX, stopped at the test's end, whose credentials the mounts use. */
+async function seededS3(t: Test): Promise<LocalS3> {
   const s3 = await startLocalS3();
   t.teardown(() => s3.stop());
   useLocalCredentials(s3.credentials);
   await s3.createBucket(BUCKET);
   await uploadLayout(s3, BUCKET, LAYOUT.map((l) => ({ key: PREFIX + l.key, size: l.size })), 7);
+  return s3;
+}
+
+const FIELDS = ['mode', 'size', 'nlink', 'uid', 'gid', 'blocks', 'blksize', 'mtimeMs', 'atimeMs', 'ctimeMs'] as const;
+
+t.test('getattr answered in C equals the JavaScript answer for every listed path', async (t) => {
+  const s3 = await seededS3(t);
   const paths = viewPaths();
 
   /** Mounts, stats every path once (a fresh mount: each is a kernel LOOKUP), unmounts; the stats and the C answers counted. */
@@ -124,11 +130,7 @@ t.test('a mount whose loop ended is forgotten in C: each later mount answers fro
   // Requests find their table by libfuse's struct fuse, which the next mount may get at the
   // same address once freed (native/src/fuse_memread.c "Ended mounts"): an ended mount must
   // leave the registry, or that mount's requests would be answered from the ended one's table.
-  const s3 = await startLocalS3();
-  t.teardown(() => s3.stop());
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket(BUCKET);
-  await uploadLayout(s3, BUCKET, LAYOUT.map((l) => ({ key: PREFIX + l.key, size: l.size })), 7);
+  const s3 = await seededS3(t);
   const live0 = liveFuseMounts();
   if (live0 === undefined) return skip(t, 'the native addon is not built');
   const files = LAYOUT.filter((l) => l.key.startsWith('many/')).map((l) => l.key);

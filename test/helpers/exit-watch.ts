@@ -7,19 +7,11 @@
  * where each of its threads waits in the kernel) and exits with status 1, so the file fails
  * at once and says why. The timer is unref'd: a process that exits on its own never sees it.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import t from 'tap';
+import { ourThreads } from './stuck.js';
 
 /** Long enough for every teardown (a child's SIGTERM grace is 5 s, s3-server.ts) to have run. */
 const EXIT_WAIT_MS = 30_000;
-
-const read = (f: string): string => {
-  try {
-    return readFileSync(f, 'utf8').trim();
-  } catch (err) {
-    return `(${(err as Error).message})`;
-  }
-};
 
 interface ReportHandle { type?: string; is_active?: boolean; is_referenced?: boolean; address?: string; remoteEndpoint?: unknown; localEndpoint?: unknown; filename?: string }
 
@@ -31,9 +23,7 @@ function whatHoldsTheProcess(): string {
     if (!h.is_active || !h.is_referenced) continue;
     lines.push(`  libuv ${h.type}: ${JSON.stringify({ local: h.localEndpoint, remote: h.remoteEndpoint, file: h.filename })}`);
   }
-  for (const tid of readdirSync('/proc/self/task')) {
-    lines.push(`  thread ${tid} ${read(`/proc/self/task/${tid}/comm`)}: ${read(`/proc/self/task/${tid}/wchan`)}`);
-  }
+  lines.push(...ourThreads().map((l) => `  ${l}`));
   return lines.join('\n');
 }
 

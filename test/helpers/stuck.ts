@@ -9,6 +9,7 @@ import type { ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 
+/** A /proc file's text, or the reason it could not be read (never throws: diagnostics must not fail). */
 const read = (f: string): string => {
   try {
     return readFileSync(f, 'utf8').trim();
@@ -16,6 +17,11 @@ const read = (f: string): string => {
     return `(${(err as Error).message})`;
   }
 };
+
+/** One line per thread of this process: its id, name and kernel wait channel. */
+export function ourThreads(): string[] {
+  return readdirSync('/proc/self/task').map((tid) => `thread ${tid} ${read(`/proc/self/task/${tid}/comm`)}: ${read(`/proc/self/task/${tid}/wchan`)}`);
+}
 
 /** undefined when `exited` settles within `ms`; else a diagnostic (the connection of the mount whose st_dev is `dev` is then aborted). */
 export async function exitedWithin(child: ChildProcess, exited: Promise<unknown>, ms: number, dev: number): Promise<string | undefined> {
@@ -36,9 +42,7 @@ export async function exitedWithin(child: ChildProcess, exited: Promise<unknown>
     }
     lines.push(`our SIGCHLD: ${read('/proc/self/status').split('\n').filter((l) => /^Sig(Blk|Ign|Cgt):/.test(l)).join(' ')}`);
   }
-  for (const tid of readdirSync('/proc/self/task')) {
-    lines.push(`our thread ${tid} ${read(`/proc/self/task/${tid}/comm`)}: ${read(`/proc/self/task/${tid}/wchan`)}`);
-  }
+  lines.push(...ourThreads().map((l) => `our ${l}`));
   // fusectl names a connection by the minor number of the mount's device.
   const minor = (dev & 0xff) | ((dev >> 12) & 0xfff00);
   const ctl = '/sys/fs/fuse/connections';
