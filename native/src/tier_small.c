@@ -576,37 +576,49 @@ static napi_value js_shrink_after_map(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* ---- writing a small object in one pool hop (disk-cache.ts writeJob) ---- */
+/* ---- writing small objects, a batch in one pool hop (disk-cache.ts writeSmallBatch) ---- */
 
 /*
- * A small object (one block at most, block 0) written into the tier as one piece of work on
- * Node's thread pool: the data file opened (O_CREAT) and its bytes written at 0, then the
- * sidecar's header and entry 0 in one pwrite, after the bytes (the order disk-cache.ts keeps:
- * a block is marked present only once its bytes are in the file). Why here: through Node's
- * fs each of the ~7 syscalls is its own pool hop (a futex wake, a worker, an eventfd write,
- * an epoll wake), and on this VM, where a cross-CPU wake is an exit to the host, the tier's
- * write of one 40 KB file cost 1.4-2.4 ms of CPU against ~0.08 ms for the same syscalls
- * made in a row (BENCHMARKS.md, t14-small-write). The sidecar:
+ * Small objects (one block at most, block 0) written into the tier as one piece of work on
+ * Node's thread pool, a batch of up to MAX_BATCH at once. Each object: the data file opened
+ * (O_CREAT) and its bytes written at 0, then the sidecar's header and entry 0 in one pwrite,
+ * after the bytes (the order disk-cache.ts keeps: a block is marked present only once its
+ * bytes are in the file). Why here: through Node's fs each of the ~7 syscalls of an object
+ * is its own pool hop (a futex wake, a worker, an eventfd write, an epoll wake), and on this
+ * VM, where a cross-CPU wake is an exit to the host, the tier's write of one 40 KB file cost
+ * 1.4-2.4 ms of CPU against ~0.08 ms for the same syscalls made in a row (BENCHMARKS.md,
+ * t14-small-write); one hop per object still woke a pool thread and Node's thread once per
+ * file, so objects come in batches (t14-batch). The sidecar:
  *  - made here (O_EXCL): written whole (header, entry 0);
  *  - found empty (another writer made it and has not written yet, or was killed): the same;
  *  - found with a valid header and entry 0 holding the object whole: nothing is written;
  *  - found with a valid header otherwise: header and entry rewritten (the same header bytes);
  *  - found damaged (a short or bad header): nothing is written, -EBADMSG, and JavaScript
  *    discards the object as its own check does (headerOk).
- * Result: [status, old entry length]: 1 written with a sidecar made here, 2 written into a
- * sidecar that was there, 0 already present, or a negative errno.
+ * Result per object: [status, old entry length]: 1 written with a sidecar made here, 2
+ * written into a sidecar that was there, 0 already present, or a negative errno. Objects are
+ * written in order and independently: one's failure does not stop the next.
  */
-struct small_write {
-  napi_async_work work;
-  napi_deferred deferred;
-  napi_ref data_ref;
-  char data_path[PATH_MAX];
-  char map_path[PATH_MAX];
+
+/* A batch's bound: 64 objects of at most one block each hold at most 64 blocks of the caller's memory (the write queue's bytes, which bound them first), and keep a batch's result small. */
+#define MAX_BATCH 64
+
+struct small_item {
+  uint8_t name[32];
   uint8_t side[HEADER_BYTES + ENTRY_BYTES]; /* header and entry 0, built on Node's thread */
   const uint8_t *bytes;
   size_t len;
   int status;
   uint32_t old_len;
+};
+
+struct small_batch {
+  napi_async_work work;
+  napi_deferred deferred;
+  napi_ref bytes_ref; /* the array of buffers, held until the batch settles */
+  char dir[PATH_MAX];
+  uint32_t n;
+  struct small_item items[];
 };
 
 static void put_le32(uint8_t *p, uint32_t v) {
@@ -630,12 +642,17 @@ static ssize_t pwrite_full(int fd, const void *buf, size_t n, off_t at) {
   return (ssize_t)done;
 }
 
-static int small_write_run(struct small_write *w) {
+static int small_write_run(const char *dir, struct small_item *w) {
+  char map_path[PATH_MAX], data_path[PATH_MAX];
+  int len = sidecar_path(dir, w->name, map_path);
+  if (len < 0) return len;
+  memcpy(data_path, map_path, (size_t)len);
+  data_path[len] = 0;
   int created = 1;
-  int map = open(w->map_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int map = open(map_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (map < 0 && errno == EEXIST) {
     created = 0;
-    map = open(w->map_path, O_RDWR | O_CLOEXEC);
+    map = open(map_path, O_RDWR | O_CLOEXEC);
   }
   if (map < 0) return -errno;
   int res = 0, data = -1;
@@ -662,7 +679,7 @@ static int small_write_run(struct small_write *w) {
       }
     }
   }
-  data = open(w->data_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  data = open(data_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (data < 0) {
     res = -errno;
     goto done;
@@ -683,65 +700,90 @@ done:
 
 static void small_write_execute(napi_env env, void *arg) {
   (void)env;
-  struct small_write *w = arg;
-  w->status = small_write_run(w);
+  struct small_batch *b = arg;
+  for (uint32_t i = 0; i < b->n; i++) b->items[i].status = small_write_run(b->dir, &b->items[i]);
 }
 
 static void small_write_complete(napi_env env, napi_status status, void *arg) {
-  struct small_write *w = arg;
-  napi_value out, v;
-  napi_create_array_with_length(env, 2, &out);
-  napi_create_int32(env, status == napi_ok ? w->status : -ECANCELED, &v);
-  napi_set_element(env, out, 0, v);
-  napi_create_uint32(env, w->old_len, &v);
-  napi_set_element(env, out, 1, v);
-  napi_resolve_deferred(env, w->deferred, out);
-  napi_delete_reference(env, w->data_ref);
-  napi_delete_async_work(env, w->work);
-  free(w);
+  struct small_batch *b = arg;
+  napi_value ab, out;
+  void *data;
+  if (napi_create_arraybuffer(env, (size_t)b->n * 8, &data, &ab) == napi_ok && napi_create_typedarray(env, napi_int32_array, (size_t)b->n * 2, ab, 0, &out) == napi_ok) {
+    int32_t *r = data;
+    for (uint32_t i = 0; i < b->n; i++) {
+      r[2 * i] = status == napi_ok ? b->items[i].status : -ECANCELED;
+      r[2 * i + 1] = (int32_t)b->items[i].old_len;
+    }
+    napi_resolve_deferred(env, b->deferred, out);
+  } else {
+    napi_value msg, err;
+    napi_create_string_utf8(env, "tierWriteSmall: could not build the result", NAPI_AUTO_LENGTH, &msg);
+    napi_create_error(env, NULL, msg, &err);
+    napi_reject_deferred(env, b->deferred, err);
+  }
+  napi_delete_reference(env, b->bytes_ref);
+  napi_delete_async_work(env, b->work);
+  free(b);
 }
 
-/* tierWriteSmall(objectsDir, name: Buffer(32), blockSize, bytes: Buffer (1..blockSize), crc): Promise<[status, oldLength]> (see above); `bytes` is held until then. */
+#define WRITE_SMALL_USAGE "tierWriteSmall(objectsDir: string, blockSize: number, names: Buffer (32 bytes each), bytes: Buffer[] (1..blockSize each), crcs: Uint32Array), 1 to 64 objects"
+
+/* tierWriteSmall(objectsDir, blockSize, names, bytes, crcs): Promise<Int32Array> of [status, oldLength] per object (see above); the buffers are held until then. */
 static napi_value js_write_small(napi_env env, napi_callback_info info) {
-  size_t argc = 5, dl, nl, bl;
-  napi_value argv[5], promise;
+  size_t argc = 5, dl, nl, cl;
+  napi_value argv[5], promise, ab;
   char dir[PATH_MAX];
-  void *name, *bytes;
-  uint32_t block, crc;
-  bool is_name = false, is_bytes = false;
+  void *names, *crcs;
+  uint32_t block, n = 0;
+  bool is_names = false, is_array = false, is_typed = false;
+  napi_typedarray_type ct;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5 || napi_get_value_string_utf8(env, argv[0], dir, sizeof dir, &dl) != napi_ok ||
-      napi_is_buffer(env, argv[1], &is_name) != napi_ok || !is_name || napi_get_buffer_info(env, argv[1], &name, &nl) != napi_ok || nl != 32 ||
-      napi_get_value_uint32(env, argv[2], &block) != napi_ok || block == 0 || napi_is_buffer(env, argv[3], &is_bytes) != napi_ok || !is_bytes ||
-      napi_get_buffer_info(env, argv[3], &bytes, &bl) != napi_ok || bl == 0 || bl > block || napi_get_value_uint32(env, argv[4], &crc) != napi_ok) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "tierWriteSmall(objectsDir: string, name: Buffer(32), blockSize: number, bytes: Buffer (1..blockSize), crc: number)");
+      napi_get_value_uint32(env, argv[1], &block) != napi_ok || block == 0 || napi_is_buffer(env, argv[2], &is_names) != napi_ok || !is_names ||
+      napi_get_buffer_info(env, argv[2], &names, &nl) != napi_ok || napi_is_array(env, argv[3], &is_array) != napi_ok || !is_array ||
+      napi_get_array_length(env, argv[3], &n) != napi_ok || n == 0 || n > MAX_BATCH || nl != (size_t)n * 32 ||
+      napi_is_typedarray(env, argv[4], &is_typed) != napi_ok || !is_typed || napi_get_typedarray_info(env, argv[4], &ct, &cl, &crcs, &ab, NULL) != napi_ok ||
+      ct != napi_uint32_array || cl != n) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", WRITE_SMALL_USAGE);
     return NULL;
   }
-  struct small_write *w = calloc(1, sizeof *w);
-  if (w == NULL) {
-    napi_throw_error(env, "ENOMEM", "tierWriteSmall: out of memory");
-    return NULL;
-  }
-  int len = sidecar_path(dir, name, w->map_path);
-  if (len < 0) {
-    free(w);
+  if (dl >= sizeof dir - 1) { /* possibly cut short; sidecar_path refuses what is merely long */
     napi_throw_range_error(env, "ENAMETOOLONG", "tierWriteSmall: objectsDir is too long");
     return NULL;
   }
-  memcpy(w->data_path, w->map_path, (size_t)len);
-  w->data_path[len] = 0;
-  put_le32(w->side, MAGIC);
-  put_le32(w->side + 4, block);
-  memcpy(w->side + 16, name, 32);
-  put_le32(w->side + 60, sluice_crc32c(w->side, 60));
-  put_le32(w->side + HEADER_BYTES, (uint32_t)bl);
-  put_le32(w->side + HEADER_BYTES + 4, crc);
-  w->bytes = bytes;
-  w->len = bl;
+  struct small_batch *b = calloc(1, sizeof *b + (size_t)n * sizeof(struct small_item));
+  if (b == NULL) {
+    napi_throw_error(env, "ENOMEM", "tierWriteSmall: out of memory");
+    return NULL;
+  }
+  memcpy(b->dir, dir, dl + 1);
+  b->n = n;
+  for (uint32_t i = 0; i < n; i++) {
+    struct small_item *w = &b->items[i];
+    napi_value el;
+    bool is_bytes = false;
+    void *bytes;
+    size_t bl;
+    if (napi_get_element(env, argv[3], i, &el) != napi_ok || napi_is_buffer(env, el, &is_bytes) != napi_ok || !is_bytes ||
+        napi_get_buffer_info(env, el, &bytes, &bl) != napi_ok || bl == 0 || bl > block) {
+      free(b);
+      napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", WRITE_SMALL_USAGE);
+      return NULL;
+    }
+    memcpy(w->name, (const uint8_t *)names + 32 * i, 32);
+    put_le32(w->side, MAGIC);
+    put_le32(w->side + 4, block);
+    memcpy(w->side + 16, w->name, 32);
+    put_le32(w->side + 60, sluice_crc32c(w->side, 60));
+    put_le32(w->side + HEADER_BYTES, (uint32_t)bl);
+    put_le32(w->side + HEADER_BYTES + 4, ((const uint32_t *)crcs)[i]);
+    w->bytes = bytes;
+    w->len = bl;
+  }
   napi_value resource;
   napi_create_string_utf8(env, "sluice:tierWriteSmall", NAPI_AUTO_LENGTH, &resource);
-  if (napi_create_reference(env, argv[3], 1, &w->data_ref) != napi_ok || napi_create_promise(env, &w->deferred, &promise) != napi_ok ||
-      napi_create_async_work(env, NULL, resource, small_write_execute, small_write_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
-    free(w);
+  if (napi_create_reference(env, argv[3], 1, &b->bytes_ref) != napi_ok || napi_create_promise(env, &b->deferred, &promise) != napi_ok ||
+      napi_create_async_work(env, NULL, resource, small_write_execute, small_write_complete, b, &b->work) != napi_ok || napi_queue_async_work(env, b->work) != napi_ok) {
+    free(b);
     napi_throw_error(env, "EIO", "tierWriteSmall: could not queue the write");
     return NULL;
   }

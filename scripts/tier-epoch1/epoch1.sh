@@ -37,6 +37,13 @@ read u1 s1 < <(awk '{print $14, $15}' /proc/$PID/stat)
 [ "$EXTRA" = strace -o "$EXTRA" = perf ] && { kill -INT $SPID; wait $SPID; }
 sleep 0.5
 read u2 s2 < <(awk '{print $14, $15}' /proc/$PID/stat)
+[ -n "$THREADS" ] && python3 -c "
+import os,collections
+pid=$PID; a=collections.Counter(); n=collections.Counter()
+for t in os.listdir(f'/proc/{pid}/task'):
+  st=open(f'/proc/{pid}/task/{t}/stat').read(); name=st[st.index('(')+1:st.rindex(')')]; f=st[st.rindex(')')+2:].split()
+  k='main' if int(t)==pid else name; a[k]+=int(f[11])+int(f[12]); n[k]+=1
+print('  threads: '+', '.join(f'{k} x{n[k]} {a[k]/100:.2f}s' for k in sorted(a)))"
 kill -TERM $PID; wait $PID
 grep -q " $MNT " /proc/mounts && fusermount -u $MNT
 python3 -c "

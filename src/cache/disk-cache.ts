@@ -45,10 +45,13 @@
  * right, only on the CRC: a lost sidecar makes the object absent; a sidecar paired with a
  * recreated data file fails its CRCs. Writes happen off the read path, in the background:
  * a queue of at most WRITE_QUEUE_BYTES (full: the run is not cached; never waits),
- * WRITE_CONCURRENCY jobs at once, paced by --cache-dir-write-rate. A small object (one
- * block, written whole) not open here goes to the pool in one hop (native/src/tier_small.c
- * tierWriteSmall: the bytes, then header and entry in one pwrite) instead of ~7 fs calls,
- * each a cross-thread wake (BENCHMARKS.md t14-small-write); it is not kept open after.
+ * WRITE_CONCURRENCY jobs at once, paced by --cache-dir-write-rate. Small objects (one
+ * block, written whole) not open here go to the pool in batches (native/src/tier_small.c
+ * tierWriteSmall: per object the bytes, then header and entry in one pwrite) instead of ~7
+ * fs calls each, every one a cross-thread wake (BENCHMARKS.md t14-small-write); a batch is
+ * sent once SMALL_BATCH objects or WRITE_RUN_BYTES are queued, a job of another kind queues
+ * behind them, or SMALL_BATCH_WAIT_MS passed since the batch's first (t14-batch). They are
+ * not kept open after.
  * What a GB of epoch 1
  * costs the writer (BENCHMARKS.md, t14-epoch1): ~256 jobs and ~750 syscalls, the CRCs
  * (~0.16 s), and the kernel's copy into the page cache, which dominates (1-3 CPU s/GB on
@@ -174,6 +177,19 @@ export const WRITE_RUN_BYTES = 4 * 1024 * 1024;
  * (openWhole's windows) even when the kernel throttles dirty pages and a write blocks.
  */
 const WRITE_CONCURRENCY = 2;
+/**
+ * Small objects per batch: at most 32 (the addon takes up to 64). At the 300-2,000 small
+ * files/s of an epoch 1 on S3, SMALL_BATCH_WAIT_MS gathers 6-32 of them, so a pool thread
+ * and Node's thread wake once per batch instead of once per file (t14-batch); more would
+ * only lengthen the time one pool thread is held.
+ */
+const SMALL_BATCH = 32;
+/**
+ * How long a small object may wait for others to join its batch: 20 ms, nothing beside an
+ * epoch, and the bytes are in the memory cache meanwhile; a reader who re-reads the file
+ * in that time is served from there. Below ~50 files/s a batch is mostly one object.
+ */
+const SMALL_BATCH_WAIT_MS = 20;
 /** No grant while the filesystem has less free than this: leave room for the job's own files. */
 export const MIN_FREE_BYTES = 1024 * 1024 * 1024;
 /** After ENOSPC, writes pause this long (the disk is full: retrying per block would only fail again). */
@@ -286,6 +302,8 @@ export interface DiskCacheStats {
   entryWrites: number;
   /** Bytes written with O_DIRECT (--cache-dir-direct-write). */
   directBytes: number;
+  /** Batches of small objects sent to the addon (tierWriteSmall), each one trip to the pool. */
+  smallBatches: number;
 }
 
 /** A whole-present object read straight from its cache file (openWhole). */
@@ -401,7 +419,7 @@ export class DiskCache {
   readonly blockSize = DISK_BLOCK_SIZE;
   readonly root: string;
   readonly maxBytes: number;
-  readonly stats: DiskCacheStats = { hits: 0, misses: 0, checksumFailures: 0, written: 0, writtenBytes: 0, evictions: 0, skipped: 0, dataWrites: 0, entryWrites: 0, directBytes: 0 };
+  readonly stats: DiskCacheStats = { hits: 0, misses: 0, checksumFailures: 0, written: 0, writtenBytes: 0, evictions: 0, skipped: 0, dataWrites: 0, entryWrites: 0, directBytes: 0, smallBatches: 0 };
   readonly grantBytes: number;
   /** openWhole() readers' counts, summed as they close. */
   readonly wholeStats: WholeStats = { reads: 0, bytes: 0, waited: 0, strays: 0, preadBytes: 0 };
@@ -439,6 +457,11 @@ export class DiskCache {
   private readonly queue: WriteJob[] = [];
   private queuedBytes = 0;
   private writing = 0;
+  /** Small objects at the queue's head wait for this timer to fill a batch (SMALL_BATCH_WAIT_MS). */
+  private batchTimer: NodeJS.Timeout | undefined;
+  private batchDue = false;
+  /** flush() calls waiting: batches go at once. */
+  private hurry = 0;
   private idle: (() => void)[] = [];
   private paceAt = 0;
   private pausedUntil = 0;
@@ -806,7 +829,13 @@ export class DiskCache {
 
   /** Resolves once every queued write has finished (for tests and close()). */
   async flush(): Promise<void> {
-    while (this.queue.length > 0 || this.writing > 0) await new Promise<void>((r) => this.idle.push(r));
+    this.hurry++;
+    try {
+      this.pump();
+      while (this.queue.length > 0 || this.writing > 0) await new Promise<void>((r) => this.idle.push(r));
+    } finally {
+      this.hurry--;
+    }
   }
 
   /** Finishes queued writes, gives the unused grant back, closes idle fds and the lock. Idempotent. */
@@ -1006,18 +1035,139 @@ export class DiskCache {
 
   private pump(): void {
     while (this.writing < WRITE_CONCURRENCY && this.queue.length > 0) {
-      const job = this.queue.shift()!;
+      let jobs: WriteJob[];
+      let work: Promise<void>;
+      if (this.isSmall(this.queue[0]!)) {
+        let k = 0;
+        let bytes = 0;
+        while (k < this.queue.length && k < SMALL_BATCH && this.isSmall(this.queue[k]!) && bytes + this.queue[k]!.data.length <= WRITE_RUN_BYTES) bytes += this.queue[k++]!.data.length;
+        // Full, closed by a job of another kind (or one over the byte bound), due, or flushed.
+        if (k < SMALL_BATCH && k === this.queue.length && !this.batchDue && this.hurry === 0) {
+          this.batchTimer ??= setTimeout(() => {
+            this.batchTimer = undefined;
+            this.batchDue = true;
+            this.pump();
+          }, SMALL_BATCH_WAIT_MS);
+          return;
+        }
+        this.batchDue = false;
+        clearTimeout(this.batchTimer);
+        this.batchTimer = undefined;
+        jobs = this.queue.splice(0, k);
+        work = this.writeSmallBatch(jobs);
+      } else {
+        jobs = [this.queue.shift()!];
+        work = this.writeJob(jobs[0]!);
+      }
       this.writing++;
-      this.writeJob(job).catch((err: unknown) => {
+      work.catch((err: unknown) => {
         this.skip('error');
         log.debug({ err }, 'disk tier write failed');
       }).finally(() => {
         this.writing--;
-        this.queuedBytes -= job.data.length;
-        job.release?.();
+        for (const job of jobs) {
+          this.queuedBytes -= job.data.length;
+          job.release?.();
+        }
         this.pump();
         if (this.writing === 0 && this.queue.length === 0) for (const r of this.idle.splice(0)) r();
       });
+    }
+  }
+
+  /** Whether a job goes in a small batch: one block, block 0, not open here (its fds would be the ones to use), no O_DIRECT. */
+  private isSmall(job: WriteJob): boolean {
+    return this.writeSmall !== undefined && job.crcs.length === 1 && job.first === 0 && !this.direct && !this.handles.has(job.name);
+  }
+
+  /** Token bucket: resolves once the bytes before these have had their time at --cache-dir-write-rate. */
+  private async pace(bytes: number): Promise<void> {
+    const now = Date.now();
+    this.paceAt = Math.max(now, this.paceAt) + (bytes / this.writeRate) * 1000;
+    const wait = this.paceAt - now - (bytes / this.writeRate) * 1000;
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  }
+
+  /**
+   * Space for `size` bytes from this process's grant, refilled from the ledger when short:
+   * the grant's sequence number to give unused bytes back to, or undefined when there is no
+   * room (the caller skips). Jobs waiting on one refill share the new grant: one that finds
+   * it taken by the others refills again.
+   */
+  private async reserve(size: number): Promise<number | undefined> {
+    while (this.left < size) {
+      this.refilling ??= this.refill().finally(() => { this.refilling = undefined; });
+      if ((await this.refilling) < size) return undefined;
+    }
+    // Reserved now (jobs run concurrently and await after this).
+    this.left -= size;
+    return this.grantSeq;
+  }
+
+  /**
+   * Writes a batch of small objects in one trip to the pool (tierWriteSmall), then counts
+   * each as writeJob would. A batch that does not fit the grant as a whole is written one
+   * object at a time, so that what fits is written.
+   */
+  private async writeSmallBatch(jobs: WriteJob[], paced = false): Promise<void> {
+    const B = this.blockSize;
+    let bytes = 0;
+    let size = 0;
+    for (const job of jobs) {
+      bytes += job.data.length;
+      size += PAGE + pageUp(job.data.length);
+    }
+    if (!paced) await this.pace(bytes);
+    if (jobs.length > 1 && this.left < size && this.grantBytes < size) {
+      for (const job of jobs) await this.writeSmallBatch([job], true);
+      return;
+    }
+    const grant = await this.reserve(size);
+    if (grant === undefined) {
+      if (jobs.length > 1) for (const job of jobs) await this.writeSmallBatch([job], true);
+      else this.skip('no_space');
+      return;
+    }
+    let used = 0;
+    try {
+      const names = Buffer.allocUnsafe(32 * jobs.length);
+      const crcs = new Uint32Array(jobs.length);
+      jobs.forEach((job, i) => {
+        names.write(job.name, 32 * i, 'hex');
+        crcs[i] = job.crcs[0]!;
+      });
+      this.stats.smallBatches++;
+      const res = await this.writeSmall!(this.objectsDir, B, names, jobs.map((j) => j.data), crcs);
+      for (let i = 0; i < jobs.length; i++) {
+        const status = res[2 * i]!;
+        const len = jobs[i]!.data.length;
+        if (status === -EBADMSG) {
+          this.discardDamaged(this.fileOf(jobs[i]!.name));
+        } else if (status < 0) {
+          const err = errnoError(status, 'disk tier write');
+          if (err.code === 'ENOSPC' || err.code === 'EDQUOT') {
+            this.pausedUntil = Date.now() + ENOSPC_PAUSE_MS;
+            this.skip('no_space');
+            continue;
+          }
+          // The folder was removed under us (by hand, or a cleanup): make it again for the next writes.
+          if (err.code === 'ENOENT') try { makeFolders(this.root); } catch { /* still unusable: counted as a failed write */ }
+          this.skip('error');
+          log.debug({ err }, 'disk tier write failed');
+        } else if (status > 0) {
+          const cost = (status === 1 ? PAGE : 0) + pageUp(len) - pageUp(Math.min(res[2 * i + 1]!, B));
+          used += cost;
+          this.consumed += cost;
+          this.stats.dataWrites++;
+          this.stats.entryWrites++;
+          this.stats.written++;
+          this.stats.writtenBytes += len;
+          diskCacheWrittenBytes.inc(len);
+        }
+      }
+    } finally {
+      // Back into the grant it came from (a refill meanwhile returned that grant whole to the ledger).
+      if (grant === this.grantSeq) this.left += size - used;
     }
   }
 
@@ -1032,55 +1182,18 @@ export class DiskCache {
     const B = this.blockSize;
     const n = job.crcs.length;
     const len = (k: number) => Math.min(B, job.data.length - k * B);
-    // Token bucket: the job may start once the bytes before it have had their time.
-    const now = Date.now();
-    this.paceAt = Math.max(now, this.paceAt) + (job.data.length / this.writeRate) * 1000;
-    const wait = this.paceAt - now - (job.data.length / this.writeRate) * 1000;
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    await this.pace(job.data.length);
     // Space for the blocks and a sidecar page (what is not used goes back in `finally`).
     let size = PAGE;
     for (let k = 0; k < n; k++) size += pageUp(len(k));
-    // Jobs waiting on one refill share the new grant: one that finds it taken by the others refills again.
-    while (this.left < size) {
-      this.refilling ??= this.refill().finally(() => { this.refilling = undefined; });
-      if ((await this.refilling) < size) {
-        this.skip('no_space');
-        return;
-      }
+    const grant = await this.reserve(size);
+    if (grant === undefined) {
+      this.skip('no_space');
+      return;
     }
-    // Reserved now (jobs run concurrently and await below).
-    this.left -= size;
-    const grant = this.grantSeq;
     let used = 0;
     let h: Handle | undefined;
     try {
-      // A small object not open here (its first write, mostly): one hop to the pool in C
-      // instead of ~7 through fs (open, open, header read and write, entries read, bytes,
-      // entries), each a cross-thread wake that costs ~0.2 ms of CPU on a VM (t14-small-write).
-      if (this.writeSmall && n === 1 && job.first === 0 && !this.direct && !this.handles.has(job.name)) {
-        const [status, oldLen] = await this.writeSmall(this.objectsDir, Buffer.from(job.name, 'hex'), B, job.data, job.crcs[0]!);
-        if (status === -EBADMSG) {
-          this.discardDamaged(this.fileOf(job.name));
-          return;
-        }
-        if (status < 0) {
-          const err = errnoError(status, 'disk tier write');
-          // The folder was removed under us (by hand, or a cleanup): make it again for the next writes.
-          if (err.code === 'ENOENT') try { makeFolders(this.root); } catch { /* still unusable: counted as a failed write */ }
-          throw err;
-        }
-        if (status > 0) {
-          const cost = (status === 1 ? PAGE : 0) + pageUp(len(0)) - pageUp(Math.min(oldLen, B));
-          used += cost;
-          this.consumed += cost;
-          this.stats.dataWrites++;
-          this.stats.entryWrites++;
-          this.stats.written++;
-          this.stats.writtenBytes += len(0);
-          diskCacheWrittenBytes.inc(len(0));
-        }
-        return;
-      }
       const got = await this.acquireForWrite(job.name);
       if (!got) return; // a damaged sidecar was just removed: the next write of this object makes a new one
       h = got.h;

@@ -42,13 +42,15 @@ interface NativeAddon {
 }
 
 /**
- * Writes a small object (block 0, 1..blockSize bytes, `crc` its CRC32C) into the disk tier's
- * `objectsDir` as cache file `name` (32 bytes), the bytes first, then the sidecar's header
- * and entry 0 in one write; `bytes` is held until it settles. Resolves to [status, old entry
- * length]: 1 written with a sidecar made there, 2 written into a sidecar that was there, 0
- * present already, or a negative errno (-EBADMSG: the sidecar there is damaged).
+ * Writes a batch of small objects (1 to 64; each block 0 of its object, 1..blockSize bytes)
+ * into the disk tier's `objectsDir`, in order, in one piece of work on the pool: object i is
+ * cache file `names[32i, 32i+32)` with `bytes[i]`, whose CRC32C is `crcs[i]`; its bytes
+ * first, then the sidecar's header and entry 0 in one write. The buffers are held until it
+ * settles. Resolves to [status, old entry length] per object: status 1 written with a sidecar
+ * made there, 2 written into a sidecar that was there, 0 present already, or a negative errno
+ * (-EBADMSG: the sidecar there is damaged).
  */
-export type TierWriteSmall = (objectsDir: string, name: Buffer, blockSize: number, bytes: Buffer, crc: number) => Promise<[number, number]>;
+export type TierWriteSmall = (objectsDir: string, blockSize: number, names: Buffer, bytes: Buffer[], crcs: Uint32Array) => Promise<Int32Array>;
 
 export type FifoBackend = 'native' | 'mkfifo-command';
 
