@@ -9,7 +9,7 @@
 DIST=$1; TAG=$2; MODE=$3; EXTRA=$4
 EP=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.env.HARNESS_OUT||"/tmp/harness.out","utf8")).endpoint)')
 ROOT=$(mktemp -d /tmp/tier-epoch1-$TAG-XXXX); MNT=$ROOT/mnt; mkdir -p $MNT
-ARGS=(mount s3://bench/large/ $MNT --endpoint $EP --path-style --region us-east-1 --metrics-port=-1 --log-level warn --cache-size 33554432 --max-prefetch 16MiB)
+ARGS=(mount s3://bench/large/ $MNT --endpoint $EP --path-style --region us-east-1 --metrics-port=-1 --log-level warn --cache-size ${CACHE_SIZE:-33554432} --max-prefetch 16MiB)
 [ "$MODE" = tier -o "$MODE" = tierdirect ] && ARGS+=(--cache-dir $ROOT/tier --cache-dir-size 8589934592)
 [ "$MODE" = tierdirect ] && ARGS+=(--cache-dir-direct-write)
 NODEARGS=()
