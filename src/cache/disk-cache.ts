@@ -125,7 +125,7 @@ import {
   diskCacheReadBytes, diskCacheUsedBytes, diskCacheWriteSkipped, diskCacheWrittenBytes,
 } from '../metrics/metrics.js';
 import { DiskLock, pidAlive } from './disk-lock.js';
-import { tierWriteSmallOp, type TierWriteSmall } from '../pipe/native.js';
+import { tierOpenPairOp, tierWriteSmallOp, type TierOpenPair, type TierWriteSmall } from '../pipe/native.js';
 
 /** Block size of the tier: the memory cache's largest block (src/fs/core.ts MAX_BLOCK_SIZE). */
 export const DISK_BLOCK_SIZE = 256 * 1024;
@@ -434,6 +434,9 @@ export class DiskCache {
   private direct: boolean;
   /** The one-hop writer of small objects (native/src/tier_small.c), unless the addon is absent or a test watches the writes (onWrite). */
   private readonly writeSmall: TierWriteSmall | undefined;
+  /** The addon's opener for acquire() (a miss without an exception), and its outputs. */
+  private readonly openPair: TierOpenPair | undefined = tierOpenPairOp();
+  private readonly pairFds = new Int32Array(2);
   /** Buffers an O_DIRECT write refused (not aligned): written the ordinary way from then on. */
   private readonly unaligned = new WeakSet<ArrayBufferLike>();
   /** Grant left to write into, and bytes written from it (not yet in the ledger's files). */
@@ -882,6 +885,20 @@ export class DiskCache {
   private acquire(name: string): Handle | undefined {
     const kept = this.liveKept(name);
     if (kept) return kept;
+    if (this.openPair) {
+      // One call, no exception for a miss (first epochs look every object up, mostly in vain).
+      const hdr = Buffer.allocUnsafe(HEADER_BYTES);
+      const got = this.openPair(this.objectsDir, Buffer.from(name, 'hex'), this.pairFds, hdr);
+      if (got < 0) return undefined;
+      const data = this.pairFds[0]!;
+      const map = this.pairFds[1]!;
+      if (!this.headerOk(hdr, got, name, this.fileOf(name))) {
+        closeSync(data);
+        closeSync(map);
+        return undefined;
+      }
+      return this.keep({ name, data, map, refs: 1, dropped: false });
+    }
     const file = this.fileOf(name);
     let data: number | undefined;
     let map: number | undefined;

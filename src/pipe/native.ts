@@ -39,6 +39,7 @@ interface NativeAddon {
   setRecvLowat?(fd: number, bytes: number): number;
   /** A small object written into the disk tier in one pool hop (native/src/tier_small.c; absent from an old build). */
   tierWriteSmall?: TierWriteSmall;
+  tierOpenPair?: TierOpenPair;
 }
 
 /**
@@ -51,6 +52,14 @@ interface NativeAddon {
  * (-EBADMSG: the sidecar there is damaged).
  */
 export type TierWriteSmall = (objectsDir: string, blockSize: number, names: Buffer, bytes: Buffer[], crcs: Uint32Array) => Promise<Int32Array>;
+
+/**
+ * Opens cache file `name` (32 bytes) under `objectsDir`: its data file and sidecar (O_RDWR)
+ * into fds[0] and fds[1], and up to 64 bytes of the sidecar's header into `header`. Returns
+ * the header bytes read (the caller checks them and owns both fds), or a negative errno with
+ * nothing left open: a miss costs no exception.
+ */
+export type TierOpenPair = (objectsDir: string, name: Buffer, fds: Int32Array, header: Buffer) => number;
 
 export type FifoBackend = 'native' | 'mkfifo-command';
 
@@ -121,6 +130,12 @@ export function tierWriteSmallOp(): TierWriteSmall | undefined {
   if (nativeForcedOff()) return undefined;
   const a = loadAddon();
   return a?.tierWriteSmall?.bind(a);
+}
+
+/** The addon's cache file opener (TierOpenPair), or undefined when the addon is not built, is older, or is forced off. */
+export function tierOpenPairOp(): TierOpenPair | undefined {
+  if (nativeForcedOff()) return undefined;
+  return loadAddon()?.tierOpenPair?.bind(loadAddon());
 }
 
 /**
