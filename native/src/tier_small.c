@@ -555,7 +555,7 @@ static napi_value js_open_pair(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "tierOpenPair(objectsDir: string, name: Buffer(32), fds: Int32Array(2), header: Buffer(>= 64))");
     return NULL;
   }
-  int res, len = dl >= sizeof dir - 1 ? -ENAMETOOLONG : sidecar_path(dir, name, file);
+  int res, len = sidecar_path(dir, name, file); /* a dir cut short at PATH_MAX - 1 is too long here too */
   int data = -1, map = -1;
   if (len < 0) {
     res = len;

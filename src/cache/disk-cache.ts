@@ -49,7 +49,7 @@
  * block, written whole) not open here go to the pool in batches (native/src/tier_small.c
  * tierWriteSmall: per object the bytes, then header and entry in one pwrite) instead of ~7
  * fs calls each, every one a cross-thread wake (BENCHMARKS.md t14-small-write); a batch is
- * sent once SMALL_BATCH objects or WRITE_RUN_BYTES are queued, a job of another kind queues
+ * sent once SMALL_BATCH objects or WRITE_RUN_BYTES (at most a grant) are queued, a job of another kind queues
  * behind them, or SMALL_BATCH_WAIT_MS passed since the batch's first (t14-batch). They are
  * not kept open after.
  * What a GB of epoch 1
@@ -370,6 +370,8 @@ interface Handle {
 }
 
 const pageUp = (n: number) => Math.ceil(n / PAGE) * PAGE;
+/** Space a small job may take from the grant: its block and a sidecar page (what writeJob reserves for one block). */
+const smallSize = (job: WriteJob) => PAGE + pageUp(job.data.length);
 const EBADMSG = os.constants.errno.EBADMSG;
 /** A Node-style system error for a negative errno from the addon (code 'ENOSPC', ...). */
 function errnoError(neg: number, what: string): NodeJS.ErrnoException {
@@ -415,6 +417,28 @@ function preadFullSync(fd: number, buf: Buffer, pos: number): number {
   return done;
 }
 
+/**
+ * TierOpenPair (src/pipe/native.ts) through Node's fs, for when the addon is absent: cache
+ * file `file` and its sidecar opened O_RDWR into fds, up to HEADER_BYTES of the header read;
+ * the bytes read, or -1 with nothing left open.
+ */
+function openPairSync(file: string, fds: Int32Array, header: Buffer): number {
+  let data: number | undefined;
+  let map: number | undefined;
+  try {
+    data = openSync(file, fsc.O_RDWR);
+    map = openSync(`${file}.map`, fsc.O_RDWR);
+    const got = preadFullSync(map, header.subarray(0, HEADER_BYTES), 0);
+    fds[0] = data;
+    fds[1] = map;
+    return got;
+  } catch {
+    if (data !== undefined) closeSync(data);
+    if (map !== undefined) closeSync(map);
+    return -1;
+  }
+}
+
 export class DiskCache {
   readonly blockSize = DISK_BLOCK_SIZE;
   readonly root: string;
@@ -434,7 +458,7 @@ export class DiskCache {
   private direct: boolean;
   /** The one-hop writer of small objects (native/src/tier_small.c), unless the addon is absent or a test watches the writes (onWrite). */
   private readonly writeSmall: TierWriteSmall | undefined;
-  /** The addon's opener for acquire() (a miss without an exception), and its outputs. */
+  /** The addon's opener for acquire() (a miss without an exception; openPairSync without the addon), and the fds it opens. */
   private readonly openPair: TierOpenPair | undefined = tierOpenPairOp();
   private readonly pairFds = new Int32Array(2);
   /** Buffers an O_DIRECT write refused (not aligned): written the ordinary way from then on. */
@@ -885,35 +909,16 @@ export class DiskCache {
   private acquire(name: string): Handle | undefined {
     const kept = this.liveKept(name);
     if (kept) return kept;
-    if (this.openPair) {
-      // One call, no exception for a miss (first epochs look every object up, mostly in vain).
-      const hdr = Buffer.allocUnsafe(HEADER_BYTES);
-      const got = this.openPair(this.objectsDir, Buffer.from(name, 'hex'), this.pairFds, hdr);
-      if (got < 0) return undefined;
-      const data = this.pairFds[0]!;
-      const map = this.pairFds[1]!;
-      if (!this.headerOk(hdr, got, name, this.fileOf(name))) {
-        closeSync(data);
-        closeSync(map);
-        return undefined;
-      }
-      return this.keep({ name, data, map, refs: 1, dropped: false });
-    }
-    const file = this.fileOf(name);
-    let data: number | undefined;
-    let map: number | undefined;
-    try {
-      data = openSync(file, fsc.O_RDWR);
-      map = openSync(`${file}.map`, fsc.O_RDWR);
-      const hdr = Buffer.alloc(HEADER_BYTES);
-      if (!this.headerOk(hdr, preadFullSync(map, hdr, 0), name, file)) {
-        closeSync(data);
-        closeSync(map);
-        return undefined;
-      }
-    } catch {
-      if (data !== undefined) closeSync(data);
-      if (map !== undefined) closeSync(map);
+    // The addon opens both files and reads the header in one call, with no exception for a
+    // miss (a first epoch looks every object up, mostly in vain); else Node's openSync.
+    const hdr = Buffer.allocUnsafe(HEADER_BYTES);
+    const got = this.openPair ? this.openPair(this.objectsDir, Buffer.from(name, 'hex'), this.pairFds, hdr) : openPairSync(this.fileOf(name), this.pairFds, hdr);
+    if (got < 0) return undefined;
+    const data = this.pairFds[0]!;
+    const map = this.pairFds[1]!;
+    if (!this.headerOk(hdr, got, name, this.fileOf(name))) {
+      closeSync(data);
+      closeSync(map);
       return undefined;
     }
     return this.keep({ name, data, map, refs: 1, dropped: false });
@@ -1055,10 +1060,13 @@ export class DiskCache {
       let jobs: WriteJob[];
       let work: Promise<void>;
       if (this.isSmall(this.queue[0]!)) {
+        // Within WRITE_RUN_BYTES and one grant (as writeRun bounds a job), sidecar pages counted:
+        // a batch then fits whole in a fresh grant, or no write fits at all.
+        const bound = Math.min(WRITE_RUN_BYTES, this.grantBytes);
         let k = 0;
-        let bytes = 0;
-        while (k < this.queue.length && k < SMALL_BATCH && this.isSmall(this.queue[k]!) && bytes + this.queue[k]!.data.length <= WRITE_RUN_BYTES) bytes += this.queue[k++]!.data.length;
-        // Full, closed by a job of another kind (or one over the byte bound), due, or flushed.
+        let size = 0;
+        while (k < this.queue.length && k < SMALL_BATCH && this.isSmall(this.queue[k]!) && size + smallSize(this.queue[k]!) <= bound) size += smallSize(this.queue[k++]!);
+        // Full, closed by a job of another kind (or one over the bound), due, or flushed.
         if (k < SMALL_BATCH && k === this.queue.length && !this.batchDue && this.hurry === 0) {
           this.batchTimer ??= setTimeout(() => {
             this.batchTimer = undefined;
@@ -1097,6 +1105,14 @@ export class DiskCache {
     return this.writeSmall !== undefined && job.crcs.length === 1 && job.first === 0 && !this.direct && !this.handles.has(job.name);
   }
 
+  /** A write that failed for want of space (ENOSPC, EDQUOT): writes pause ENOSPC_PAUSE_MS and it counts as skipped for no_space. False for any other error. */
+  private pausedForSpace(err: NodeJS.ErrnoException): boolean {
+    if (err.code !== 'ENOSPC' && err.code !== 'EDQUOT') return false;
+    this.pausedUntil = Date.now() + ENOSPC_PAUSE_MS;
+    this.skip('no_space');
+    return true;
+  }
+
   /** Token bucket: resolves once the bytes before these have had their time at --cache-dir-write-rate. */
   private async pace(bytes: number): Promise<void> {
     const now = Date.now();
@@ -1123,26 +1139,21 @@ export class DiskCache {
 
   /**
    * Writes a batch of small objects in one trip to the pool (tierWriteSmall), then counts
-   * each as writeJob would. A batch that does not fit the grant as a whole is written one
-   * object at a time, so that what fits is written.
+   * each as writeJob would. pump() keeps a batch within one grant, so when the grant cannot
+   * take it, no write fits: each object is skipped for no_space.
    */
-  private async writeSmallBatch(jobs: WriteJob[], paced = false): Promise<void> {
+  private async writeSmallBatch(jobs: WriteJob[]): Promise<void> {
     const B = this.blockSize;
     let bytes = 0;
     let size = 0;
     for (const job of jobs) {
       bytes += job.data.length;
-      size += PAGE + pageUp(job.data.length);
+      size += smallSize(job);
     }
-    if (!paced) await this.pace(bytes);
-    if (jobs.length > 1 && this.left < size && this.grantBytes < size) {
-      for (const job of jobs) await this.writeSmallBatch([job], true);
-      return;
-    }
+    await this.pace(bytes);
     const grant = await this.reserve(size);
     if (grant === undefined) {
-      if (jobs.length > 1) for (const job of jobs) await this.writeSmallBatch([job], true);
-      else this.skip('no_space');
+      for (let i = 0; i < jobs.length; i++) this.skip('no_space');
       return;
     }
     let used = 0;
@@ -1162,11 +1173,7 @@ export class DiskCache {
           this.discardDamaged(this.fileOf(jobs[i]!.name));
         } else if (status < 0) {
           const err = errnoError(status, 'disk tier write');
-          if (err.code === 'ENOSPC' || err.code === 'EDQUOT') {
-            this.pausedUntil = Date.now() + ENOSPC_PAUSE_MS;
-            this.skip('no_space');
-            continue;
-          }
+          if (this.pausedForSpace(err)) continue;
           // The folder was removed under us (by hand, or a cleanup): make it again for the next writes.
           if (err.code === 'ENOENT') try { makeFolders(this.root); } catch { /* still unusable: counted as a failed write */ }
           this.skip('error');
@@ -1252,12 +1259,7 @@ export class DiskCache {
         i = j;
       }
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOSPC' || code === 'EDQUOT') {
-        this.pausedUntil = Date.now() + ENOSPC_PAUSE_MS;
-        this.skip('no_space');
-        return;
-      }
+      if (this.pausedForSpace(err as NodeJS.ErrnoException)) return;
       throw err;
     } finally {
       // Back into the grant it came from (a refill meanwhile returned that grant whole to the ledger).

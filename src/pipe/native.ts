@@ -37,7 +37,7 @@ interface NativeAddon {
   pipeWriterOpen?: PipeWriterAddon['pipeWriterOpen'];
   /** setsockopt SO_RCVLOWAT, capped by the receive buffer; the mark set (absent from an old build). */
   setRecvLowat?(fd: number, bytes: number): number;
-  /** A small object written into the disk tier in one pool hop (native/src/tier_small.c; absent from an old build). */
+  /** Small objects written into the disk tier, a batch in one pool hop, and a cache file opened (native/src/tier_small.c; absent from an old build). */
   tierWriteSmall?: TierWriteSmall;
   tierOpenPair?: TierOpenPair;
 }
@@ -125,7 +125,7 @@ export function prefaultedAlloc(): ((bytes: number) => Buffer) | undefined {
   };
 }
 
-/** The addon's one-hop small-object writer for the disk tier, or undefined when the addon is not built, is an older build, or is forced off. */
+/** The addon's batch writer of small objects for the disk tier (TierWriteSmall), or undefined when the addon is not built, is an older build, or is forced off. */
 export function tierWriteSmallOp(): TierWriteSmall | undefined {
   if (nativeForcedOff()) return undefined;
   const a = loadAddon();
@@ -135,7 +135,8 @@ export function tierWriteSmallOp(): TierWriteSmall | undefined {
 /** The addon's cache file opener (TierOpenPair), or undefined when the addon is not built, is older, or is forced off. */
 export function tierOpenPairOp(): TierOpenPair | undefined {
   if (nativeForcedOff()) return undefined;
-  return loadAddon()?.tierOpenPair?.bind(loadAddon());
+  const a = loadAddon();
+  return a?.tierOpenPair?.bind(a);
 }
 
 /**

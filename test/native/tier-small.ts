@@ -4,7 +4,7 @@
  * exactly the object's bytes, and refuses (never returns bytes) for every fault DiskCache
  * itself refuses: a flipped data byte, a short data file, a wrong or zeroed entry, a damaged
  * or foreign sidecar header, a missing file. Its CRC32C equals @node-rs/crc32's, on the CPU's
- * instruction and on the portable table. Its one-hop writer of small objects (tierWriteSmall)
+ * instruction and on the portable table. Its batch writer of small objects (tierWriteSmall)
  * writes what DiskCache and this reader read back, and never writes over a damaged sidecar.
  */
 import { existsSync } from 'node:fs';
