@@ -30,8 +30,10 @@ int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, co
 void sluice_own_take(const void *thread, uint64_t out[12]);
 /* getattrs answered from the listing since the last call; with `clear`, the listing is dropped too. */
 uint64_t sluice_attrs_take(const void *thread, int clear);
+/* Marks a row of the listing (with names) as being fetched into memory by JavaScript, so OPENs of it go to JavaScript for a while: 1, or 0 (no such row). */
+int sluice_tier_hot(const void *thread, uint32_t row);
 
-/* Registers memReadAdd/Remove/Drain/Clear/Mounted and attrTableSet/Take on the addon's exports. */
+/* Registers memReadAdd/Remove/Drain/Clear/Mounted and attrTableSet/Take and tierHotMark on the addon's exports. */
 napi_status sluice_memread_init(napi_env env, napi_value exports);
 
 #endif

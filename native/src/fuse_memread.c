@@ -121,6 +121,21 @@
  * passthrough, and only passed through: checked whole at open, every block's entry and CRC
  * (tier_small.c: three-lane CRC32C over a read-only mapping, several threads from 64 MiB;
  * 8-20 GB/s from the page cache).
+ * Fetched into memory. In a first epoch, JavaScript's cross-file prefetch fetches the next
+ * files of a folder into its memory cache, and the disk tier writes each of them moments
+ * later. An OPEN of such a file that this file answered from the tier would read it from
+ * disk again (and register a backing file), while its bytes sit in memory, and JavaScript
+ * would not see the open: its prefetch walk would stop advancing, and the reader would wait
+ * for S3 at each file past the walk's end (BENCHMARKS.md t14-hot: 263 of 800 opens so, 9 MB
+ * of prefetched files evicted unread, epoch 1 at 0.78-0.82x of no tier). So JavaScript marks
+ * a row "hot" when its prefetch starts fetching the file (tierHotMark: the row's stamp, a
+ * coarse monotonic time in ms), and the next OPEN of the row within HOT_MS goes to
+ * JavaScript, which reads it from memory when it is still there (src/fs/core.ts openNode)
+ * and advances its walk. That OPEN takes the mark: later ones (the next epoch in the same
+ * process) are answered here again. The row is still counted (its `other`, or passthrough when a
+ * handle of it is passed through already: the kernel's rules), so the two kinds of opens
+ * mix as before. A stale or missed mark only moves an open from one correct path to the
+ * other: both serve verified bytes.
  * Checked ahead. A reader that works through a folder of large files waits at each OPEN for
  * the whole file's check (~10 ms per 128 MiB from the page cache, a disk read when cold),
  * while its previous file's reads never reach sluice. So when an OPEN checked its file
@@ -238,6 +253,13 @@ enum { C_PT_OPENS = 6, C_PT_RELEASES, C_PT_DISK_BYTES, C_PT_DISK_FILES, C_PT_AHE
 #define AHEAD_MAX_S 10
 /* How long an OPEN waits for its row's check ahead to end before checking itself: 5 s, far above a check of 256 MiB from disk (~0.3 s here). */
 #define AHEAD_WAIT_S 5
+/*
+ * How long a row's mark lasts when no OPEN takes it (see "Fetched into memory"): 10 s, far
+ * beyond the time a prefetched file waits for its reader (--cross-file-prefetch 32 files
+ * ahead of a reader of 10 files/s is 3.2 s). A file fetched ahead but never opened then goes
+ * back to being opened here.
+ */
+#define HOT_MS 10000u
 struct ahead {
   int busy;          /* a check is running, of row busy_row */
   size_t busy_row;
@@ -283,6 +305,8 @@ struct attrs {
   char *tier_dir;   /* its objects folder */
   uint32_t tier_block;
   uint8_t *names;   /* 32 bytes per row: the cache file name (sha256), all zero for none */
+  uint32_t *hot;    /* with names: per row, when JavaScript started fetching it into memory (hot_now(); 0: never), see "Fetched into memory" */
+  size_t n;         /* rows */
 };
 struct mount {
   struct fuse *fuse;     /* libfuse's, as requests' contexts name it; NULL once fuse_destroy() freed it (see "Ended mounts") */
@@ -403,6 +427,7 @@ static void attrs_free(struct attrs *a) {
   free(a->paths);
   free(a->tier_dir);
   free(a->names);
+  free(a->hot);
   free(a);
 }
 
@@ -515,6 +540,21 @@ struct tier_file {
   uint32_t block;
   uint64_t size;
 };
+
+/* Now, as a row's hot stamp: coarse monotonic ms (wrapping), never 0. */
+static uint32_t hot_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  uint32_t ms = (uint32_t)((uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u);
+  return ms != 0 ? ms : 1;
+}
+
+/* Whether row `row` of `a` was marked within HOT_MS (see "Fetched into memory"); takes the mark, which serves one open. Under attrs_lock. */
+static int row_hot_take(const struct attrs *a, size_t row) {
+  if (a->hot == NULL || row >= a->n || __atomic_load_n(&a->hot[row], __ATOMIC_RELAXED) == 0) return 0;
+  uint32_t at = __atomic_exchange_n(&a->hot[row], 0, __ATOMIC_RELAXED);
+  return at != 0 && (uint32_t)(hot_now() - at) < HOT_MS;
+}
 
 /* Fills *f for row `row` of the listing `a` (which has names) when it is a named, non-empty regular file: 1, else 0. Under attrs_lock. */
 static int row_tier_file(const struct attrs *a, size_t row, struct tier_file *f) {
@@ -725,7 +765,7 @@ static int ahead_worth(struct mount *m, size_t row, int used) {
  * passthrough open of the row can start between the two), for the caller to open it
  * another way.
  */
-static int pt_open(struct mount *m, size_t row, const struct tier_file *f, struct fuse_file_info *fi) {
+static int pt_open(struct mount *m, size_t row, const struct tier_file *f, struct fuse_file_info *fi, int hot) {
   uint64_t size = f->size;
   struct row_state *st = &m->rs[row];
   pthread_mutex_t *lock = row_lock(m, row);
@@ -735,7 +775,8 @@ static int pt_open(struct mount *m, size_t row, const struct tier_file *f, struc
   if (st->pt == 0) {
     /* Any handle not in passthrough (ours in memory, JavaScript's, or given to JavaScript before the listing came) rules it out. */
     int id = -1;
-    if (st->other == 0 && __atomic_load_n(&m->early, __ATOMIC_SEQ_CST) == 0 && !__atomic_load_n(&m->pt_off, __ATOMIC_RELAXED)) {
+    /* A hot row (see "Fetched into memory") starts no passthrough: JavaScript opens it, counted in `other`. */
+    if (!hot && st->other == 0 && __atomic_load_n(&m->early, __ATOMIC_SEQ_CST) == 0 && !__atomic_load_n(&m->pt_off, __ATOMIC_RELAXED)) {
       /* Checked while holding the row (its other opens wait; other rows do not), so no open of it can start meanwhile. */
       int fd = size >= AHEAD_MIN && !m->ahead_off ? ahead_take(m, row) : -1;
       ahead_used = fd >= 0;
@@ -813,18 +854,22 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
   if (early) __atomic_add_fetch(&m->early, 1, __ATOMIC_SEQ_CST);
   const struct attr_row *row = a != NULL && a->names != NULL ? attrs_find(a, path, strlen(path)) : NULL;
   /* A named file of one block may be read into memory here; a larger one (named only when the mount can pass through) only passed through. */
-  if (row != NULL && row_tier_file(a, (size_t)(row - a->rows), &f)) row_i = (size_t)(row - a->rows);
+  int hot = 0;
+  if (row != NULL && row_tier_file(a, (size_t)(row - a->rows), &f)) {
+    row_i = (size_t)(row - a->rows);
+    hot = row_hot_take(a, row_i);
+  }
   pthread_rwlock_unlock(&m->attrs_lock);
   if (f.size == 0) return js_open(m, path, fi, 0, early);
   /* Rows are tracked for passthrough only on a mount that negotiated it (rs is set before names are seen). */
   uint32_t row1 = 0;
   if (pt_ok && __atomic_load_n(&m->rs, __ATOMIC_ACQUIRE) != NULL && row_i < m->rs_n) {
     __atomic_store_n(&m->rs[row_i].nodeid, sluice_fuse_request_nodeid(), __ATOMIC_RELAXED);
-    if (pt_open(m, row_i, &f, fi)) return 0;
+    if (pt_open(m, row_i, &f, fi, hot)) return 0;
     row1 = (uint32_t)row_i + 1; /* counted in the row's `other` by pt_open, until released */
   }
   uint64_t fh;
-  if (f.size <= f.block && own_open(m, &f, row1, &fh)) {
+  if (!hot && f.size <= f.block && own_open(m, &f, row1, &fh)) {
     fi->fh = fh;
     return 0;
   }
@@ -1131,7 +1176,8 @@ int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, co
     }
     a->tier_dir = strdup(tier_dir);
     a->names = malloc(32 * n);
-    if (a->tier_dir == NULL || a->names == NULL) {
+    a->hot = calloc(n, sizeof *a->hot);
+    if (a->tier_dir == NULL || a->names == NULL || a->hot == NULL) {
       free(rs);
       attrs_free(a);
       return -ENOMEM;
@@ -1142,6 +1188,7 @@ int sluice_attrs_set(const void *thread, const char *paths, size_t paths_len, co
   a->uid = uid;
   a->gid = gid;
   a->blksize = blksize;
+  a->n = n;
   a->mask = slots - 1;
   memcpy(a->paths, paths, paths_len);
   size_t off = 0;
@@ -1355,6 +1402,43 @@ static napi_value js_attrs_set(napi_env env, napi_callback_info info) {
   return boolean(env, sluice_attrs_set(thread, paths, pl, rows, n / 5, uid, gid, blksize, names != NULL ? tier_dir : NULL, tier_block, names) == 0);
 }
 
+/*
+ * Marks row `row` of the installed listing hot (see "Fetched into memory"): 1, or 0 when this
+ * mount has no listing with names or no such row.
+ */
+int sluice_tier_hot(const void *thread, uint32_t row) {
+  struct mount *m = mount_of_thread(thread);
+  if (m == NULL) return 0;
+  int ok = 0;
+  pthread_rwlock_rdlock(&m->attrs_lock);
+  struct attrs *a = m->attrs;
+  if (a != NULL && a->hot != NULL && row < a->n) {
+    __atomic_store_n(&a->hot[row], hot_now(), __ATOMIC_RELAXED);
+    ok = 1;
+  }
+  pthread_rwlock_unlock(&m->attrs_lock);
+  return ok;
+}
+
+/* The arguments (thread: Buffer, x) of a call: 1 with the thread's bytes and x, else 0. */
+static int thread_and_arg(napi_env env, napi_callback_info info, void **thread, napi_value *x) {
+  size_t argc = 2;
+  napi_value argv[2];
+  size_t tl;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || !buffer_arg(env, argv[0], thread, &tl)) return 0;
+  *x = argv[1];
+  return 1;
+}
+
+/* tierHotMark(thread, row: number): boolean (see sluice_tier_hot). */
+static napi_value js_tier_hot(napi_env env, napi_callback_info info) {
+  void *thread;
+  napi_value x;
+  uint32_t row;
+  if (!thread_and_arg(env, info, &thread, &x) || !u32_arg(env, x, &row)) return bad_args(env, "tierHotMark(thread: Buffer, row: number)");
+  return boolean(env, sluice_tier_hot(thread, row));
+}
+
 /* ownOpensTake(thread, out: Float64Array(10)): the counts of own_counts (see there) since the last take. */
 static napi_value js_own_take(napi_env env, napi_callback_info info) {
   void *thread;
@@ -1371,13 +1455,10 @@ static napi_value js_own_take(napi_env env, napi_callback_info info) {
 
 /* attrTableTake(thread, clear: boolean): number of getattrs answered from the table since the last take. */
 static napi_value js_attrs_take(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
   void *thread;
-  size_t tl;
+  napi_value x;
   bool clear = false;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || !buffer_arg(env, argv[0], &thread, &tl) ||
-      napi_get_value_bool(env, argv[1], &clear) != napi_ok) {
+  if (!thread_and_arg(env, info, &thread, &x) || napi_get_value_bool(env, x, &clear) != napi_ok) {
     return bad_args(env, "attrTableTake(thread: Buffer, clear: boolean)");
   }
   napi_value r;
@@ -1396,6 +1477,7 @@ napi_status sluice_memread_init(napi_env env, napi_value exports) {
     {"attrTableSet", NULL, js_attrs_set, NULL, NULL, NULL, napi_enumerable, NULL},
     {"attrTableTake", NULL, js_attrs_take, NULL, NULL, NULL, napi_enumerable, NULL},
     {"ownOpensTake", NULL, js_own_take, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"tierHotMark", NULL, js_tier_hot, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
 }

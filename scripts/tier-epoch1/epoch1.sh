@@ -4,12 +4,13 @@
 # Mounts the bucket of harness.mjs (its JSON line in $HARNESS_OUT) with DIST, reads every file once
 # (dd bs=1M to /dev/null; with READERS=N, N cat processes at once over the sorted list, each
 # taking every Nth file, as the bench's readers do), prints MB/s, files/s and the daemon's
-# CPU s/GB (user + sys). Leaves its folder
+# CPU s/GB (user + sys). With METRICS_PORT=N the daemon serves /metrics there and its
+# FUSE, prefetch and tier counters are printed at the end (BENCHMARKS.md t14-hot). Leaves its folder
 # (mount point, tier, profiles) in /tmp and unmounts what it mounted.
 DIST=$1; TAG=$2; MODE=$3; EXTRA=$4
 EP=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.env.HARNESS_OUT||"/tmp/harness.out","utf8")).endpoint)')
 ROOT=$(mktemp -d /tmp/tier-epoch1-$TAG-XXXX); MNT=$ROOT/mnt; mkdir -p $MNT
-ARGS=(mount s3://bench/large/ $MNT --endpoint $EP --path-style --region us-east-1 --metrics-port=-1 --log-level warn --cache-size ${CACHE_SIZE:-33554432} --max-prefetch 16MiB)
+ARGS=(mount s3://bench/large/ $MNT --endpoint $EP --path-style --region us-east-1 --metrics-port=${METRICS_PORT:--1} --log-level warn --cache-size ${CACHE_SIZE:-33554432} --max-prefetch 16MiB)
 [ "$MODE" = tier -o "$MODE" = tierdirect ] && ARGS+=(--cache-dir $ROOT/tier --cache-dir-size 8589934592)
 [ "$MODE" = tierdirect ] && ARGS+=(--cache-dir-direct-write)
 NODEARGS=()
@@ -44,6 +45,7 @@ for t in os.listdir(f'/proc/{pid}/task'):
   st=open(f'/proc/{pid}/task/{t}/stat').read(); name=st[st.index('(')+1:st.rindex(')')]; f=st[st.rindex(')')+2:].split()
   k='main' if int(t)==pid else name; a[k]+=int(f[11])+int(f[12]); n[k]+=1
 print('  threads: '+', '.join(f'{k} x{n[k]} {a[k]/100:.2f}s' for k in sorted(a)))"
+[ -n "$METRICS_PORT" ] && { curl -s localhost:$METRICS_PORT/metrics > $ROOT/metrics.txt; grep -E '^sluice_(fuse_(passthrough|memory)_opens_total|disk_cache_(hits|misses)_total|prefetch_bytes_total|prefetch_evicted_unread_bytes_total|read_wait_seconds_(sum|count))' $ROOT/metrics.txt | sed 's/^/  /'; }
 kill -TERM $PID; wait $PID
 grep -q " $MNT " /proc/mounts && fusermount -u $MNT
 python3 -c "

@@ -351,6 +351,13 @@ async function tierFigures(
     figs.set(phase, fig);
     figures.push(fig);
   }
+  // Each repetition's folder (File mode's download, the disk tier) stays until the bench's
+  // folder is removed at the end of the run, not before the next repetition or scenario: on
+  // a filesystem without a journal (this kind of VM's ext4), allocating an inode skips every
+  // inode freed in the last ~30 s (ext4 find_inode_bit, recently_deleted) at a cache lookup
+  // each, so epoch 1's cache files cost ~0.3 ms per create right after a repetition's ~2,400
+  // files were removed, against ~0.01 ms on a fresh node (BENCHMARKS.md t14-hot). The folders
+  // of every repetition are on disk at once: 2x the dataset each.
   for (let rep = 0; rep < config.repetitions; rep++) {
     checkAbort();
     const runDir = path.join(root, `run-tier-${sc.name}-${readers}-${rep}`);
@@ -366,8 +373,6 @@ async function tierFigures(
       const error = err instanceof Error ? err.message : String(err);
       for (const f of figs.values()) f.runs.push({ rep, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false, error });
       o.log(`[${sc.name} ${profName} x${readers} rep ${rep + 1}/${config.repetitions}] FAILED: ${error}`);
-    } finally {
-      await rm(runDir, { recursive: true, force: true }).catch(() => {});
     }
   }
   for (const f of figs.values()) {

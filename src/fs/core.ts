@@ -239,6 +239,8 @@ export class SluiceFs implements FsCore {
   readonly budget: InflightBudget;
   readonly fetcher: BlockFetcher;
   readonly crossFile: CrossFilePrefetcher;
+  /** Marks a listing row hot in the FUSE thread (setTierHot), once the listing is handed over. */
+  private tierHot: ((row: number) => void) | undefined;
   readonly randomFill: RandomFill;
   /** Reads of closed handles by how their cursor classified them (for tests and the bench). */
   readonly readStats: CursorStats = { sequentialReads: 0, randomReads: 0 };
@@ -289,7 +291,15 @@ export class SluiceFs implements FsCore {
     // sequential read-ahead of large files read at the same time keeps the other half.
     this.budget = new InflightBudget(opts.maxInflight, { cross_file: Math.max(Math.floor(opts.maxInflight * CROSS_FILE_SHARE), opts.partSize) });
     this.fetcher = new BlockFetcher(opts.client, this.cache, this.budget, opts.partSize);
-    this.crossFile = new CrossFilePrefetcher(this.fetcher, { depth: opts.crossFilePrefetch, maxSize: opts.crossFileMaxSize });
+    this.crossFile = new CrossFilePrefetcher(this.fetcher, {
+      depth: opts.crossFilePrefetch,
+      maxSize: opts.crossFileMaxSize,
+      onFetch: (f) => {
+        // A file the FUSE thread could open from the tier: let it leave this file's opens to open() (openNode).
+        const row = (f as { row?: number }).row;
+        if (this.tierHot !== undefined && row !== undefined && row >= 0) this.tierHot(row);
+      },
+    });
     this.randomFill = new RandomFill(this.fetcher, {
       maxFileSize: opts.randomFillMaxSize ?? Math.floor(opts.cacheSize * RANDOM_FILL_CACHE_SHARE),
       maxGets: Math.max(1, Math.min(RANDOM_FILL_MAX_GETS, Math.floor((opts.maxConnections ?? OPTIONS.maxConnections.default) / 2))),
@@ -433,7 +443,10 @@ export class SluiceFs implements FsCore {
     const fh = this.nextFh++;
     // An early file (index -1) has no known siblings, so no cross-file prefetch follows it.
     const file = node.index >= 0 ? node.parent.files[node.index]! : { key: node.info.key, etag: node.info.etag, size: node.info.size };
-    const direct = this.opts.openDirect?.(file.key, file.etag, file.size);
+    // Whole in the memory cache (fetched ahead this epoch, most likely also just written to the
+    // tier): read from memory and let cross-file prefetch go on, as without the tier
+    // (BENCHMARKS.md t14-hot). The tier's direct path is for files memory no longer holds.
+    const direct = this.opts.openDirect !== undefined && !this.fetcher.cachedWhole(file) ? this.opts.openDirect(file.key, file.etag, file.size) : undefined;
     const carry = node.parent.carry;
     const startWindow = carry !== undefined && performance.now() - carry.atMs < CARRY_MS ? carry.window : 0;
     this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0, startWindow), unpin: this.opts.pinObject?.(file.key, file.etag, file.size), direct });
@@ -511,15 +524,21 @@ export class SluiceFs implements FsCore {
     return {
       objectsDir: t.objectsDir,
       blockSize: t.blockSize,
-      nameOf: (path: string, maxSize = t.blockSize): string | undefined => {
+      nameOf: (path: string, maxSize = t.blockSize, row?: number): string | undefined => {
         if (!this.tree) return undefined;
         const node = lookupPath(this.tree.root, path);
         if (!node || node.kind === 'dir' || node.index < 0) return undefined;
         const info = node.info;
         if (!(info.size > 0 && info.size <= maxSize) || archivedAs(info) !== undefined) return undefined;
+        if (row !== undefined) node.parent.files[node.index]!.row = row;
         return t.nameOf(info.key, info.etag);
       },
     };
+  }
+
+  /** See FsCore.setTierHot. */
+  setTierHot(mark: ((row: number) => void) | undefined): void {
+    this.tierHot = mark;
   }
 
   /** See FsCore.openedElsewhere: counted as open() and read() would count these handles. */

@@ -42,8 +42,12 @@ export interface DirNode {
   children: Map<string, Node>;
   /** Child names in listing order (filled by finish()). */
   names: string[];
-  /** Child files in listing order, as pinned versions (key, etag, size). */
-  files: Array<{ key: string; etag: string; size: number }>;
+  /**
+   * Child files in listing order, as pinned versions (key, etag, size), with `row`: the file's
+   * row in the listing handed to the FUSE thread (src/fuse/adapter.ts listedAttrs) when that
+   * thread may open it from the disk tier, else -1 (see src/fs/core.ts tierOpens).
+   */
+  files: Array<{ key: string; etag: string; size: number; row: number }>;
   /** Number of child folders (for st_nlink), filled by finish(). */
   subdirs: number;
   /** Found by a lookup before the listing completed: its children are not known here (see core.ts). */
@@ -176,7 +180,7 @@ function finish(d: DirNode): void {
       finish(c);
     } else {
       c.index = d.files.length;
-      d.files.push({ key: c.info.key, etag: c.info.etag, size: c.info.size });
+      d.files.push({ key: c.info.key, etag: c.info.etag, size: c.info.size, row: -1 });
     }
   }
 }

@@ -37,8 +37,12 @@ export interface StatFs {
 export interface TierOpensOf {
   readonly objectsDir: string;
   readonly blockSize: number;
-  /** The cache file name of the listed file at `path` when it may be opened outside open() and is at most `maxSize` bytes (default one block). */
-  nameOf(path: string, maxSize?: number): string | undefined;
+  /**
+   * The cache file name of the listed file at `path` when it may be opened outside open() and
+   * is at most `maxSize` bytes (default one block). `row`: the path's row in the listing handed
+   * over, for setTierHot's marks.
+   */
+  nameOf(path: string, maxSize?: number, row?: number): string | undefined;
 }
 
 export interface FsCore {
@@ -70,6 +74,12 @@ export interface FsCore {
    * or undefined where only open() may open it. Optional.
    */
   readonly tierOpens?: TierOpensOf;
+  /**
+   * Given once the listing with tierOpens' names is handed over: marks a row (nameOf's `row`)
+   * whose file cross-file prefetch starts fetching into memory, so that the FUSE thread leaves
+   * its opens to open() for a while (native/src/fuse_memread.c "Fetched into memory").
+   */
+  setTierHot?(mark: ((row: number) => void) | undefined): void;
   /**
    * Counts what handles opened outside open() (tierOpens) did: `reads` reads served `bytes`,
    * `delivered` files delivered, and `diskFiles` files (`diskBytes` bytes) read from the tier.

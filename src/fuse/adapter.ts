@@ -201,7 +201,7 @@ export async function listedAttrs(core: FsCore, nameMax?: number): Promise<Liste
         names.copy(more);
         names = more;
       }
-      const name = (a.mode & S_IFMT) === S_IFREG ? tier.nameOf(p, nameMax) : undefined;
+      const name = (a.mode & S_IFMT) === S_IFREG ? tier.nameOf(p, nameMax, count) : undefined;
       // A name that is not 64 hex digits would be written short: such a row keeps its zeros (opened in JavaScript).
       if (name !== undefined && /^[0-9a-f]{64}$/.test(name)) names.write(name, 32 * count, 32, 'hex');
     }

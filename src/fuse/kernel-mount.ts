@@ -203,6 +203,7 @@ function installListedAttrs(core: FsCore, listed: Promise<void>, table: () => Me
     // SLUICE_NO_C_OPEN=1 (a test hook, docs/CONFIGURATION.md): small files are opened in JavaScript, their reads still answered in C.
     const tier = process.env.SLUICE_NO_C_OPEN === '1' ? undefined : rows.tier;
     const ok = t.install(rows.paths, rows.rows, rows.uid, rows.gid, rows.blksize, tier);
+    if (ok && tier) core.setTierHot?.((row) => void t.markHot(row));
     flog.debug({ paths: rows.count, ok, tierOpens: tier !== undefined }, 'listing handed to C for getattr');
     return ok;
   }, () => false);
@@ -235,6 +236,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     const a = attrTable;
     attrTable = undefined;
     if (a) {
+      core.setTierHot?.(undefined);
       countMemGetattrs(a.take(true));
       a.takeOpens(openCounts);
       countMemOpens(core, openCounts);

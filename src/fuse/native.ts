@@ -186,6 +186,7 @@ export interface FuseFdShim {
   attrTableSet?(thread: Buffer, paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number, tierDir?: string, tierBlock?: number, names?: Buffer): boolean;
   attrTableTake?(thread: Buffer, clear: boolean): number;
   ownOpensTake?(thread: Buffer, out: Float64Array): void;
+  tierHotMark?(thread: Buffer, row: number): boolean;
 }
 
 /** Counts of one handle's reads answered in C: reads, bytes served, bytes the kernel asked for. */
@@ -227,6 +228,8 @@ export interface MemAttrs {
    * counts written into `out` (length 10; see adapter.ts countMemOpens).
    */
   takeOpens(out: Float64Array): void;
+  /** Marks a row of the installed listing hot: its OPENs go to JavaScript for a while (fuse_memread.c "Fetched into memory"). False without such a row. */
+  markHot(row: number): boolean;
 }
 
 /**
@@ -504,7 +507,7 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
       if (this.memAttrsOnce !== undefined) return this.memAttrsOnce ?? undefined;
       if (!this.memReads()) return undefined; // same conditions: our fuse_new wrapped this mount
       const thread = (this as unknown as { _thread: Buffer })._thread;
-      const { attrTableSet, attrTableTake, ownOpensTake } = optionalShim ?? fdShim ?? {};
+      const { attrTableSet, attrTableTake, ownOpensTake, tierHotMark } = optionalShim ?? fdShim ?? {};
       this.memAttrsOnce = attrTableSet && attrTableTake
         ? {
           install: (paths, rows, uid, gid, blksize, tier) => (tier && ownOpensTake
@@ -512,6 +515,7 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
             : attrTableSet(thread, paths, rows, uid, gid, blksize)),
           take: (clear = false) => attrTableTake(thread, clear),
           takeOpens: (out) => (ownOpensTake ? ownOpensTake(thread, out) : out.fill(0)),
+          markHot: (row) => (tierHotMark ? tierHotMark(thread, row) : false),
         }
         : null;
       return this.memAttrsOnce ?? undefined;

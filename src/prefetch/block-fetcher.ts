@@ -56,6 +56,14 @@ export class BlockFetcher {
     return Math.ceil(file.size / this.blockSize);
   }
 
+  /** Whether every block of `file` is in the memory cache now (a non-empty file). */
+  cachedWhole(file: FileRef): boolean {
+    const n = this.blockCount(file);
+    if (n === 0) return false;
+    for (let i = 0; i < n; i++) if (!this.has(file, i)) return false;
+    return true;
+  }
+
   /**
    * A reader's blocks first..last (inclusive): each resident (a Buffer) or on its way
    * (a promise shared with any fetch already in flight). Counts cache hits and misses.

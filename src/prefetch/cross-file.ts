@@ -66,6 +66,8 @@ export interface CrossFileOptions {
   depth: number;
   /** Only files of at most this size are fetched (--cross-file-max-size). */
   maxSize: number;
+  /** Called when a walk starts fetching a file (its first block), before the GET: the FUSE thread then leaves its opens to open() for a while (src/fs/core.ts). */
+  onFetch?: (file: FileRef) => void;
 }
 
 interface Walk {
@@ -152,6 +154,7 @@ export class CrossFilePrefetcher {
         w.nextBlock = 0;
         continue;
       }
+      if (w.nextBlock === 0) this.opts.onFetch?.(f);
       const next = this.fetcher.prefetch(f, w.nextBlock, blocks - 1, 'cross_file');
       if (w.nextBlock === 0 && next > 0) this.stats.filesRequested++;
       w.nextBlock = next;

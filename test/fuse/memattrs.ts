@@ -202,9 +202,10 @@ t.test('listedAttrs: every path with its mode, nlink, size and mtime; refused wh
 t.test('listedAttrs with tierOpens: each file row carries its cache file name, folders and files without one carry zeros', async (t) => {
   const named = 'ab'.repeat(32);
   const asked: string[] = [];
+  const rowOf = new Map<string, number | undefined>();
   const core: FsCore = {
     ...fakeCore((p) => (p === '/' || p === '/d' ? dirAttr() : fileAttr(100))),
-    tierOpens: { objectsDir: '/tier/objects', blockSize: 262_144, nameOf: (p) => { asked.push(p); return p === '/d/g' ? named : p === '/f' ? 'not-hex' : undefined; } },
+    tierOpens: { objectsDir: '/tier/objects', blockSize: 262_144, nameOf: (p, _max, row) => { asked.push(p); rowOf.set(p, row); return p === '/d/g' ? named : p === '/f' ? 'not-hex' : undefined; } },
   };
   const rows = await listedAttrs(core);
   t.ok(rows?.tier, 'built, with the tier');
@@ -214,11 +215,15 @@ t.test('listedAttrs with tierOpens: each file row carries its cache file name, f
   t.same([...asked].sort(), ['/d/g', '/f'], 'names asked for files only');
   let at = 0;
   const byPath = new Map<string, string>();
+  const rowByPath = new Map<string, number>();
   for (let i = 0; i < rows!.count; i++) {
     const len = rows!.rows[5 * i]!;
-    byPath.set(rows!.paths.subarray(at, at + len).toString(), rows!.tier!.names.toString('hex', 32 * i, 32 * i + 32));
+    const p = rows!.paths.subarray(at, at + len).toString();
+    byPath.set(p, rows!.tier!.names.toString('hex', 32 * i, 32 * i + 32));
+    rowByPath.set(p, i);
     at += len;
   }
+  for (const p of ['/d/g', '/f']) t.equal(rowOf.get(p), rowByPath.get(p), `${p}: nameOf is told its row in the listing (what tierHotMark names)`);
   t.equal(byPath.get('/d/g'), named, 'a file with a name: its 32 bytes');
   t.equal(byPath.get('/f'), '00'.repeat(32), 'a name that is not 64 hex digits: zeros (opened in JavaScript)');
   t.equal(byPath.get('/d'), '00'.repeat(32), 'a folder: zeros');

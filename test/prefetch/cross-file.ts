@@ -11,7 +11,7 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 const FILE = 40 * 1000; // the 40 KB "images" SageMaker FastFile is weakest on
 
-function setup(o: { count?: number; size?: number; depth?: number; maxSize?: number; maxInflight?: number; cache?: number } = {}) {
+function setup(o: { count?: number; size?: number; depth?: number; maxSize?: number; maxInflight?: number; cache?: number; onFetch?: (f: FileRef) => void } = {}) {
   const client = new FakeObjectClient();
   const files: FileRef[] = [];
   for (let i = 0; i < (o.count ?? 100); i++) {
@@ -22,7 +22,7 @@ function setup(o: { count?: number; size?: number; depth?: number; maxSize?: num
   const cache = new BlockCache({ capacityBytes: o.cache ?? 64 * MiB, blockSize: 256 * KiB });
   const budget = new InflightBudget(o.maxInflight ?? 64 * MiB);
   const fetcher = new BlockFetcher(client, cache, budget, 8 * MiB);
-  const xf = new CrossFilePrefetcher(fetcher, { depth: o.depth ?? 8, maxSize: o.maxSize ?? 4 * MiB });
+  const xf = new CrossFilePrefetcher(fetcher, { depth: o.depth ?? 8, maxSize: o.maxSize ?? 4 * MiB, ...(o.onFetch ? { onFetch: o.onFetch } : {}) });
   return { client, files, cache, budget, fetcher, xf };
 }
 
@@ -171,4 +171,20 @@ t.test('depth 0 disables it', async (t) => {
   for (let i = 0; i < 10; i++) await readWhole(s, i);
   t.equal(s.xf.stats.filesRequested, 0);
   t.equal(s.client.gets, 10);
+});
+
+t.test('onFetch names each file once, when the walk starts fetching it, before it is opened; BlockFetcher.cachedWhole tells what is in memory', async (t) => {
+  const fetched: string[] = [];
+  const s = setup({ count: 30, depth: 8, size: 3 * 256 * KiB, onFetch: (f) => fetched.push(f.key) });
+  for (let i = 0; i < 20; i++) {
+    t.equal(fetched.includes(s.files[i]!.key), i > CONFIRM_STEPS, `file ${i}: named before its open exactly when the walk fetched it ahead`);
+    if (i > CONFIRM_STEPS) t.equal(s.fetcher.cachedWhole(s.files[i]!), true, `file ${i}: every block in memory before its open`);
+    await readWhole(s, i);
+    await settle();
+  }
+  t.equal(new Set(fetched).size, fetched.length, 'no file named twice');
+  t.same(fetched, s.files.slice(CONFIRM_STEPS + 1, CONFIRM_STEPS + 1 + fetched.length).map((f) => f.key), 'in listing order, from the first file after the walk was confirmed');
+  t.equal(s.fetcher.cachedWhole(s.files[29]!), false, 'a file not fetched is not whole in memory');
+  t.equal(s.fetcher.cachedWhole({ key: 'ds/empty', etag: 'e', size: 0 }), false, 'nor is an empty one');
+  s.cache.close();
 });
