@@ -24,7 +24,9 @@
  * --env NAME:VAR=VALUE sets VAR for variant NAME's mount daemon only (e.g. a GLIBC_TUNABLES
  *   experiment against the same dist); repeatable.
  * (BULK_BENCH_NODE_ARGS: node flags for the mount daemon and the Pipe case's `sluice run`, e.g.
- * '--cpu-prof --cpu-prof-dir=DIR'. BULK_BENCH_THREADS=1: per-thread CPU of each read on stderr.
+ * '--cpu-prof --cpu-prof-dir=DIR'. BULK_BENCH_THREADS=1: per-thread CPU of each read on stderr;
+ * =faults: per-thread minor faults (hundreds); =switches: per-thread context switches (voluntary
+ * + involuntary) of each mount read.
  * BULK_BENCH_RUN_ARGS: extra `sluice run` flags for the Pipe case, e.g. '--log-level debug'.)
  * Variants are interleaved round by round, so they see the same machine load.
  */
@@ -63,12 +65,13 @@ const cpu = (pid) => cpuOf(readFileSync(`/proc/${pid}/stat`, 'utf8'));
 function threadCpu(pid, since) {
   const now = {};
   for (const t of readdirSync(`/proc/${pid}/task`)) {
-    try { const st = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8'); const name = st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')); now[`${name}#${t}`] = cpuOf(st); if (process.env.BULK_BENCH_THREADS === "faults") now[`${name}#${t}`] = Number(st.slice(st.lastIndexOf(")") + 2).split(" ")[7]) / 100; } catch { /* gone */ }
+    try { const st = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8'); const name = st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')); now[`${name}#${t}`] = cpuOf(st); if (process.env.BULK_BENCH_THREADS === "faults") now[`${name}#${t}`] = Number(st.slice(st.lastIndexOf(")") + 2).split(" ")[7]) / 100;
+      if (process.env.BULK_BENCH_THREADS === 'switches') { const m = readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8').match(/^voluntary_ctxt_switches:\s*(\d+)\nnonvoluntary_ctxt_switches:\s*(\d+)/m); now[`${name}#${t}`] = m ? Number(m[1]) + Number(m[2]) : 0; } } catch { /* gone */ }
   }
   if (since === undefined) return now;
   const by = {};
   for (const [k, v] of Object.entries(now)) { const n = k; by[n] = (by[n] ?? 0) + v - (since[k] ?? 0); }
-  return Object.entries(by).filter(([, v]) => v > 0).map(([n, v]) => `${n}=${v.toFixed(2)}`).join(' ');
+  return Object.entries(by).filter(([, v]) => v > 0).map(([n, v]) => `${n}=${process.env.BULK_BENCH_THREADS === 'switches' ? v : v.toFixed(2)}`).join(' ');
 }
 /** Minor page faults so far: first touches of new memory (costly on a VM guest). */
 const minflt = (pid) => { const s = readFileSync(`/proc/${pid}/stat`, 'utf8'); return Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[7]); };

@@ -32,6 +32,11 @@ export interface LimitResult {
   requests: number;
   verified: boolean;
   mismatches: string[];
+  /** The timed span (epoch ms). */
+  startMs?: number;
+  endMs?: number;
+  /** Cores' worth of CPU the whole machine used over the span (the runner's ./machine-busy.ts). */
+  machineBusyCores?: number;
 }
 
 /** What to fetch for the limit: the objects, through `endpoint`, in parts over `connections` connections. */
@@ -86,7 +91,8 @@ export async function measureLimit(opts: LimitOptions): Promise<LimitResult> {
   } finally {
     await pool.close();
   }
-  const seconds = (epochMs() - t0) / 1000;
+  const t1 = epochMs();
+  const seconds = (t1 - t0) / 1000;
   // Verified after the clock stopped: hashing on this event loop would slow the link's own figure.
   opts.objects.forEach((o, i) => {
     const h = createHash('sha256');
@@ -94,7 +100,7 @@ export async function measureLimit(opts: LimitOptions): Promise<LimitResult> {
     if (h.digest('hex') !== o.sha256) mismatches.push(o.key);
     buffers[i] = [];
   });
-  return { retries, bytes, seconds, mbps: bytes / 1e6 / seconds, requests: parts.length, verified: mismatches.length === 0, mismatches };
+  return { retries, bytes, seconds, mbps: bytes / 1e6 / seconds, requests: parts.length, verified: mismatches.length === 0, mismatches, startMs: t0, endMs: t1 };
 }
 
 /**
@@ -130,7 +136,8 @@ export async function measureLimitCurl(opts: LimitOptions): Promise<LimitResult>
       child.on('error', reject);
       child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`limit: curl exited ${code}: ${err.trim()}`))));
     })));
-    const seconds = (epochMs() - t0) / 1000;
+    const t1 = epochMs();
+    const seconds = (t1 - t0) / 1000;
     const mismatches: string[] = [];
     let bytes = 0;
     for (let obj = 0; obj < opts.objects.length; obj++) {
@@ -143,7 +150,7 @@ export async function measureLimitCurl(opts: LimitOptions): Promise<LimitResult>
       }
       if (h.digest('hex') !== opts.objects[obj]!.sha256) mismatches.push(opts.objects[obj]!.key);
     }
-    return { retries: 0, bytes, seconds, mbps: bytes / 1e6 / seconds, requests: parts.length, verified: mismatches.length === 0, mismatches };
+    return { retries: 0, bytes, seconds, mbps: bytes / 1e6 / seconds, requests: parts.length, verified: mismatches.length === 0, mismatches, startMs: t0, endMs: t1 };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -55,6 +55,14 @@ function cpuCell(v: number | null | undefined): string {
   return v === null || v === undefined ? '–' : v.toFixed(2);
 }
 
+/**
+ * Cores' worth of CPU the whole machine used over the timed spans (./machine-busy.ts), out of
+ * its `nproc`: a figure taken with every core busy was bound by this machine's CPU.
+ */
+export function busyCell(v: number | null | undefined, nproc: number): string {
+  return v === null || v === undefined ? '–' : `${v.toFixed(2)} of ${nproc}`;
+}
+
 /** A mount's or Pipe host's start-up CPU, paid once (not in its CPU s/GB), when known. */
 function startupCell(f: Figure): string {
   const s = f.startupCpuSeconds;
@@ -77,15 +85,16 @@ export function inlineHashNote(f: Figure): string {
 export function markdownTable(res: BenchResults): string {
   const lines: string[] = [];
   lines.push('**Link limit** (raw parallel ranged GETs through the proxy, no filesystem; median of runs):', '');
-  lines.push('| Profile | Settings | Limit | Client: connections × part | Bytes |');
-  lines.push('|---|---|---:|---|---|');
+  const nproc = res.machine.nproc;
+  lines.push('| Profile | Settings | Limit | Client: connections × part | Machine busy (cores) | Bytes |');
+  lines.push('|---|---|---:|---|---:|---|');
   for (const l of res.limits) {
     const p = res.profiles.find((x) => x.name === l.profile)!;
-    lines.push(`| ${l.profile} | ${p.description.replace(/^[^:]*: /, '')} | ${l.mbps.toFixed(1)} MB/s | ${l.client ?? 'undici'}: ${l.connections} × ${l.partSize / MiB} MiB | ${l.runs.every((r) => r.verified) ? 'verified' : 'WRONG'} |`);
+    lines.push(`| ${l.profile} | ${p.description.replace(/^[^:]*: /, '')} | ${l.mbps.toFixed(1)} MB/s | ${l.client ?? 'undici'}: ${l.connections} × ${l.partSize / MiB} MiB | ${busyCell(l.machineBusyCores, nproc)} | ${l.runs.every((r) => r.verified) ? 'verified' : 'WRONG'} |`);
   }
   lines.push('');
-  lines.push('| Scenario | Profile | Readers | Target | Figure (median) | × limit | sluice ÷ peer | Peak RSS | CPU s/GB | reader CPU s/GB | s3rver CPU s/GB | Bytes |');
-  lines.push('|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|---|');
+  lines.push('| Scenario | Profile | Readers | Target | Figure (median) | × limit | Machine busy (cores) | sluice ÷ peer | Peak RSS | CPU s/GB | reader CPU s/GB | s3rver CPU s/GB | Bytes |');
+  lines.push('|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|');
   for (const f of res.figures) {
     const g = group(res.figures, f);
     let vs = '';
@@ -99,10 +108,10 @@ export function markdownTable(res: BenchResults): string {
     const fig = f.unavailable ? `not available: ${f.unavailable}` : f.value === null ? `failed: ${f.runs.find((r) => r.error)?.error ?? 'no result'}` : fmtValue(f.value, f.unit);
     const ok = f.unavailable || f.value === null ? '–' : hasWrongBytes(f) ? '**WRONG**' : f.verified ? `verified${f.runs.some((r) => r.truncated) ? ' (partial: time limit)' : ''}${inlineHashNote(f)}` : 'not verified: no object completed within the time limit';
     const gets = f.s3Gets !== undefined && f.s3Gets !== null ? ` (S3 GETs: ${f.s3Gets})` : '';
-    lines.push(`| ${f.scenario}: ${f.title}${gets} | ${f.profile} | ${f.readers} | ${f.target} | ${fig.replace(/\|/g, '/')} | ${f.fractionOfLimit === null ? '–' : `${(f.fractionOfLimit * 100).toFixed(0)}%`} | ${vs} | ${f.peakRssBytes === null ? '–' : `${(f.peakRssBytes / MiB).toFixed(0)} MiB`} | ${cpuCell(f.cpuSecondsPerGB)}${startupCell(f)} | ${readerCpuCell(f)} | ${cpuCell(f.serverCpuSecondsPerGB)} | ${ok} |`);
+    lines.push(`| ${f.scenario}: ${f.title}${gets} | ${f.profile} | ${f.readers} | ${f.target} | ${fig.replace(/\|/g, '/')} | ${f.fractionOfLimit === null ? '–' : `${(f.fractionOfLimit * 100).toFixed(0)}%`} | ${busyCell(f.machineBusyCores, nproc)} | ${vs} | ${f.peakRssBytes === null ? '–' : `${(f.peakRssBytes / MiB).toFixed(0)} MiB`} | ${cpuCell(f.cpuSecondsPerGB)}${startupCell(f)} | ${readerCpuCell(f)} | ${cpuCell(f.serverCpuSecondsPerGB)} | ${ok} |`);
   }
   if (res.machine.memory) lines.push('', describeMemoryProbe(res.machine.memory));
-  lines.push('', 'Times (s) are better lower, so there a sluice ÷ peer below 1 favours sluice; for rates, above 1 does. "× limit" is the figure\'s MB/s over the link limit of its profile. CPU s/GB is utime + stime per GB read (decimal) of the target\'s process (sluice\'s daemon, or the peer), of the reader processes, and of the local S3 server, in the same runs. A mount\'s or a Pipe host\'s CPU counts from the moment it is ready; what it spent starting (process start, listing, mount or FIFOs), paid once and not per GB, is in parentheses. A download\'s start-up is inside its figure. The readers\' figure is their reading, then "+ hash" their sha256 work: by default they keep the bytes and hash them after the span stops (as the link limit does), so the span measures the data source alone; "hashed inside the timed span" marks figures where they did not.');
+  lines.push('', 'Times (s) are better lower, so there a sluice ÷ peer below 1 favours sluice; for rates, above 1 does. "× limit" is the figure\'s MB/s over the link limit of its profile. CPU s/GB is utime + stime per GB read (decimal) of the target\'s process (sluice\'s daemon, or the peer), of the reader processes, and of the local S3 server, in the same runs. A mount\'s or a Pipe host\'s CPU counts from the moment it is ready; what it spent starting (process start, listing, mount or FIFOs), paid once and not per GB, is in parentheses. A download\'s start-up is inside its figure. "Machine busy" is the CPU the whole machine used during the timed spans (every process and the kernel, in cores, median of runs), beside the link limit\'s own: a figure with every core busy was bound by this machine\'s CPU, not by the link, and its "× limit" says little about the link. The readers\' figure is their reading, then "+ hash" their sha256 work: by default they keep the bytes and hash them after the span stops (as the link limit does), so the span measures the data source alone; "hashed inside the timed span" marks figures where they did not.');
   return lines.join('\n');
 }
 
@@ -129,6 +138,12 @@ export function targetChecks(res: BenchResults): Check[] {
     res.figures.find((f) => f.scenario === scenario && f.profile === prof && f.target === target && f.readers === readers && f.value !== null);
   const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
   const x = (v: number) => `${v.toFixed(2)}×`;
+  // Beside a share of the link: how busy the machine was, and during the limit's own runs.
+  const busyNote = (f: Figure | undefined, prof: string | undefined) => {
+    const lb = res.limits.find((l) => l.profile === prof)?.machineBusyCores;
+    const fb = f?.machineBusyCores;
+    return fb === null || fb === undefined ? '' : ` (machine: ${fb.toFixed(2)} of ${res.machine.nproc} cores busy${lb === null || lb === undefined ? '' : `; ${lb.toFixed(2)} for the limit`})`;
+  };
   const add = (target: string, where: string, measured: number | null | undefined, fmt: (v: number) => string, required: string, ok: (v: number) => boolean) => {
     out.push({ target, where, measured: measured === null || measured === undefined ? '–' : fmt(measured), required, met: measured === null || measured === undefined ? null : ok(measured) });
   };
@@ -149,13 +164,13 @@ export function targetChecks(res: BenchResults): Check[] {
           const ff = get(sc, 'FastFile', n, prof);
           const s3fs = get(sc, 's3fs', n, prof);
           const at = prof === profile ? where(n) : `${where(n)}, ${prof}`;
-          add('Large sequential reads: FastFile ≥ 95% of the link limit', at, ff?.fractionOfLimit, pct, '≥ 95%', (v) => v >= 0.95);
+          add('Large sequential reads: FastFile ≥ 95% of the link limit', at, ff?.fractionOfLimit, (v) => pct(v) + busyNote(ff, prof), '≥ 95%', (v) => v >= 0.95);
           add('Large sequential reads: FastFile ÷ s3fs', at, ff && s3fs ? ff.value! / s3fs.value! : null, x, '≥ 1×', (v) => v >= 1);
           if (n === 1 && prof === profile) add('Large sequential reads: FastFile ÷ rclone', where(1), ff && get(sc, 'rclone', 1) ? ff.value! / get(sc, 'rclone', 1)!.value! : null, x, '≥ 2.5×', (v) => v >= 2.5);
           add('Large sequential reads: CPU s/GB, FastFile ÷ s3fs', at, ff?.cpuSecondsPerGB && s3fs?.cpuSecondsPerGB ? ff.cpuSecondsPerGB / s3fs.cpuSecondsPerGB : null, x, '< 1×', (v) => v < 1);
         }
       }
-      if (readers.includes(1)) add('Pipe mode ≥ 90% of the link limit', where(1), get(sc, 'Pipe', 1)?.fractionOfLimit, pct, '≥ 90%', (v) => v >= 0.9);
+      if (readers.includes(1)) add('Pipe mode ≥ 90% of the link limit', where(1), get(sc, 'Pipe', 1)?.fractionOfLimit, (v) => pct(v) + busyNote(get(sc, 'Pipe', 1), profile), '≥ 90%', (v) => v >= 0.9);
     }
     if (f0.kind === 'sequential' && f0.unit === 'files/s') {
       const ff1 = get(sc, 'FastFile', 1);

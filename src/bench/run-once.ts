@@ -64,6 +64,11 @@ export interface RunResult {
   readerInlineHashedBytes?: number;
   serverCpuSeconds?: number;
   proxyCpuSeconds?: number;
+  /** The timed span (epoch ms), for the machine's busy figure (./machine-busy.ts). */
+  spanStartMs?: number;
+  spanEndMs?: number;
+  /** Cores' worth of CPU the whole machine used over the timed span, all processes and the kernel. */
+  machineBusyCores?: number;
   error?: string;
 }
 
@@ -285,6 +290,8 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
       const h = createHash('sha256');
       for (const off of offsets) h.update(source.subarray(off, Math.min(big.size, off + plan.blockSize)));
       r.seconds = (res.endMs - res.startMs) / 1000;
+      r.spanStartMs = res.startMs;
+      r.spanEndMs = res.endMs;
       r.bytes = res.bytes;
       r.items = res.items;
       addReaderFigures(r, [res]);
@@ -365,6 +372,8 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
   if (errors.length) throw new Error(`reader: ${errors[0]}`);
   const endMs = Math.max(...results.map((x) => x.endMs));
   r.seconds = (endMs - startMs) / 1000;
+  r.spanStartMs = startMs;
+  r.spanEndMs = endMs;
   r.bytes = results.reduce((n, x) => n + x.bytes, 0);
   r.items = results.reduce((n, x) => n + x.items, 0);
   addReaderFigures(r, results);

@@ -27,6 +27,7 @@ import { describeProfile, type LatencyProfile, type LatencyProxyStats } from './
 import { createRunCa, type RunCa } from './tls-ca.js';
 import { measureLimit, measureLimitCurl, type LimitResult } from './limit.js';
 import { describeMemoryProbe, probeMemory, type MemoryProbe } from './memory-probe.js';
+import { BusyMeter } from './machine-busy.js';
 import { childPids, cmdlineOf, readProcStats } from './proc-stats.js';
 import { epochMs } from './read-plan.js';
 import { runOnce, type RunResult } from './run-once.js';
@@ -69,6 +70,8 @@ export interface Figure {
   inlineHashedFraction?: number | null;
   /** s3rver's CPU seconds per GB: the same bytes cost the server about the same, whoever reads them. */
   serverCpuSecondsPerGB: number | null;
+  /** Median cores' worth of CPU the whole machine used over the runs' timed spans (./machine-busy.ts). */
+  machineBusyCores?: number | null;
   verified: boolean;
   unavailable?: string;
   /** kind tier: median object GETs the proxy saw during the phase (./tier.ts). */
@@ -84,6 +87,8 @@ export interface LimitFigure {
   runs: LimitResult[];
   connections: number;
   partSize: number;
+  /** Median cores busy on the whole machine over the limit's runs. */
+  machineBusyCores?: number | null;
 }
 
 export interface BenchResults {
@@ -190,6 +195,10 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
   // Before s3rver and the dataset: the probe's child should get the memory a new daemon would.
   const memory = probeMemory();
   if (memory) o.log(describeMemoryProbe(memory));
+  // How busy the machine was during each timed span: a figure taken with every core busy was
+  // bound by this machine's CPU, whatever the link allowed (./machine-busy.ts).
+  const meter = new BusyMeter();
+  if (!meter.start()) o.log('/proc/stat cannot be read: no machine-busy figures');
   try {
     s3 = await startLocalS3({ dir: path.join(root, 's3rver') });
     const server = s3;
@@ -227,6 +236,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     const limitOnce = async (profile: string, label: string): Promise<LimitResult> => {
       const caFile = caFor(profile);
       const r = await measure({ endpoint: proxies.get(profile)!.endpoint, bucket: config.bucket, objects: large, connections: config.limit.connections, partSize: config.limit.partSize, ...(caFile ? { caFile } : {}) });
+      if (r.startMs !== undefined && r.endMs !== undefined) r.machineBusyCores = meter.coresBusy(r.startMs, r.endMs);
       o.log(`[limit ${profile} ${label}] ${r.mbps.toFixed(1)} MB/s over ${config.limit.connections} ${client} connections${r.retries ? `, ${r.retries} retried parts` : ''}${r.verified ? ', bytes verified' : `, WRONG BYTES in ${r.mismatches.join(', ')}`}`);
       return r;
     };
@@ -296,6 +306,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
           const pc1 = cpuOf(proxy.pid);
           if (serverCpu0 !== undefined && sc1 !== undefined) r.serverCpuSeconds = sc1 - serverCpu0;
           if (proxyCpu0 !== undefined && pc1 !== undefined) r.proxyCpuSeconds = pc1 - proxyCpu0;
+          if (r.spanStartMs !== undefined && r.spanEndMs !== undefined) r.machineBusyCores = meter.coresBusy(r.spanStartMs, r.spanEndMs);
           fig.runs.push(r);
           o.log(`[${sc.name} ${profName} ${target} x${readers} rep ${rep + 1}/${config.repetitions}] ${r.error ? `FAILED: ${r.error}` : `${fmt(r.value)} ${unit}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}${r.truncated ? ' (time limit: partial)' : ''}`}`);
         }
@@ -304,7 +315,10 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     }
 
     // The limit of a profile is the median of all its measurements, spread over the run.
-    for (const l of limits) l.mbps = median(l.runs.map((r) => r.mbps)) ?? 0;
+    for (const l of limits) {
+      l.mbps = median(l.runs.map((r) => r.mbps)) ?? 0;
+      l.machineBusyCores = median(l.runs.map((r) => r.machineBusyCores).filter((x): x is number => x !== undefined));
+    }
     for (const f of figures) {
       const l = limits.find((x) => x.profile === f.profile)?.mbps;
       f.fractionOfLimit = f.mbps !== null && l ? f.mbps / l : null;
@@ -321,6 +335,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
       repetitions: config.repetitions, cacheBudgetBytes: config.sluice.cacheSize, datasets, commands, limits, figures, notes,
     };
   } finally {
+    meter.stop();
     for (const stop of [...stops].reverse()) await stop().catch(() => {});
     await s3?.stop().catch(() => {});
     await rm(root, { recursive: true, force: true }).catch(() => {});
@@ -408,6 +423,7 @@ function summarise(fig: Figure): void {
     fig.inlineHashedFraction = hashed.reduce((n, r) => n + (r.readerInlineHashedBytes ?? 0), 0) / hashed.reduce((n, r) => n + r.bytes, 0);
   }
   fig.serverCpuSecondsPerGB = perGB((r) => r.serverCpuSeconds);
+  if (rates) fig.machineBusyCores = median(ok.map((r) => r.machineBusyCores).filter((x): x is number => x !== undefined));
   fig.verified = ok.length > 0 && ok.every((r) => r.verified);
 }
 

@@ -137,6 +137,32 @@ const BOUNCE_BYTES = 64 * 1024;
  * the TCP window; without the addon nothing changes.
  */
 const RECV_LOWAT_BYTES = 1024 * 1024;
+/**
+ * TLS: what the reader of a TLS socket may hold that `remaining` (plaintext still to come)
+ * does not show. Node hands OpenSSL every byte it reads from the socket and OpenSSL decrypts
+ * every whole record, so what it holds is at most one incomplete record: 2^14 bytes of
+ * plaintext plus at most 2,048 of expansion and a 5-byte header in TLS 1.2 (256 in TLS 1.3),
+ * under 18.5 KiB. The bytes still on the wire can therefore be that much fewer than
+ * `remaining`, and a mark above them would hold back the body's last bytes until the stall
+ * check took it down (stallMs / 2, 5 s by default). Seen: Pipe over HTTPS at 40-47 MB/s
+ * instead of ~170 in 4 of 24 runs of 512 MiB, and in none of 36 with this margin
+ * (BENCHMARKS.md t11-busy). 64 KiB: over three records, for margin.
+ */
+const TLS_HELD_BYTES = 64 * 1024;
+
+/**
+ * The low-water mark to set after a read of a Content-Length body, or undefined to leave it:
+ * RECV_LOWAT_BYTES while at least twice that is left (raised once per exchange), back to 1
+ * (every byte reported) once the bytes still on the wire may be fewer than the mark. `held`
+ * is what the socket's reader may hold unseen by `remaining` (TLS_HELD_BYTES for TLS, 0 for
+ * plain TCP, where `remaining` counts the wire's own bytes). A mark is only safe while the
+ * wire still owes at least that many bytes: remaining - held >= mark.
+ */
+export function lowatAfterRead(current: number, remaining: number, tried: boolean, held: number): number | undefined {
+  if (current > 1) return remaining < current + held ? 1 : undefined;
+  if (!tried && remaining >= 2 * RECV_LOWAT_BYTES + held) return RECV_LOWAT_BYTES;
+  return undefined;
+}
 /** S3 reply headers are ~1 KiB; 64 KiB is far beyond any real reply and bounds a broken one. */
 const MAX_HEAD = 64 * 1024;
 const CRLFCRLF = Buffer.from('\r\n\r\n');
@@ -177,11 +203,14 @@ class Conn {
   private lowat = 1;
   /** The mark was raised (or tried) during the current exchange. */
   private lowatTried = false;
+  /** Bytes the socket's reader may hold beyond what `remaining` shows (TLS_HELD_BYTES for TLS). */
+  private readonly heldByReader: number;
 
   constructor(private readonly pool: WirePool, url: URL, ca: string | undefined, private readonly stallMs: number, private readonly keepAliveMs: number) {
     const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const onread = { buffer: this.nextBuffer, callback: this.onRead };
+    this.heldByReader = url.protocol === 'https:' ? TLS_HELD_BYTES : 0;
     if (url.protocol === 'https:') {
       const servername = net.isIP(host) === 0 ? host : undefined;
       this.sock = tls.connect({ host, port, onread, ...(servername ? { servername } : {}), ...(ca !== undefined ? { ca } : {}) } as tls.ConnectionOptions);
@@ -416,12 +445,10 @@ class Conn {
    * long body.
    */
   private tuneLowat(): void {
-    if (this.lowat > 1) {
-      if (this.remaining < this.lowat) this.setLowat(1);
-    } else if (!this.lowatTried && this.remaining >= 2 * RECV_LOWAT_BYTES) {
-      this.lowatTried = true; // once per exchange: not again after the stall check took it down
-      this.setLowat(RECV_LOWAT_BYTES);
-    }
+    const next = lowatAfterRead(this.lowat, this.remaining, this.lowatTried, this.heldByReader);
+    if (next === undefined) return;
+    if (next > 1) this.lowatTried = true; // once per exchange: not again after the stall check took it down
+    this.setLowat(next);
   }
 
   /** Set SO_RCVLOWAT (the addon may set less, see RECV_LOWAT_BYTES); a failure leaves the socket as it was. */
