@@ -116,7 +116,8 @@
  * stack of filesystems) turns passthrough off for the mount. Row state lives until the
  * thread mounts again, so RELEASEs after an unmount still find it. With the tier, the
  * listing copy holds 36 more bytes per path (the names, and the marks of "Fetched into
- * memory") and rs 24 per path: 60 MB more per million paths, beside the 116 MB of "Attributes". Files of several blocks (up to 256 MiB,
+ * memory") and rs 24 per path: 60 MB more per million paths, beside the 116 MB of
+ * "Attributes". Files of several blocks (up to 256 MiB,
  * src/fuse/kernel-mount.ts PASSTHROUGH_MAX_BYTES) are named only on a mount that negotiated
  * passthrough, and only passed through: checked whole at open, every block's entry and CRC
  * (tier_small.c: three-lane CRC32C over a read-only mapping, several threads from 64 MiB;

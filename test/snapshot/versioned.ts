@@ -20,6 +20,7 @@ import { readSnapshot } from '../../src/snapshot/snapshot.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
 import { startVersionedProxy } from '../helpers/versioned-proxy.js';
+import '../helpers/exit-watch.js';
 
 const BUCKET = 'vers';
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
