@@ -68,13 +68,15 @@ const importMetaUrl = {
 const banner = [
   "import { createRequire as __sluiceCreateRequire } from 'node:module';",
   'const require = __sluiceCreateRequire(import.meta.url);',
-  "const __sluiceDist = new URL(/\\/chunks\\/[^/]*$/.test(import.meta.url) ? '../' : './', import.meta.url);",
+  "const __sluiceDist = new URL(/\\/(chunks|bench)\\/[^/]*$/.test(import.meta.url) ? '../' : './', import.meta.url);",
   'const __sluiceDistUrl = (rel) => new URL(rel, __sluiceDist).href;',
 ].join('\n');
 
 await rm(path.join(dist, 'chunks'), { recursive: true, force: true }); // chunks of an earlier build
 const result = await build({
-  entryPoints: { cli: path.join(src, 'cli.ts') },
+  // bench/host.js: the process `sluice bench` runs File and Pipe mode in (src/bench/host.ts),
+  // bundled so that it starts as the command line does.
+  entryPoints: { cli: path.join(src, 'cli.ts'), 'bench/host': path.join(src, 'bench', 'host.ts') },
   outdir: dist,
   chunkNames: 'chunks/[name]-[hash]',
   bundle: true,
@@ -93,4 +95,4 @@ const result = await build({
 });
 const outputs = Object.entries(result.metafile.outputs).filter(([f]) => f.endsWith('.js'));
 const bytes = outputs.reduce((n, [, o]) => n + o.bytes, 0);
-process.stdout.write(`bundle: dist/cli.js and ${outputs.length - 1} chunks, ${(bytes / 1e6).toFixed(1)} MB (${pathToFileURL(dist).href})\n`);
+process.stdout.write(`bundle: dist/cli.js, dist/bench/host.js and ${outputs.length - 2} chunks, ${(bytes / 1e6).toFixed(1)} MB (${pathToFileURL(dist).href})\n`);

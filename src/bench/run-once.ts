@@ -69,6 +69,13 @@ export interface RunResult {
   spanEndMs?: number;
   /** Cores' worth of CPU the whole machine used over the timed span, all processes and the kernel. */
   machineBusyCores?: number;
+  /**
+   * Download targets (File mode, aws s3 cp): seconds from the download's start to its end
+   * (File mode's host said "done"; aws exited), without the readers' first read of the
+   * files that `seconds` also holds; and `value` over that span alone.
+   */
+  downloadSeconds?: number;
+  downloadValue?: number;
   error?: string;
 }
 
@@ -344,6 +351,7 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
     } else if (style === 'download') {
       const d = await runDownload(target as 'File' | 'aws', env, killAfter);
       startMs = d.startMs;
+      r.downloadSeconds = (d.endMs - d.startMs) / 1000;
       applyStats(r, d.stats);
       plans = shards.map((s, i) => ({ kind: 'files', paths: s.map((x) => path.join(d.dir, rel(x.key))), maxSeconds: sc.maxSeconds, ...hashing(i) }));
       results = await runAll(plans);
@@ -389,5 +397,6 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
   });
   r.verified = r.mismatches === 0 && (r.items > 0 || partialOk > 0);
   r.value = sc.metric === 'files/s' ? r.items / r.seconds : r.bytes / 1e6 / r.seconds;
+  if (r.downloadSeconds !== undefined && r.downloadSeconds > 0) r.downloadValue = sc.metric === 'files/s' ? r.items / r.downloadSeconds : r.bytes / 1e6 / r.downloadSeconds;
   return r;
 }

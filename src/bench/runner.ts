@@ -72,6 +72,8 @@ export interface Figure {
   serverCpuSecondsPerGB: number | null;
   /** Median cores' worth of CPU the whole machine used over the runs' timed spans (./machine-busy.ts). */
   machineBusyCores?: number | null;
+  /** Download targets: the median figure over the download alone, without the readers' first read (RunResult.downloadValue). */
+  downloadValue?: number | null;
   verified: boolean;
   unavailable?: string;
   /** kind tier: median object GETs the proxy saw during the phase (./tier.ts). */
@@ -424,6 +426,8 @@ function summarise(fig: Figure): void {
   }
   fig.serverCpuSecondsPerGB = perGB((r) => r.serverCpuSeconds);
   if (rates) fig.machineBusyCores = median(ok.map((r) => r.machineBusyCores).filter((x): x is number => x !== undefined));
+  const dl = ok.map((r) => r.downloadValue).filter((x): x is number => x !== undefined);
+  if (dl.length > 0) fig.downloadValue = median(dl);
   fig.verified = ok.length > 0 && ok.every((r) => r.verified);
 }
 

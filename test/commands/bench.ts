@@ -51,7 +51,7 @@ t.test('smoke run: table, JSON and SVG, bytes verified', async (t) => {
   t.ok(jsonPath && existsSync(jsonPath), 'JSON written');
   const res = JSON.parse(readFileSync(jsonPath!, 'utf8')) as {
     limits: { mbps: number; runs: { verified: boolean }[] }[];
-    figures: { scenario: string; target: string; value: number | null; verified: boolean; unavailable?: string }[];
+    figures: { scenario: string; target: string; value: number | null; verified: boolean; unavailable?: string; downloadValue?: number | null }[];
   };
   t.ok(res.limits[0]!.runs.every((x) => x.verified), 'limit bytes verified');
   t.ok(res.limits[0]!.mbps > 0);
@@ -59,6 +59,10 @@ t.test('smoke run: table, JSON and SVG, bytes verified', async (t) => {
   t.ok(ran.length > 0, 'some figures ran');
   for (const f of ran) t.ok(f.verified, `${f.scenario}/${f.target}: bytes verified`);
   for (const f of res.figures.filter((x) => x.value === null)) t.ok(f.unavailable, `${f.scenario}/${f.target} is either measured or reported not available`);
+  // This build has every mode: File and Pipe run in the bench's host process (dist/bench/host.js, bundled).
+  for (const target of ['File', 'FastFile', 'Pipe']) t.ok(ran.some((f) => f.scenario === 'small' && f.target === target), `small/${target} measured`);
+  const file = ran.find((f) => f.scenario === 'small' && f.target === 'File')!;
+  t.ok(file.downloadValue! > file.value!, `File mode: the download alone (${file.downloadValue}) is faster than the download and the first read (${file.value})`);
   const svgDir = path.join(out, path.basename(jsonPath!, '.json'));
   const svgs = readdirSync(svgDir).filter((f) => f.endsWith('.svg'));
   t.same(svgs.sort(), ['random.svg', 'small.svg', 'ttfb.svg']);
