@@ -133,7 +133,22 @@ t.test('issue 11: FastFile\'s large-read targets get a row per reader count (1 a
   two.profiles.push({ name: 'no-latency', ttfbMs: 0, bytesPerSec: 0, description: 'no-latency: none' });
   const nl = targetChecks(two).filter((c) => c.where === 'bulk-4 (4 readers), no-latency');
   t.same(nl.map((c) => [c.measured, c.met]), [['98%', true], ['1.31×', true], ['0.80×', true]], 'link, rate and CPU rows for the second profile');
-  t.equal(targetChecks(two).filter((c) => /Pipe|File mode|Memory/.test(c.target) && c.where.includes('no-latency')).length, 0, 'other targets stay on the first profile');
+  t.equal(targetChecks(two).filter((c) => /Pipe|File mode|Memory/.test(c.target) && c.where.includes('no-latency')).length, 0, 'no Pipe or File figures under the second profile: no rows for them there');
+  // Pipe and File mode ran under the second profile too: their targets get rows there.
+  const three = results([
+    ...two.figures,
+    fig({ target: 'Pipe', value: 170, scenario: 'bulk-1', profile: 'no-latency' }),
+    fig({ target: 'File', value: 120, scenario: 'bulk-1', profile: 'no-latency', downloadValue: 180 }),
+    fig({ target: 'aws', value: 100, scenario: 'bulk-1', profile: 'no-latency', downloadValue: 150 }),
+  ]);
+  three.profiles = two.profiles;
+  three.limits.push({ ...three.limits[0]!, profile: 'no-latency', mbps: 200 });
+  const nl1 = targetChecks(three).filter((c) => c.where === 'bulk-1 (1 reader), no-latency' && /Pipe|File mode/.test(c.target));
+  t.same(nl1.map((c) => [c.target, c.measured, c.met]), [
+    ['Pipe mode ≥ 90% of the link limit', '85%', false],
+    ['File mode download ÷ aws s3 cp --recursive', '1.20× (with the first read of the files: 1.20×)', false],
+  ], 'Pipe and File rows for the second profile');
+  t.equal(targetChecks(three).filter((c) => /Memory/.test(c.target) && c.where.includes('no-latency')).length, 0, 'the memory target stays one row');
 });
 
 t.test('the readers\' CPU is split read + hash, and inline hashing is marked', async (t) => {
