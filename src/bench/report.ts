@@ -13,6 +13,7 @@ import path from 'node:path';
 import type { BenchResults, Figure } from './runner.js';
 import { describeMemoryProbe } from './memory-probe.js';
 import { TARGET_STYLE } from './targets.js';
+import type { TargetName } from './scenarios.js';
 
 const MiB = 1024 * 1024;
 
@@ -102,7 +103,11 @@ export function markdownTable(res: BenchResults): string {
       const s = sluiceFor(g, f);
       vs = s ? `${s.target} ÷ ${f.target} = ${ratio(s.value, f.value)}` : '–';
     } else {
-      const b = bestPeer(g);
+      // A download is compared with downloads and a mount with mounts; Pipe, which no peer
+      // does, with the best peer of any kind.
+      const style = TARGET_STYLE[f.target as TargetName];
+      const alike = g.filter((p) => style === 'pipe' || TARGET_STYLE[p.target as TargetName] === style);
+      const b = bestPeer(alike);
       vs = b ? `÷ best peer (${b.target}) = ${ratio(f.value, b.value)}` : '–';
     }
     const fig = f.unavailable ? `not available: ${f.unavailable}` : f.value === null ? `failed: ${f.runs.find((r) => r.error)?.error ?? 'no result'}` : fmtValue(f.value, f.unit) + (f.downloadValue !== undefined && f.downloadValue !== null ? ` (download alone: ${fmtValue(f.downloadValue, f.unit)})` : '');

@@ -25,7 +25,10 @@ t.test('sluice ÷ peer uses the mode that plays the peer\'s part', async (t) => 
 t.test('the table has every figure, ratios, limit and verification', async (t) => {
   const md = markdownTable(results(figures));
   t.match(md, /\| s3-like \| \+25 ms to first byte per request, 80 MB\/s per connection \| 200\.0 MB\/s \| curl: 16 × 8 MiB \| – \| verified \|/);
-  t.match(md, /\| FastFile \| 190 MB\/s \| 95% \| – \| ÷ best peer \(aws\) = 1\.90× \| 300 MiB \| 2\.50 \| 0\.40 \| 1\.25 \| verified \|/);
+  t.match(md, /\| FastFile \| 190 MB\/s \| 95% \| – \| ÷ best peer \(s3fs\) = 2\.00× \| 300 MiB \| 2\.50 \| 0\.40 \| 1\.25 \| verified \|/, 'a mount against the best mount peer (s3fs 95), not the download (aws 100)');
+  t.match(md, /\| File \| 150 MB\/s \| 75% \| – \| ÷ best peer \(aws\) = 1\.50× \|/, 'a download against the downloads');
+  const pipe = markdownTable(results([fig({ target: 'Pipe', value: 200 }), fig({ target: 's3fs', value: 95 }), fig({ target: 'aws', value: 100 })]));
+  t.match(pipe, /\| Pipe \| 200 MB\/s \|.*\| ÷ best peer \(aws\) = 2\.00× \|/, 'Pipe, which no peer does, against the best peer of any kind');
   t.match(md, /\| CPU s\/GB \| reader CPU s\/GB \| s3rver CPU s\/GB \|/, 'CPU per GB of the target, the reader and s3rver, beside every figure');
   t.match(md, /\| s3fs \| 95\.0 MB\/s \| 48% \| – \| FastFile ÷ s3fs = 2\.00× \|/);
   t.match(md, /\| aws \| 100 MB\/s \| 50% \| – \| File ÷ aws = 1\.50× \|/);
