@@ -14,10 +14,11 @@
  * Modules are imported when a mode needs them, and a mode whose module is missing is
  * reported "not available" (an older build under comparison). scripts/bundle.mjs bundles
  * this file as it bundles dist/cli.js, so the host starts as `sluice run` does: File
- * mode's start-up is inside its figure, and unbundled, loading its modules from dist/
- * and node_modules cost ~0.9 CPU s and 0.7 s before the first GET (2026-12-02: `node
- * dist/bench/host.js --check File` 0.70-0.77 s against 0.2 s for the bundled `--help`),
- * a quarter of a 512 MiB download on the bench machine, which users do not pay.
+ * mode's start-up is inside its figure. `node dist/bench/host.js --check File` (loads File
+ * mode's modules, 2026-12-02, Node 20): 0.70-0.77 s and ~0.9 CPU s unbundled, loading
+ * them file by file from dist/ and node_modules; 0.55-0.58 s and ~0.6 CPU s bundled (on
+ * Node 24 with the compile cache, 0.33-0.43 s). The difference fell before the first GET
+ * of every File run, which `sluice run` users do not pay.
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
