@@ -9,6 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { exitCodeFor, isUserError, SluiceError } from './errors.js';
+import { enableCompileCache } from './compile-cache.js';
 
 // Issue 15: start-up steps. Node has started and this module (with its imports) is loaded;
 // `sluice mount` logs the marks at "ready" (src/commands/mount.ts).
@@ -28,16 +29,8 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   demo: { summary: 'Start a local S3 server with sample data, mount it, read it like a training loop, print the figures.', load: () => import('./commands/demo.js') },
 };
 
-// Issue 15: Node's on-disk compile cache (Node >= 22.1) saves most of the parse/compile time
-// of the modules the first request needs (the AWS SDK above all) on every start after the
-// first. It must be on before those modules load: every command is imported lazily below.
-// Node 20 has no such API; there this is a no-op. NODE_DISABLE_COMPILE_CACHE=1 turns it off.
-try {
-  const mod = await import('node:module');
-  (mod as unknown as { enableCompileCache?: () => unknown }).enableCompileCache?.();
-} catch {
-  // a cache that cannot be enabled (read-only temp folder, ...) only costs start-up time
-}
+// Before any command loads: every command is imported lazily below.
+await enableCompileCache();
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };

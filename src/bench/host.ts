@@ -23,6 +23,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
+import { enableCompileCache } from '../compile-cache.js';
 
 export interface HostArgs {
   mode: 'File' | 'Pipe';
@@ -43,28 +44,35 @@ export interface HostArgs {
 
 type CreateClient = (o: Record<string, unknown>) => ObjectClient;
 
-const MODULES: Record<HostArgs['mode'], string[]> = {
+type Module = Record<string, unknown>;
+
+/**
+ * The modules the host loads: the function it calls in each, and the import written out,
+ * so that the bundler sees and bundles it.
+ */
+const LOADERS = {
+  '../s3/s3-client.js': { needs: 'createObjectClient', load: () => import('../s3/s3-client.js') as Promise<Module> },
+  '../channels/file-mode.js': { needs: 'downloadChannel', load: () => import('../channels/file-mode.js') as Promise<Module> },
+  '../pipe/pipe-channel.js': { needs: 'startPipeChannel', load: () => import('../pipe/pipe-channel.js') as Promise<Module> },
+} as const;
+type ModulePath = keyof typeof LOADERS;
+
+const MODULES: Record<HostArgs['mode'], ModulePath[]> = {
   File: ['../s3/s3-client.js', '../channels/file-mode.js'],
   Pipe: ['../s3/s3-client.js', '../pipe/pipe-channel.js'],
 };
 
-/** Each import is written out, so that the bundler sees and bundles it. */
-async function load(rel: string): Promise<Record<string, unknown>> {
-  switch (rel) {
-    case '../s3/s3-client.js': return import('../s3/s3-client.js') as Promise<Record<string, unknown>>;
-    case '../channels/file-mode.js': return import('../channels/file-mode.js') as Promise<Record<string, unknown>>;
-    case '../pipe/pipe-channel.js': return import('../pipe/pipe-channel.js') as Promise<Record<string, unknown>>;
-    default: throw new Error(`host: no module ${rel}`);
-  }
+function load(rel: ModulePath): Promise<Module> {
+  return LOADERS[rel].load();
 }
 
 /** Tries the modules of a mode; undefined when all load and export what the host calls. */
 async function checkMode(mode: HostArgs['mode']): Promise<string | undefined> {
-  const needs: Record<string, string> = { '../s3/s3-client.js': 'createObjectClient', '../channels/file-mode.js': 'downloadChannel', '../pipe/pipe-channel.js': 'startPipeChannel' };
   for (const rel of MODULES[mode]) {
+    const { needs } = LOADERS[rel];
     try {
       const m = await load(rel);
-      if (typeof m[needs[rel]!] !== 'function') return `${rel.replace('../', 'src/').replace(/\.js$/, '.ts')} does not export ${needs[rel]}`;
+      if (typeof m[needs] !== 'function') return `${rel.replace('../', 'src/').replace(/\.js$/, '.ts')} does not export ${needs}`;
     } catch {
       return `${rel.replace('../', 'src/').replace(/\.js$/, '.ts')} is not in this build`;
     }
@@ -84,13 +92,7 @@ async function listAll(client: ObjectClient, prefix: string): Promise<ObjectInfo
 }
 
 async function main(): Promise<void> {
-  // As src/cli.ts does before it loads a command: Node's compile cache (>= 22.1; a no-op on 20).
-  try {
-    const mod = await import('node:module');
-    (mod as unknown as { enableCompileCache?: () => unknown }).enableCompileCache?.();
-  } catch {
-    // only start-up time
-  }
+  await enableCompileCache(); // as src/cli.ts does, before a mode's modules load
   if (process.argv[2] === '--check') {
     say({ reason: await checkMode(process.argv[3] as HostArgs['mode']) ?? null });
     return;

@@ -396,7 +396,8 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
     else r.mismatches++;
   });
   r.verified = r.mismatches === 0 && (r.items > 0 || partialOk > 0);
-  r.value = sc.metric === 'files/s' ? r.items / r.seconds : r.bytes / 1e6 / r.seconds;
-  if (r.downloadSeconds !== undefined && r.downloadSeconds > 0) r.downloadValue = sc.metric === 'files/s' ? r.items / r.downloadSeconds : r.bytes / 1e6 / r.downloadSeconds;
+  const over = (seconds: number) => (sc.metric === 'files/s' ? r.items / seconds : r.bytes / 1e6 / seconds);
+  r.value = over(r.seconds);
+  if (r.downloadSeconds !== undefined && r.downloadSeconds > 0) r.downloadValue = over(r.downloadSeconds);
   return r;
 }

@@ -319,7 +319,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     // The limit of a profile is the median of all its measurements, spread over the run.
     for (const l of limits) {
       l.mbps = median(l.runs.map((r) => r.mbps)) ?? 0;
-      l.machineBusyCores = median(l.runs.map((r) => r.machineBusyCores).filter((x): x is number => x !== undefined));
+      l.machineBusyCores = median(l.runs.map((r) => r.machineBusyCores));
     }
     for (const f of figures) {
       const l = limits.find((x) => x.profile === f.profile)?.mbps;
@@ -394,7 +394,7 @@ async function tierFigures(
   }
   for (const f of figs.values()) {
     summarise(f);
-    f.s3Gets = median(f.runs.map((r) => (r as TierRunResult).s3Gets).filter((x): x is number => x !== undefined));
+    f.s3Gets = median(f.runs.map((r) => (r as TierRunResult).s3Gets));
   }
 }
 
@@ -415,8 +415,8 @@ function summarise(fig: Figure): void {
     return median(ok.filter((r) => pick(r) !== undefined && r.bytes > 0).map((r) => pick(r)! / (r.bytes / 1e9)));
   };
   fig.cpuSecondsPerGB = perGB((r) => r.cpuSeconds);
-  const startup = ok.map((r) => r.startupCpuSeconds).filter((x): x is number => x !== undefined);
-  if (startup.length > 0) fig.startupCpuSeconds = median(startup);
+  const startup = median(ok.map((r) => r.startupCpuSeconds));
+  if (startup !== null) fig.startupCpuSeconds = startup;
   fig.readerCpuSecondsPerGB = perGB((r) => r.readerCpuSeconds);
   fig.readerHashCpuSecondsPerGB = perGB((r) => r.readerHashCpuSeconds);
   const hashed = ok.filter((r) => r.readerHash !== undefined && r.bytes > 0);
@@ -425,9 +425,9 @@ function summarise(fig: Figure): void {
     fig.inlineHashedFraction = hashed.reduce((n, r) => n + (r.readerInlineHashedBytes ?? 0), 0) / hashed.reduce((n, r) => n + r.bytes, 0);
   }
   fig.serverCpuSecondsPerGB = perGB((r) => r.serverCpuSeconds);
-  if (rates) fig.machineBusyCores = median(ok.map((r) => r.machineBusyCores).filter((x): x is number => x !== undefined));
-  const dl = ok.map((r) => r.downloadValue).filter((x): x is number => x !== undefined);
-  if (dl.length > 0) fig.downloadValue = median(dl);
+  if (rates) fig.machineBusyCores = median(ok.map((r) => r.machineBusyCores));
+  const download = median(ok.map((r) => r.downloadValue));
+  if (download !== null) fig.downloadValue = download;
   fig.verified = ok.length > 0 && ok.every((r) => r.verified);
 }
 
