@@ -36,7 +36,9 @@ const GiB = 1024 * MiB;
  * while keeping several max-prefetch windows (64 MiB each) for every open file.
  */
 export function defaultCacheSize(totalmem = os.totalmem()): number {
-  return Math.min(8 * GiB, Math.max(256 * MiB, Math.floor(totalmem / 8)));
+  // Whole MiB: os.totalmem() is what the kernel has left after its own reservations (24 GiB
+  // reads as 23.54 GiB), and a default shown as "3085446KiB" in --help reads as a mistake.
+  return Math.min(8 * GiB, Math.max(256 * MiB, Math.floor(totalmem / 8 / MiB) * MiB));
 }
 
 const positive = (what: string) => (v: number) => (v > 0 ? undefined : `${what} must be > 0`);

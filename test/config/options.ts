@@ -21,6 +21,7 @@ t.test('default cache size: 1/8 of memory, clamped to 256 MiB .. 8 GiB', async (
   t.equal(defaultCacheSize(1 * GiB), 256 * MiB);
   t.equal(defaultCacheSize(24 * GiB), 3 * GiB);
   t.equal(defaultCacheSize(512 * GiB), 8 * GiB);
+  t.equal(defaultCacheSize(24_683_573_248), 2942 * MiB, 'a total the kernel reports (24 GiB less its reservations): whole MiB');
 });
 
 const NAMES = ['cacheSize', 'partSize', 'metricsPort', 'pathStyle', 'endpoint', 'maxConnections'] as const satisfies readonly OptionName[];
