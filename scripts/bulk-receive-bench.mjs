@@ -61,6 +61,10 @@ const runArgs = (process.env.BULK_BENCH_RUN_ARGS ?? '').split(' ').filter(Boolea
 const TICK = 100; // CLOCK_TICKS_PER_SEC on Linux
 const cpuOf = (stat) => { const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); return (Number(f[11]) + Number(f[12])) / TICK; };
 const cpu = (pid) => cpuOf(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+/** User CPU seconds alone: on a VM that hands free memory back to its host, first writes to such memory land mostly in sys time (BENCHMARKS.md t14-folio), so user time is the steadier figure of the daemon's own work. */
+const userCpu = (pid) => { const s = readFileSync(`/proc/${pid}/stat`, 'utf8'), f = s.slice(s.lastIndexOf(')') + 2).split(' '); return Number(f[11]) / TICK; };
+/** Voluntary + involuntary context switches of every thread of `pid` (each FUSE request handed to JavaScript costs a few). */
+const switches = (pid) => { let n = 0; for (const t of readdirSync(`/proc/${pid}/task`)) { try { const m = readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8').match(/^voluntary_ctxt_switches:\s*(\d+)\nnonvoluntary_ctxt_switches:\s*(\d+)/m); if (m) n += Number(m[1]) + Number(m[2]); } catch { /* gone */ } } return n; };
 /** Per-thread CPU (name: s), or with `since` the change since then, as text (BULK_BENCH_THREADS=1). */
 function threadCpu(pid, since) {
   const now = {};
@@ -108,8 +112,8 @@ for (const key of pipeOnly ? ['pipe/p'] : pipe ? ['a', 'b', 'pipe/p'] : ['a', 'b
   await s3.putObject('bulk', key, body);
 }
 const results = {};
-const record = (v, what, secs, cpuS, faults = NaN) => {
-  ((results[v] ??= {})[what] ??= []).push({ mbps: size / 1e6 / secs, cpuPerGB: cpuS / (size / 1e9), faultsPerMiB: faults / sizeMiB });
+const record = (v, what, secs, cpuS, faults = NaN, userS = NaN, switchCount = NaN) => {
+  ((results[v] ??= {})[what] ??= []).push({ mbps: size / 1e6 / secs, cpuPerGB: cpuS / (size / 1e9), faultsPerMiB: faults / sizeMiB, userPerGB: userS / (size / 1e9), switchesPerMiB: switchCount / sizeMiB });
 };
 
 function readThrough(file, key) {
@@ -166,9 +170,9 @@ async function mountRound(v) {
     for (const [key, what] of [['a', 'fresh'], ['a', 'cached'], ['b', 'warm']]) {
       // Every read of `cached` reaches the daemon and is answered from its block cache.
       if (what === 'cached') await fillBlockCache(child.pid, path.join(mnt, key));
-      const c0 = cpu(child.pid), f0 = minflt(child.pid), t0 = threadCpu(child.pid);
+      const c0 = cpu(child.pid), f0 = minflt(child.pid), t0 = threadCpu(child.pid), u0 = userCpu(child.pid), x0 = switches(child.pid);
       const secs = readThrough(path.join(mnt, key), key);
-      record(v.name, what, secs, cpu(child.pid) - c0, minflt(child.pid) - f0);
+      record(v.name, what, secs, cpu(child.pid) - c0, minflt(child.pid) - f0, userCpu(child.pid) - u0, switches(child.pid) - x0);
       verify(path.join(mnt, key), key);
       if (process.env.BULK_BENCH_THREADS) process.stderr.write(`${v.name} ${what} threads: ${threadCpu(child.pid, t0)}\n`);
     }
@@ -217,8 +221,9 @@ try {
 }
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
 console.log(`${tls ? 'HTTPS' : 'HTTP'}, ${sizeMiB} MiB, ${rounds} rounds, medians (loadavg ${readFileSync('/proc/loadavg', 'utf8').trim()})`);
-console.log('| variant | read | daemon CPU s/GB | MB/s | page faults/MiB | runs |');
-console.log('|---|---|---|---|---|---|');
+console.log('| variant | read | daemon CPU s/GB | of it user | MB/s | page faults/MiB | context switches/MiB | runs (CPU s/GB) |');
+console.log('|---|---|---|---|---|---|---|---|');
+const fmt = (x, d) => (Number.isNaN(x) ? '–' : x.toFixed(d));
 for (const v of variants) for (const [what, xs] of Object.entries(results[v.name] ?? {})) {
-  console.log(`| ${v.name} | ${what} | ${median(xs.map((x) => x.cpuPerGB)).toFixed(2)} | ${median(xs.map((x) => x.mbps)).toFixed(0)} | ${median(xs.map((x) => x.faultsPerMiB)).toFixed(0)} | ${xs.map((x) => x.cpuPerGB.toFixed(2)).join(' ')} |`);
+  console.log(`| ${v.name} | ${what} | ${median(xs.map((x) => x.cpuPerGB)).toFixed(2)} | ${fmt(median(xs.map((x) => x.userPerGB)), 2)} | ${median(xs.map((x) => x.mbps)).toFixed(0)} | ${fmt(median(xs.map((x) => x.faultsPerMiB)), 0)} | ${fmt(median(xs.map((x) => x.switchesPerMiB)), 1)} | ${xs.map((x) => x.cpuPerGB.toFixed(2)).join(' ')} |`);
 }
