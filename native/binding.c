@@ -17,6 +17,7 @@
  *          fuseInitState(): { maxPages: number, kernelMinor: number }
  *          pipeWriterOpen/Push/End/Cancel/Stats   (the paced FIFO writer, src/pipe_writer.c)
  *          memReadAdd/Remove/Drain/Clear/Mounted   (FUSE reads from memory in C, src/fuse_memread.c)
+ *          lendSet/lendTake/lendCounts   (a sequential reader's FUSE reads from lent blocks in C, src/fuse_lend.c)
  *          setRecvLowat(fd: number, bytes: number): number   (SO_RCVLOWAT, the mark set; see js_set_recv_lowat)
  */
 #include <errno.h>
@@ -35,6 +36,7 @@
 #include "sluice_fifo.h"
 #include "sluice_fuse_fd.h"
 #include "sluice_pipe_writer.h"
+#include "sluice_lend.h"
 #include "sluice_memread.h"
 #include "sluice_tier.h"
 
@@ -395,6 +397,7 @@ static napi_value init(napi_env env, napi_value exports) {
   CHECK_NAPI(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   CHECK_NAPI(env, sluice_pipe_writer_init(env, exports));
   CHECK_NAPI(env, sluice_memread_init(env, exports));
+  CHECK_NAPI(env, sluice_lend_init(env, exports));
   CHECK_NAPI(env, sluice_tier_init(env, exports));
   return exports;
 }

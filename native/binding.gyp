@@ -3,12 +3,13 @@
   # served from an open /dev/fuse descriptor (src/fuse_fd.c), and the paced FIFO writer
   # thread of Pipe mode (src/pipe_writer.c), and FUSE reads answered from memory in
   # libfuse's worker thread (src/fuse_memread.c), with small files of the disk tier opened
-  # there too (src/tier_small.c).
+  # there too (src/tier_small.c), and a sequential reader's reads answered from block cache
+  # buffers it lends (src/fuse_lend.c).
   # Built by `node-gyp rebuild` in this folder; output stays in native/build/.
   "targets": [
     {
       "target_name": "sluice_native",
-      "sources": ["binding.c", "src/fifo.c", "src/fuse_fd.c", "src/fuse_init.c", "src/pipe_writer.c", "src/fuse_memread.c", "src/tier_small.c"],
+      "sources": ["binding.c", "src/fifo.c", "src/fuse_fd.c", "src/fuse_init.c", "src/pipe_writer.c", "src/fuse_memread.c", "src/fuse_lend.c", "src/tier_small.c"],
       # dlopen/dlvsym: in libc since glibc 2.34, in libdl before.
       "libraries": ["-ldl", "-lpthread"],
       "include_dirs": ["include"],

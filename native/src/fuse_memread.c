@@ -1,7 +1,8 @@
 /*
  * Reads answered in libfuse's worker thread, for file handles whose bytes are already in
  * memory and verified (issue 14: a small file from the disk tier, read whole and CRC-checked
- * at open by src/cache/disk-cache.ts openSmall).
+ * at open by src/cache/disk-cache.ts openSmall). A large file's sequential reads are answered
+ * here too, from block cache buffers its reader lends (fuse_lend.c, asked first by mem_read).
  *
  * Why: through fuse-native every FUSE operation is a hand-off from a libfuse worker to
  * Node's main thread and back (uv_async, JavaScript, a semaphore). A small file costs four
@@ -178,6 +179,7 @@
 #include <node_api.h>
 
 #include "sluice_fuse_fd.h"
+#include "sluice_lend.h"
 #include "sluice_memread.h"
 #include "sluice_tier.h"
 
@@ -345,6 +347,7 @@ struct mount {
   pthread_mutex_t ahead_lock; /* taken last: after a row's lock (OPEN) or lock (a remount), never before either */
   int ahead_off;      /* SLUICE_NO_CHECK_AHEAD at this mount */
   uint64_t gen;       /* mounts of this thread so far (under ahead_lock): an ahead check of an older one is dropped */
+  struct sluice_lends *lends; /* sequential handles' lent blocks (fuse_lend.c), or NULL (no memory): asked first by mem_read */
 };
 
 static struct mount *mounts[MAX_MOUNTS];
@@ -880,6 +883,9 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
 static int mem_read(const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
   struct mount *m = mount_of_request();
   if (m == NULL) return -EIO; /* cannot happen: only our mounts have this read */
+  /* A large file's blocks lent by its sequential reader (fuse_lend.c): no handle is in both tables. */
+  int lent = sluice_lends_read(m->lends, fi->fh, buf, size, (int64_t)offset);
+  if (lent >= 0) return lent;
   struct entry *e = &m->slots[fi->fh % SLOTS];
   pthread_mutex_lock(&m->lock);
   if (e->used && e->fh == fi->fh) {
@@ -997,6 +1003,7 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
       m->ahead.fd = -1;
       pthread_cond_init(&m->ahead.done, NULL);
       pthread_mutex_init(&m->ahead_lock, NULL);
+      m->lends = sluice_lends_new();
       mounts[mount_count] = m;
       __atomic_store_n(&mount_count, mount_count + 1, __ATOMIC_RELEASE);
     }
@@ -1013,6 +1020,7 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   }
   memset(m->slots, 0, sizeof m->slots);
   memset(m->own_counts, 0, sizeof m->own_counts);
+  sluice_lends_reset(m->lends);
   m->head = m->count = 0;
   /* Before rs is freed below: a check ahead reads rs only under ahead_lock, with its generation current. */
   pthread_mutex_lock(&m->ahead_lock);
@@ -1141,6 +1149,11 @@ size_t sluice_memread_drain(const void *thread, uint64_t *out, size_t max, int c
 }
 
 int sluice_memread_mounted(const void *thread) { return mount_of_thread(thread) != NULL; }
+
+struct sluice_lends *sluice_memread_lends(const void *thread) {
+  struct mount *m = mount_of_thread(thread);
+  return m != NULL ? m->lends : NULL;
+}
 
 /*
  * Installs the listing (n rows of 5 doubles: path length, mode, nlink, size, mtime in ms;

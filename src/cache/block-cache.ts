@@ -224,21 +224,8 @@ export class BlockCache implements BlockStore {
    */
   lookup(id: BlockId, pins?: Slab[]): Buffer | Promise<Buffer> | undefined {
     const k = cacheKey(id.key, id.etag, id.index);
-    // A prefetched block's first use keeps its LRU place (see the module comment); later uses move it.
     const r = this.resident.peek(k);
-    if (r) {
-      pin(r.group?.slab, pins);
-      this.stats.hits++;
-      cacheHits.inc();
-      if (r.kind) {
-        this.countUsed(r.kind, r.data.length);
-        r.kind = undefined;
-        this.unahead(r.data.length);
-      } else {
-        this.resident.get(k);
-      }
-      return r.data;
-    }
+    if (r) return this.use(r, k, pins);
     const f = this.inflight.get(k);
     if (f) {
       this.stats.hits++;
@@ -251,6 +238,39 @@ export class BlockCache implements BlockStore {
     this.stats.misses++;
     cacheMisses.inc();
     return undefined;
+  }
+
+  /**
+   * The resident blocks `first`, `first + 1`, ... up to `last` of one object version, stopping
+   * at the first that is not resident (none when `first` is not): each looked up as a reader's
+   * lookup() would (a hit; a prefetched block counted used), its pooled buffer pinned into
+   * `pins`. For a sequential reader that lends them to reads answered elsewhere (FsCore.lend).
+   */
+  residentRun(key: string, etag: string, first: number, last: number, pins: Slab[]): Buffer[] {
+    const out: Buffer[] = [];
+    for (let i = first; i <= last; i++) {
+      const k = cacheKey(key, etag, i);
+      const r = this.resident.peek(k);
+      if (!r) break;
+      out.push(this.use(r, k, pins));
+    }
+    return out;
+  }
+
+  /** A reader's use of resident block `r` (key `k`): see lookup(). */
+  private use(r: Resident, k: string, pins: Slab[] | undefined): Buffer {
+    pin(r.group?.slab, pins);
+    this.stats.hits++;
+    cacheHits.inc();
+    // A prefetched block's first use keeps its LRU place (see the module comment); later uses move it.
+    if (r.kind) {
+      this.countUsed(r.kind, r.data.length);
+      r.kind = undefined;
+      this.unahead(r.data.length);
+    } else {
+      this.resident.get(k);
+    }
+    return r.data;
   }
 
   /**

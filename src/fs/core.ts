@@ -60,7 +60,7 @@ import { RandomFill } from '../prefetch/random-fill.js';
 import { ReadCursor, type CursorStats } from '../prefetch/read-cursor.js';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { buildTree, lookupPath, newDir, normalizePrefix, unsafeReason, type FileNode, type Node, type SkippedKey, type Tree } from './tree.js';
-import type { Attr, FsCore, StatFs, TierOpensOf } from './types.js';
+import type { Attr, BlockLease, FsCore, StatFs, TierOpensOf } from './types.js';
 
 export interface SluiceFsOptions {
   client: ObjectClient;
@@ -179,6 +179,18 @@ const LISTING_YIELD_MAX_MS = 200;
  * first window again; so a reader that only peeks at files costs one window at most.
  */
 const CARRY_MS = 5000;
+/**
+ * Share of the cache that blocks lent to reads outside read() (lend()) may take: an eighth.
+ * A sequential reader's lend reaches at most half its window ahead of it (where its next
+ * batch is due: 32 MiB at the default --max-prefetch), so a 256 MiB cache (the smallest
+ * default) lends fully to one reader, and the default 1/8 of RAM to several; a reader
+ * refused a lend is answered in JavaScript as before. It is also the most a lend can add to
+ * the cache's memory (see lend()).
+ */
+const LEND_SHARE = 1 / 8;
+
+/** Parts of one lend: native/src/fuse_lend.c LEND_RANGES, the most it takes. */
+const LEND_PARTS = 16;
 const STATFS_BSIZE = 4096;
 
 /** Directory size reported by getattr: 4096, as ext4 and most tools expect. */
@@ -263,6 +275,8 @@ export class SluiceFs implements FsCore {
   private lookupsIdleSince = 0;
   private listingGate: Promise<void> | undefined;
   private readonly handles = new Map<number, Handle>();
+  /** Bytes of blocks lent (lend()) and not yet given back. */
+  private lentBytes = 0;
   private readonly waitClock: WaitClock;
   private nextFh = 1;
   private readonly uid: number;
@@ -551,12 +565,61 @@ export class SluiceFs implements FsCore {
     this.opts.tierFiles?.countHits(diskFiles, diskBytes);
   }
 
-  /** Counts `reads` reads of handle `fh` that were answered from heldBytes() outside read(), `bytes` in all, as read() would. */
-  servedElsewhere(fh: number, reads: number, bytes: number): void {
+  /**
+   * Counts `reads` reads of handle `fh` that were answered outside read() (from heldBytes(),
+   * or from a lend() whose reads reached offset `end`), `bytes` in all, as read() would.
+   */
+  servedElsewhere(fh: number, reads: number, bytes: number, end?: number): void {
     const h = this.handles.get(fh);
     if (!h) return;
     this.countServedElsewhere(reads, bytes);
     if (bytes > 0) h.served = true;
+    if (end !== undefined && end > 0) h.cursor.servedTo(end);
+  }
+
+  /** Bytes lent by lend() and not yet given back (tests: every lease ends by release or unmount). */
+  get lent(): number {
+    return this.lentBytes;
+  }
+
+  /**
+   * The resident blocks a sequential handle's next reads may be answered from outside
+   * read() (the FUSE thread: native/src/fuse_lend.c), up to the read its cursor must see
+   * (ReadCursor.lend, step 6), as at most LEND_PARTS contiguous parts; undefined when its
+   * reads must all come here. Bytes lent and not yet given back are bounded by LEND_SHARE
+   * of the cache: lent blocks stay in the cache's count, but one evicted while lent keeps
+   * its buffer until the lease ends, so that is the most they can add to the cache's memory.
+   */
+  lend(fh: number): BlockLease | undefined {
+    const h = this.handles.get(fh);
+    if (!h || h.direct) return undefined;
+    const room = Math.floor(this.cache.capacityBytes * LEND_SHARE) - this.lentBytes;
+    if (room < this.cache.blockSize) return undefined;
+    const l = h.cursor.lend(room);
+    if (!l) return undefined;
+    const parts: Buffer[] = [];
+    let covered = 0;
+    for (const b of l.blocks) {
+      const prev = parts[parts.length - 1];
+      if (prev && prev.buffer === b.buffer && prev.byteOffset + prev.length === b.byteOffset) {
+        parts[parts.length - 1] = Buffer.from(prev.buffer, prev.byteOffset, prev.length + b.length);
+      } else if (parts.length < LEND_PARTS) {
+        parts.push(b);
+      } else break;
+      covered += b.length;
+    }
+    const stop = Math.min(l.stop, l.start + covered);
+    this.lentBytes += covered;
+    let ended = false;
+    return {
+      start: l.start, stop, size: h.cursor.file.size, parts,
+      release: () => {
+        if (ended) return;
+        ended = true;
+        this.lentBytes -= covered;
+        for (const p of l.pins) p.unref();
+      },
+    };
   }
 
   /** `reads` reads answered at once outside read(), `bytes` in all, counted as read() counts them. */

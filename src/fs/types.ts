@@ -45,6 +45,24 @@ export interface TierOpensOf {
   nameOf(path: string, maxSize?: number, row?: number): string | undefined;
 }
 
+/**
+ * Bytes of an open file lent to reads answered outside FsCore.read() (core.ts lend). A read
+ * [off, off + n) may be answered from them when start <= off and min(off + n, size) <= stop;
+ * a read at or past `size` is answered with 0 bytes. The bytes stay valid and unchanged until
+ * release(), which the borrower calls once no such read can touch them any more.
+ */
+export interface BlockLease {
+  /** File offset of parts[0]; the parts are contiguous in the file from here. */
+  readonly start: number;
+  /** The largest read end (exclusive file offset) that may be answered from the lease. */
+  readonly stop: number;
+  /** The file's size. */
+  readonly size: number;
+  readonly parts: readonly Buffer[];
+  /** Ends the lease (idempotent): the parts may be recycled after it. */
+  release(): void;
+}
+
 export interface FsCore {
   getattr(path: string): Attr | Promise<Attr>;
   readdir(path: string): string[] | Promise<string[]>;
@@ -58,8 +76,13 @@ export interface FsCore {
   release(fh: number): void | Promise<void>;
   /** The file's verified bytes when handle `fh` holds them all in memory until release (see core.ts); optional. */
   heldBytes?(fh: number): Buffer | undefined;
-  /** Counts reads of `fh` answered from heldBytes() outside read(): `reads` of `bytes` in all (see core.ts); optional. */
-  servedElsewhere?(fh: number, reads: number, bytes: number): void;
+  /**
+   * Counts reads of `fh` answered outside read(): from heldBytes(), or from a lend(), whose
+   * reads reached file offset `end` (see core.ts); optional.
+   */
+  servedElsewhere?(fh: number, reads: number, bytes: number, end?: number): void;
+  /** Resident bytes of handle `fh` that its next reads may be answered from outside read(), until the lease is released (see core.ts); optional. */
+  lend?(fh: number): BlockLease | undefined;
   statfs(): StatFs | Promise<StatFs>;
   /**
    * Settles when the view is complete and fixed (FastFile: the listing is done); from then on

@@ -53,7 +53,7 @@ import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore } from '../fs/types.js';
 import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fusePassthroughCheckedAhead, fusePassthroughChecksAhead, fusePassthroughOpens, fuseOpSeconds, fuseReadBytes } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
-import type { MemReads, NativeOps, NativeStat, ReadReply, TierOpens } from './native.js';
+import type { LendCounts, MemReads, NativeOps, NativeStat, ReadReply, TierOpens } from './native.js';
 
 /** access(2) mode bit for write permission. */
 const W_OK = 2;
@@ -113,20 +113,22 @@ function countReadsInC(reads: number, asked: number): void {
  * entry leaves the C table: as reads answered at once (0 s), with the size the kernel asked
  * for spread evenly over them, and as served bytes of the handle (core.servedElsewhere).
  */
-function countMemReads(core: FsCore, fh: number, reads: number, served: number, asked: number): void {
+function countMemReads(core: FsCore, fh: number, reads: number, served: number, asked: number, end?: number): void {
   if (reads <= 0) return;
   countReadsInC(reads, asked);
-  core.servedElsewhere?.(fh, reads, served);
+  core.servedElsewhere?.(fh, reads, served, end);
 }
 
 /**
  * A function that takes the handles the kernel released in C since its last call
  * (native.ts MemReads.drain): counts their reads and their release (answered at once),
- * and releases them in the core, which gives their buffers back. With `all` (unmount), it
- * also removes and counts the entries still open, whose handles the core keeps until their
- * release or its close. Build one per mount (its callbacks are made once).
+ * and releases them in the core, which gives their buffers back. At 'tick' (the mount's
+ * periodic catch-up) it also counts the reads lends answered so far (MemReads.countLends); at
+ * 'unmount' it removes and counts the entries still open, whose handles the core keeps until
+ * their release or its close, and ends every lend. Build one per mount (its callbacks are
+ * made once).
  */
-export function memReadDrainer(core: FsCore, onError?: (fh: number, err: unknown) => void): (mem: MemReads, all?: boolean) => void {
+export function memReadDrainer(core: FsCore, onError?: (fh: number, err: unknown) => void): (mem: MemReads, at?: 'open' | 'tick' | 'unmount') => void {
   const released = (fh: number, reads: number, served: number, asked: number): void => {
     countMemReads(core, fh, reads, served, asked);
     countAnsweredInC(RELEASE_LABELS, RELEASE_OK_LABELS, 1);
@@ -138,10 +140,19 @@ export function memReadDrainer(core: FsCore, onError?: (fh: number, err: unknown
     }
   };
   const open = (fh: number, reads: number, served: number, asked: number): void => countMemReads(core, fh, reads, served, asked);
-  return (mem, all = false) => {
+  const lent = lendCounter(core);
+  return (mem, at = 'open') => {
     mem.drain(released);
-    if (all) mem.clear(open);
+    if (at === 'tick') mem.countLends(lent);
+    if (at !== 'unmount') return;
+    mem.clear(open);
+    mem.takeLends(lent);
   };
+}
+
+/** Counts the reads a lend answered in C (native.ts MemReads.takeLend), and moves the handle's cursor to where they reached. */
+function lendCounter(core: FsCore): LendCounts {
+  return (fh, reads, served, asked, end) => countMemReads(core, fh, reads, served, asked, end);
 }
 
 /**
@@ -378,6 +389,13 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
   const deadlines = hooks.readDeadlines;
   const drainMem = memReadDrainer(core, (fh, err) => hooks.onUnexpectedError?.('release', `fh ${fh}`, err));
   const countRemoved = (fh: number, reads: number, served: number, asked: number): void => countMemReads(core, fh, reads, served, asked);
+  const countLent = lendCounter(core);
+  const lendable = core.lend !== undefined;
+  /** Lends handle `fd`'s resident blocks to C for its next reads (FsCore.lend), when the core has any to lend. */
+  function lendAgain(mem: MemReads, fd: number): void {
+    const lease = core.lend!(fd);
+    if (lease && !mem.lend(fd, lease)) lease.release();
+  }
 
   /** Answers a read (bytes read, or a negative errno) and records it. */
   function readAnswered(code: number, startedMs: number, reply: ReadReply, token: unknown, buf: Buffer): void {
@@ -441,6 +459,10 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
       fuseReadBytes.observe(len);
       const started = performance.now();
       const epoch = deadlines?.epoch();
+      // A read past the handle's lend (native.ts MemReads.lend): the lend ends first, so the
+      // core's cursor knows how far C's reads got; once answered, the handle may lend again.
+      const mem = lendable ? hooks.memReads?.() : undefined;
+      mem?.takeLend(fd, countLent);
       let r: number | Promise<number>;
       try {
         r = core.read(fd, buf, len, pos, epoch?.opts);
@@ -450,25 +472,36 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
       }
       if (typeof r === 'number') {
         readAnswered(r, started, reply, token, buf);
+        if (mem) lendAgain(mem, fd);
         return;
       }
       if (!deadlines || !epoch) {
-        r.then((n) => readAnswered(n, started, reply, token, buf), (err: unknown) => readFailed(path, err, started, reply, token, buf));
+        r.then((n) => {
+          readAnswered(n, started, reply, token, buf);
+          if (mem) lendAgain(mem, fd);
+        }, (err: unknown) => readFailed(path, err, started, reply, token, buf));
         return;
       }
       // The core's answer is dropped when the deadline answered first (settled() is false).
       const w = new WaitingRead(epoch, path, started, reply, token, buf, expired);
       deadlines.wait(w);
       r.then((n) => {
-        if (deadlines.settled(w)) readAnswered(n, started, reply, token, buf);
+        if (!deadlines.settled(w)) return;
+        readAnswered(n, started, reply, token, buf);
+        if (mem) lendAgain(mem, fd);
       }, (err: unknown) => {
         if (deadlines.settled(w)) readFailed(path, err, started, reply, token, buf);
       });
     },
     release(path, fd, cb) {
       // A handle still in the C table (its release came here: the C queue was full): out of it, then counted, before the core gives its buffer back.
+      // A lent handle's lend ends here too (the kernel sends RELEASE once no read of it is in flight).
       handle('release', path, () => {
-        hooks.memReads?.()?.remove(fd, countRemoved);
+        const mem = hooks.memReads?.();
+        if (mem) {
+          mem.remove(fd, countRemoved);
+          if (lendable) mem.takeLend(fd, countLent);
+        }
         return core.release(fd);
       }, (c) => cb(c));
     },

@@ -88,7 +88,7 @@ export interface KernelMount {
   readonly directIoMmap: boolean;
   /**
    * Takes now what libfuse's thread answered without JavaScript (reads and releases of held
-   * files, getattrs, opens from the disk tier) into the core and the metrics, which is
+   * files, reads from lent blocks, getattrs, opens from the disk tier) into the core and the metrics, which is
    * otherwise done once every MEM_DRAIN_MS and at unmount (tests, bench).
    */
   takeCounts(): void;
@@ -232,7 +232,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
     if (memTimer) clearInterval(memTimer);
     const m = mem;
     mem = undefined;
-    if (m) drainMem(m, true);
+    if (m) drainMem(m, 'unmount');
     const a = attrTable;
     attrTable = undefined;
     if (a) {
@@ -277,7 +277,7 @@ export async function mountCore(core: FsCore, mountpoint: string, opts: KernelMo
   mem = fuse.memReads();
   attrTable = fuse.memAttrs();
   const takeCounts = (): void => {
-    if (mem) drainMem(mem);
+    if (mem) drainMem(mem, 'tick');
     if (attrTable) {
       countMemGetattrs(attrTable.take());
       attrTable.takeOpens(openCounts);

@@ -56,12 +56,22 @@
  * only when the addon wrapped this mount, and not with SLUICE_NO_NATIVE set. Under the same
  * conditions getattr of a listed path is answered there too, from a copy of the fixed view
  * (memAttrs(); kernel-mount.ts hands it over once the listing is done).
+ *
+ * Lent blocks (MemReads.lend, native/src/fuse_lend.c): after the adapter answers a large
+ * file's sequential read, the core may lend that handle's resident block cache buffers from
+ * its frontier up to where its read cursor must see a read again (core.ts lend); reads inside
+ * the lend are then copied in libfuse's worker thread. The first read past it comes here,
+ * takes the lend back (its counts and the furthest offset read), is answered, and lends
+ * again. A lease is released only after lendTake has returned (then no worker copies from
+ * it); at release and at unmount every lend is taken; once a second the counts of lends still
+ * held are taken into the metrics (countLends). SLUICE_NO_LEND=1 turns lends off.
  */
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FuseUnavailableError } from '../errors.js';
+import type { BlockLease } from '../fs/types.js';
 import { nativeForcedOff } from '../pipe/native.js';
 
 /** A stat as fuse-native encodes it (dates or epoch ms). */
@@ -180,6 +190,10 @@ export interface FuseFdShim {
   memReadDrain?(thread: Buffer, out: Float64Array): number;
   memReadClear?(thread: Buffer, out: Float64Array): number;
   memReadMounted?(thread: Buffer): boolean;
+  /** native/src/fuse_lend.c: a sequential handle's reads answered from lent blocks (see MemReads.lend). */
+  lendSet?(thread: Buffer, fh: number, start: number, stop: number, size: number, parts: readonly Buffer[]): boolean;
+  lendTake?(thread: Buffer, fh: number, out: Float64Array): boolean;
+  lendCounts?(thread: Buffer, fh: number, out: Float64Array): boolean;
   /** How many mounts of this process have a live libfuse struct fuse: an ended mount's is forgotten (fuse_memread.c "Ended mounts"; tests). */
   memReadLiveMounts?(): number;
   /** native/src/fuse_memread.c: the listing getattr answers from (see MemAttrs). */
@@ -191,6 +205,9 @@ export interface FuseFdShim {
 
 /** Counts of one handle's reads answered in C: reads, bytes served, bytes the kernel asked for. */
 export type MemReadCounts = (fh: number, reads: number, served: number, asked: number) => void;
+
+/** MemReadCounts of a lend, with the furthest file offset its reads reached (0: none). */
+export type LendCounts = (fh: number, reads: number, served: number, asked: number, end: number) => void;
 
 /**
  * Reads answered in libfuse's worker thread from a handle's bytes held in memory, with no
@@ -207,6 +224,18 @@ export interface MemReads {
   drain(each: MemReadCounts): void;
   /** Removes every entry left (unmount); `each` gets their counts. */
   clear(each: MemReadCounts): void;
+  /**
+   * Answer fh's reads inside the lease in C from now on (native/src/fuse_lend.c); false when
+   * refused (then the caller still owns the lease). Once accepted, the lease is released by
+   * takeLend() or takeLends(), after C has let go of its bytes.
+   */
+  lend(fh: number, lease: BlockLease): boolean;
+  /** Ends fh's lend, if it has one: `each` gets its counts, then its lease is released. */
+  takeLend(fh: number, each: LendCounts): void;
+  /** takeLend() of every handle that has a lend (unmount). */
+  takeLends(each: LendCounts): void;
+  /** The counts of every lend since it was set or last counted, each lend kept (the metrics' periodic catch-up). */
+  countLends(each: LendCounts): void;
 }
 
 /**
@@ -248,8 +277,20 @@ export interface TierOpens {
 const MEM_DRAIN_BATCH = 256;
 
 /** MemReads of the mount whose fuse-native thread buffer is `thread` (see MemReads). */
-function memReadsOf(shim: Required<Pick<FuseFdShim, 'memReadAdd' | 'memReadRemove' | 'memReadDrain' | 'memReadClear'>>, thread: Buffer): MemReads {
+function memReadsOf(shim: Required<Pick<FuseFdShim, 'memReadAdd' | 'memReadRemove' | 'memReadDrain' | 'memReadClear'>> & Pick<FuseFdShim, 'lendSet' | 'lendTake' | 'lendCounts'>, thread: Buffer): MemReads {
   const counts = new Float64Array(3);
+  const lendCounts = new Float64Array(4);
+  /** Leases C answers reads from, by fh: each is released only after lendTake returned. */
+  const leases = new Map<number, BlockLease>();
+  const { lendSet, lendTake, lendCounts: lendCountsOf } = shim;
+  const takeLend = (fh: number, f: LendCounts): void => {
+    const lease = leases.get(fh);
+    if (!lease) return;
+    leases.delete(fh);
+    const had = lendTake!(thread, fh, lendCounts);
+    lease.release();
+    if (had) f(fh, lendCounts[0]!, lendCounts[1]!, lendCounts[2]!, lendCounts[3]!);
+  };
   const out = new Float64Array(4 * MEM_DRAIN_BATCH);
   const each = (take: (thread: Buffer, out: Float64Array) => number, f: MemReadCounts): void => {
     for (;;) {
@@ -269,6 +310,21 @@ function memReadsOf(shim: Required<Pick<FuseFdShim, 'memReadAdd' | 'memReadRemov
     clear: (f) => {
       each(shim.memReadDrain, f);
       each(shim.memReadClear, f);
+    },
+    lend: (fh, lease) => {
+      if (!lendSet || !lendTake || leases.has(fh) || !lendSet(thread, fh, lease.start, lease.stop, lease.size, lease.parts)) return false;
+      leases.set(fh, lease);
+      return true;
+    },
+    takeLend,
+    takeLends: (f) => {
+      for (const fh of [...leases.keys()]) takeLend(fh, f);
+    },
+    countLends: (f) => {
+      if (!lendCountsOf) return;
+      for (const fh of leases.keys()) {
+        if (lendCountsOf(thread, fh, lendCounts)) f(fh, lendCounts[0]!, lendCounts[1]!, lendCounts[2]!, lendCounts[3]!);
+      }
     },
   };
 }
@@ -495,9 +551,11 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
       const thread = (this as unknown as { _thread: Buffer | null })._thread;
       if (!thread) return undefined; // not mounted (yet)
       const shim = optionalShim ?? fdShim;
-      const { memReadAdd, memReadRemove, memReadDrain, memReadClear, memReadMounted } = shim ?? {};
+      const { memReadAdd, memReadRemove, memReadDrain, memReadClear, memReadMounted, lendSet, lendTake, lendCounts } = shim ?? {};
+      // SLUICE_NO_LEND=1 keeps large files' reads in JavaScript (comparisons, and tests of that path).
+      const lend = process.env.SLUICE_NO_LEND !== '1' ? { lendSet, lendTake, lendCounts } : {};
       this.memReadsOnce = direct && !nativeForcedOff() && memReadAdd && memReadRemove && memReadDrain && memReadClear && memReadMounted?.(thread)
-        ? memReadsOf({ memReadAdd, memReadRemove, memReadDrain, memReadClear }, thread)
+        ? memReadsOf({ memReadAdd, memReadRemove, memReadDrain, memReadClear, ...lend }, thread)
         : null;
       return this.memReadsOnce ?? undefined;
     }

@@ -60,6 +60,17 @@
  *     blocks do; a caller's AbortSignal settles it early (the shared GETs go on).
  *     The blocks' pooled buffers are pinned from lookup until the copy is done (or
  *     the read gave up), so they cannot be recycled under it.
+ *  6. Lend, while sequential (lend()): between two reads that have work to do here, a
+ *     sequential reader's reads are only copies out of resident blocks. So the cursor can
+ *     hand out the resident blocks from its frontier on, with the largest read end it can
+ *     do without seeing: one byte short of where its next batch is due (step 3's rule
+ *     solved for the frontier, batchDueAt), or the end of the file once everything is
+ *     requested. Reads answered from such a lend elsewhere (the FUSE thread,
+ *     native/src/fuse_lend.c) are reported back with servedTo(end) before the cursor's
+ *     next read, which moves the frontier as if the cursor had seen each of them: the
+ *     classification, the batches and the retirement go on exactly as in steps 1-4, only
+ *     decided at fewer reads. The lent blocks are looked up as reads (hits, prefetched
+ *     ones counted used) and pinned until the lend ends.
  */
 import type { Slab } from '../cache/buffer-pool.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
@@ -117,6 +128,17 @@ export interface ReadResult {
   bytes: number;
   /** True when the read had to wait for at least one block still being fetched. */
   waited: boolean;
+}
+
+/** Resident blocks lent to reads answered outside readNow() (step 6). */
+export interface CursorLend {
+  /** File offset of blocks[0]; the blocks are contiguous in the file from here. */
+  start: number;
+  /** The largest read end that may be answered from the lend without the cursor seeing the read. */
+  stop: number;
+  blocks: Buffer[];
+  /** The blocks' pooled buffers, pinned: unref each once the lend has ended. */
+  pins: Slab[];
 }
 
 export interface CursorStats {
@@ -325,6 +347,46 @@ export class ReadCursor {
   private remember(end: number): void {
     this.recentEnds[this.recentAt] = end;
     this.recentAt = (this.recentAt + 1) % RECENT_ENDS;
+  }
+
+  /**
+   * Step 6: the resident blocks from the block of the frontier on, up to `maxBytes` and no
+   * further than where a read would have work to do here; undefined when every read must
+   * come here (random, undecided, before the first read, closed) or nothing is resident.
+   */
+  lend(maxBytes: number): CursorLend | undefined {
+    const frontier = this.frontier;
+    if (this.closed || this.window === 0 || this.undecided || frontier === undefined) return undefined;
+    const size = this.file.size;
+    const due = this.aheadTo >= size ? size + 1 : this.batchDueAt();
+    const bs = this.fetcher.blockSize;
+    const start = Math.floor(frontier / bs) * bs;
+    const stop = Math.min(due - 1, size, start + maxBytes);
+    if (stop <= frontier) return undefined;
+    const pins: Slab[] = [];
+    const blocks = this.fetcher.cache.residentRun(this.file.key, this.file.etag, start / bs, Math.floor((stop - 1) / bs), pins);
+    if (blocks.length === 0) return undefined;
+    return { start, stop: Math.min(stop, start + blocks.length * bs), blocks, pins };
+  }
+
+  /** Step 6: reads answered from a lend reached file offset `end`; the frontier moves there (while sequential). */
+  servedTo(end: number): void {
+    if (this.window > 0 && this.frontier !== undefined && end > this.frontier) this.frontier = Math.min(end, this.file.size);
+  }
+
+  /**
+   * Step 6: the smallest frontier at which readAhead() issues the run's next batch: its
+   * target, the frontier + the window (rounded up to a part once the window is a part or
+   * more), reaches half a window past aheadTo, or the end of the file. Call only while
+   * aheadTo < the file's size.
+   */
+  private batchDueAt(): number {
+    const w = this.window;
+    const reach = Math.min(this.aheadTo + w / 2, this.file.size);
+    const partSize = this.fetcher.blocksPerPart * this.fetcher.blockSize;
+    // ceil((e + w) / P) * P >= reach  <=>  e + w > (ceil(reach / P) - 1) * P
+    if (w >= partSize) return Math.max(0, (Math.ceil(reach / partSize) - 1) * partSize - w + 1);
+    return Math.max(0, Math.ceil(reach - w));
   }
 
   /** Step 4: offers the cache every block wholly before `position - R` (R: the reorder span). */

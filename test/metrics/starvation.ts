@@ -30,7 +30,9 @@ const LATENCY_MS = 300;
 
 interface Snapshot { totals: ChannelTotals; received: number; at: number }
 
-async function snapshot(): Promise<Snapshot> {
+/** The metrics now, with what libfuse's thread answered so far taken in (`take`: the mount's takeCounts; reads from lent blocks reach the metrics within a second). */
+async function snapshot(take: () => void): Promise<Snapshot> {
+  take();
   const e = parseExposition(await registry.metrics());
   const totals = channelTotals(e).find((c) => c.channel === CHANNEL && c.mode === 'FastFile')
     ?? { channel: CHANNEL, mode: 'FastFile', servedBytes: 0, files: 0, waitSeconds: 0, reads: 0, readsWithoutWait: 0, pipeFullSeconds: 0, pipeEmptySeconds: 0, epoch: 0, firstByteSeconds: undefined, firstBatchSeconds: undefined };
@@ -82,6 +84,7 @@ t.test('starvation rises with S3 latency, vanishes when cached; counters match t
     options: testMountOptions(proxy.endpoint, { crossFilePrefetch: 0, cacheSize: 64 * MiB }),
   });
   t.teardown(() => m.unmount());
+  const takeCounts = () => m.takeCounts();
 
   /**
    * Reads whole files. `direct` opens with O_DIRECT: the mount keeps pages in the kernel's
@@ -100,14 +103,14 @@ t.test('starvation rises with S3 latency, vanishes when cached; counters match t
   const fast = objects.slice(0, FILES_PER_PHASE);
   const slow = objects.slice(FILES_PER_PHASE, 2 * FILES_PER_PHASE);
 
-  const s0 = await snapshot();
+  const s0 = await snapshot(takeCounts);
   const fastBytes = await readAll(fast);
-  const s1 = await snapshot();
+  const s1 = await snapshot(takeCounts);
   proxy.set({ latencyMs: LATENCY_MS });
   const slowBytes = await readAll(slow);
-  const s2 = await snapshot();
+  const s2 = await snapshot(takeCounts);
   const cachedBytes = await readAll(slow, true); // the same files again: from the block cache
-  const s3snap = await snapshot();
+  const s3snap = await snapshot(takeCounts);
 
   const dFast = delta(s0, s1);
   const dSlow = delta(s1, s2);

@@ -372,3 +372,81 @@ t.test('a carried window is ignored by a handle whose first run starts past 0, a
   await readAt(random, 16 * MiB - 128 * KiB, 128 * KiB);
   t.same(random.carry(), { window: 0, read: true }, 'random at the end: nothing to carry');
 });
+
+/**
+ * Step 6: a reader whose reads are answered from the cursor's lends, reaching the cursor only
+ * past a lend's stop, must make the cursor issue the same GETs as a reader that shows it every
+ * read: lending moves where the cursor decides, not what it decides. Both read 16 MiB in
+ * 128 KiB reads (the kernel's default request size); every byte is checked.
+ */
+t.test('lend: reads answered from lends leave the GETs exactly as when the cursor sees every read', async (t) => {
+  const size = 16 * MiB;
+  const read = 128 * KiB;
+  const max = 4 * MiB;
+  const all = setup({ size });
+  const seesAll = new ReadCursor(all.files[0]!, all.fetcher, max);
+  for (let pos = 0; pos < size; pos += read) {
+    await readAt(seesAll, pos, read);
+    await settle();
+  }
+
+  const s = setup({ size });
+  const c = new ReadCursor(s.files[0]!, s.fetcher, max);
+  const body = s.client.body(s.files[0]!.key);
+  let lend: ReturnType<ReadCursor['lend']>;
+  let reachedInLend = 0;
+  let cursorReads = 0;
+  let lentReads = 0;
+  for (let pos = 0; pos < size; pos += read) {
+    const end = Math.min(size, pos + read);
+    if (lend && pos >= lend.start && end <= lend.stop) {
+      // Answered from the lend, as native/src/fuse_lend.c would: the blocks are contiguous from lend.start.
+      const got = Buffer.concat(lend.blocks).subarray(pos - lend.start, end - lend.start);
+      t.ok(got.equals(body.subarray(pos, end)), `lent bytes at ${pos}`) || t.bailout();
+      reachedInLend = Math.max(reachedInLend, end);
+      lentReads++;
+      continue;
+    }
+    if (lend) {
+      c.servedTo(reachedInLend);
+      for (const p of lend.pins) p.unref();
+      lend = undefined;
+    }
+    const got = await readAt(c, pos, read);
+    cursorReads++;
+    t.ok(got.equals(body.subarray(pos, end)), `bytes at ${pos}`) || t.bailout();
+    await settle();
+    lend = c.lend(Number.MAX_SAFE_INTEGER);
+    if (lend) t.ok(lend.stop > pos + read && lend.start <= pos + read, `a lend starts at or before the frontier and reaches past it (${lend.start}..${lend.stop})`);
+  }
+  const key = (r: { start: number; end: number }) => `${r.start}-${r.end}`;
+  t.same(s.client.requests.map(key), all.client.requests.map(key), 'the same GETs, in the same order');
+  t.equal(c.stats.randomReads, 0, 'every read the cursor saw was sequential');
+  t.ok(lentReads > 3 * cursorReads, `most reads answered from lends (${lentReads} lent, ${cursorReads} seen by the cursor)`);
+});
+
+t.test('lend: nothing while the cursor must see every read, and never more than asked', async (t) => {
+  const s = setup({ size: 16 * MiB });
+  const c = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB);
+  t.equal(c.lend(Number.MAX_SAFE_INTEGER), undefined, 'before the first read');
+  await readAt(c, 512 * KiB, 128 * KiB);
+  t.equal(c.lend(Number.MAX_SAFE_INTEGER), undefined, 'undecided (a first read inside the reorder span)');
+  await readAt(c, 0, 128 * KiB);
+  await settle();
+  // Right after the window doubled, the next batch is due at once: the cursor must see the next read.
+  t.equal(c.lend(Number.MAX_SAFE_INTEGER), undefined, 'a batch due at the frontier: no lend');
+  let l: ReturnType<ReadCursor['lend']>;
+  for (let pos = 640 * KiB; pos < 8 * MiB && !l; pos += 128 * KiB) {
+    await readAt(c, pos, 128 * KiB);
+    await settle();
+    l = c.lend(BLOCK);
+  }
+  t.ok(l, 'sequential with resident blocks ahead: a lend');
+  t.ok(l!.stop - l!.start <= BLOCK && l!.blocks.length === 1, 'at most the bytes asked for');
+  for (const p of l!.pins) p.unref();
+  await readAt(c, 12 * MiB, 4096);
+  t.equal(c.currentWindow, 0, 'a long jump: random');
+  t.equal(c.lend(Number.MAX_SAFE_INTEGER), undefined, 'random: no lend');
+  c.close();
+  t.equal(c.lend(Number.MAX_SAFE_INTEGER), undefined, 'closed: no lend');
+});
