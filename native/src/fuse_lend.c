@@ -43,6 +43,7 @@
 #include <node_api.h>
 
 #include "sluice_lend.h"
+#include "sluice_napi.h"
 
 /*
  * Slots per mount: 256. A lend is held only by a handle reading sequentially between two of
@@ -134,22 +135,6 @@ int sluice_lends_read(struct sluice_lends *t, uint64_t fh, char *buf, size_t siz
 
 /* ---- N-API ---- */
 
-static napi_value bad_args(napi_env env, const char *usage) {
-  napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", usage);
-  return NULL;
-}
-
-static napi_value boolean(napi_env env, int v) {
-  napi_value r;
-  napi_get_boolean(env, v != 0, &r);
-  return r;
-}
-
-static int buffer_arg(napi_env env, napi_value v, void **data, size_t *length) {
-  bool is;
-  return napi_is_buffer(env, v, &is) == napi_ok && is && napi_get_buffer_info(env, v, data, length) == napi_ok;
-}
-
 /* A whole number in [0, 2^53). */
 static int u53_arg(napi_env env, napi_value v, uint64_t *out) {
   double d;
@@ -173,19 +158,19 @@ static napi_value js_lend_set(napi_env env, napi_callback_info info) {
   uint32_t n = 0;
   bool is_array = false;
   static const char usage[] = "lendSet(thread: Buffer, fh: number, start: number, stop: number, size: number, parts: Buffer[])";
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 || !buffer_arg(env, argv[0], &thread, &tl) ||
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 || !sluice_buffer_arg(env, argv[0], &thread, &tl) ||
       !u53_arg(env, argv[1], &fh) || !u53_arg(env, argv[2], &start) || !u53_arg(env, argv[3], &stop) || !u53_arg(env, argv[4], &size) ||
       napi_is_array(env, argv[5], &is_array) != napi_ok || !is_array || napi_get_array_length(env, argv[5], &n) != napi_ok) {
-    return bad_args(env, usage);
+    return sluice_bad_args(env, usage);
   }
-  if (n == 0 || n > LEND_RANGES) return boolean(env, 0);
+  if (n == 0 || n > LEND_RANGES) return sluice_boolean(env, 0);
   uint64_t len[LEND_RANGES], total = 0;
   const char *bytes[LEND_RANGES];
   for (uint32_t i = 0; i < n; i++) {
     napi_value part;
     void *data;
     size_t length;
-    if (napi_get_element(env, argv[5], i, &part) != napi_ok || !buffer_arg(env, part, &data, &length)) return bad_args(env, usage);
+    if (napi_get_element(env, argv[5], i, &part) != napi_ok || !sluice_buffer_arg(env, part, &data, &length)) return sluice_bad_args(env, usage);
     len[i] = length;
     bytes[i] = data;
     total += length;
@@ -193,7 +178,7 @@ static napi_value js_lend_set(napi_env env, napi_callback_info info) {
   if (stop > start + total) stop = start + total;
   if (stop > size) stop = size;
   struct sluice_lends *t = sluice_memread_lends(thread);
-  if (t == NULL || stop <= start) return boolean(env, 0);
+  if (t == NULL || stop <= start) return sluice_boolean(env, 0);
   struct lend *l = &t->slots[fh % LEND_SLOTS];
   int ok = 0;
   pthread_rwlock_wrlock(&l->lock);
@@ -210,7 +195,7 @@ static napi_value js_lend_set(napi_env env, napi_callback_info info) {
     ok = 1;
   }
   pthread_rwlock_unlock(&l->lock);
-  return boolean(env, ok);
+  return sluice_boolean(env, ok);
 }
 
 /*
@@ -218,78 +203,46 @@ static napi_value js_lend_set(napi_env env, napi_callback_info info) {
  * returns, no read copies from its parts. out = reads answered, bytes served, bytes the kernel
  * asked for (each since lendSet or the last lendCounts), the furthest file offset served (0:
  * none). False when fh had no lend.
+ *
+ * lendCounts(thread, fh, out): the same counts, then zeroed (the furthest offset is not); the
+ * lend stays. So the metrics of a long lend lag by at most the caller's period.
  */
-static napi_value js_lend_take(napi_env env, napi_callback_info info) {
+static napi_value lend_counts(napi_env env, napi_callback_info info, int end, const char *usage) {
   size_t argc = 3;
   napi_value argv[3];
   void *thread;
   size_t tl, count = 0;
   uint64_t fh;
-  bool is = false;
-  napi_typedarray_type type;
   double *out = NULL;
-  napi_value ab;
-  size_t offset;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || !buffer_arg(env, argv[0], &thread, &tl) ||
-      !u53_arg(env, argv[1], &fh) || napi_is_typedarray(env, argv[2], &is) != napi_ok || !is ||
-      napi_get_typedarray_info(env, argv[2], &type, &count, (void **)&out, &ab, &offset) != napi_ok || type != napi_float64_array || count < 4) {
-    return bad_args(env, "lendTake(thread: Buffer, fh: number, out: Float64Array(4))");
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || !sluice_buffer_arg(env, argv[0], &thread, &tl) ||
+      !u53_arg(env, argv[1], &fh) || !sluice_f64_arg(env, argv[2], &out, &count) || count < 4) {
+    return sluice_bad_args(env, usage);
   }
   struct sluice_lends *t = sluice_memread_lends(thread);
-  if (t == NULL) return boolean(env, 0);
+  if (t == NULL) return sluice_boolean(env, 0);
   struct lend *l = &t->slots[fh % LEND_SLOTS];
   int found = 0;
+  /* Exclusive for both: a take waits for every copy, and counts are zeroed together, never between one read's adds. */
   pthread_rwlock_wrlock(&l->lock);
   if (l->used && l->fh == fh) {
     out[0] = (double)l->reads;
     out[1] = (double)l->served;
     out[2] = (double)l->asked;
     out[3] = (double)l->end;
-    l->used = 0;
+    if (end) l->used = 0;
+    else l->reads = l->served = l->asked = 0;
     found = 1;
   }
   pthread_rwlock_unlock(&l->lock);
-  return boolean(env, found);
+  return sluice_boolean(env, found);
 }
 
-/*
- * lendCounts(thread: Buffer, fh: number, out: Float64Array(4)): boolean. fh's counts since
- * lendSet or the last lendCounts (then zeroed; the lend stays): reads, bytes served, bytes
- * asked, and the furthest offset served so far (not zeroed). So the metrics of a long lend
- * lag by at most the caller's period. False when fh has no lend.
- */
+static napi_value js_lend_take(napi_env env, napi_callback_info info) {
+  return lend_counts(env, info, 1, "lendTake(thread: Buffer, fh: number, out: Float64Array(4))");
+}
+
 static napi_value js_lend_counts(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
-  void *thread;
-  size_t tl, count = 0;
-  uint64_t fh;
-  bool is = false;
-  napi_typedarray_type type;
-  double *out = NULL;
-  napi_value ab;
-  size_t offset;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || !buffer_arg(env, argv[0], &thread, &tl) ||
-      !u53_arg(env, argv[1], &fh) || napi_is_typedarray(env, argv[2], &is) != napi_ok || !is ||
-      napi_get_typedarray_info(env, argv[2], &type, &count, (void **)&out, &ab, &offset) != napi_ok || type != napi_float64_array || count < 4) {
-    return bad_args(env, "lendCounts(thread: Buffer, fh: number, out: Float64Array(4))");
-  }
-  struct sluice_lends *t = sluice_memread_lends(thread);
-  if (t == NULL) return boolean(env, 0);
-  struct lend *l = &t->slots[fh % LEND_SLOTS];
-  int found = 0;
-  /* Exclusive, like lendTake: the three counters of one read are zeroed together, never between its adds. */
-  pthread_rwlock_wrlock(&l->lock);
-  if (l->used && l->fh == fh) {
-    out[0] = (double)l->reads;
-    out[1] = (double)l->served;
-    out[2] = (double)l->asked;
-    out[3] = (double)l->end;
-    l->reads = l->served = l->asked = 0;
-    found = 1;
-  }
-  pthread_rwlock_unlock(&l->lock);
-  return boolean(env, found);
+  return lend_counts(env, info, 0, "lendCounts(thread: Buffer, fh: number, out: Float64Array(4))");
 }
 
 napi_status sluice_lend_init(napi_env env, napi_value exports) {

@@ -181,6 +181,7 @@
 #include "sluice_fuse_fd.h"
 #include "sluice_lend.h"
 #include "sluice_memread.h"
+#include "sluice_napi.h"
 #include "sluice_tier.h"
 
 /* libfuse 2 types: opaque, or the leading part of their stable layout (fuse.h, fuse_common.h). */
@@ -1264,11 +1265,6 @@ uint64_t sluice_attrs_take(const void *thread, int clear) {
 
 /* ---- N-API ---- */
 
-static int buffer_arg(napi_env env, napi_value v, void **data, size_t *length) {
-  bool is;
-  return napi_is_buffer(env, v, &is) == napi_ok && is && napi_get_buffer_info(env, v, data, length) == napi_ok;
-}
-
 static int fh_arg(napi_env env, napi_value v, uint64_t *fh) {
   double d;
   if (napi_get_value_double(env, v, &d) != napi_ok || !(d >= 0) || d > 9007199254740991.0) return 0;
@@ -1276,27 +1272,6 @@ static int fh_arg(napi_env env, napi_value v, uint64_t *fh) {
   return 1;
 }
 
-/* The Float64Array `v` as doubles (its length in *count). */
-static int f64_arg(napi_env env, napi_value v, double **data, size_t *count) {
-  bool is;
-  napi_typedarray_type type;
-  napi_value ab;
-  size_t off;
-  if (napi_is_typedarray(env, v, &is) != napi_ok || !is) return 0;
-  if (napi_get_typedarray_info(env, v, &type, count, (void **)data, &ab, &off) != napi_ok) return 0;
-  return type == napi_float64_array;
-}
-
-static napi_value bad_args(napi_env env, const char *usage) {
-  napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", usage);
-  return NULL;
-}
-
-static napi_value boolean(napi_env env, int v) {
-  napi_value r;
-  napi_get_boolean(env, v != 0, &r);
-  return r;
-}
 
 /* memReadAdd(thread: Buffer, fh: number, bytes: Buffer): boolean (false: no table for this mount, or the slot is taken). */
 static napi_value js_add(napi_env env, napi_callback_info info) {
@@ -1305,11 +1280,11 @@ static napi_value js_add(napi_env env, napi_callback_info info) {
   void *thread, *bytes;
   size_t tl, bl;
   uint64_t fh;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || !buffer_arg(env, argv[0], &thread, &tl) ||
-      !fh_arg(env, argv[1], &fh) || !buffer_arg(env, argv[2], &bytes, &bl)) {
-    return bad_args(env, "memReadAdd(thread: Buffer, fh: number, bytes: Buffer)");
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || !sluice_buffer_arg(env, argv[0], &thread, &tl) ||
+      !fh_arg(env, argv[1], &fh) || !sluice_buffer_arg(env, argv[2], &bytes, &bl)) {
+    return sluice_bad_args(env, "memReadAdd(thread: Buffer, fh: number, bytes: Buffer)");
   }
-  return boolean(env, sluice_memread_add(thread, fh, bytes, bl) == 0);
+  return sluice_boolean(env, sluice_memread_add(thread, fh, bytes, bl) == 0);
 }
 
 /* memReadRemove(thread, fh, counts: Float64Array(3)): boolean; counts = reads, bytes served, bytes asked. */
@@ -1320,21 +1295,21 @@ static napi_value js_remove(napi_env env, napi_callback_info info) {
   size_t tl, n;
   uint64_t fh, counts[3];
   double *out;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || !buffer_arg(env, argv[0], &thread, &tl) ||
-      !fh_arg(env, argv[1], &fh) || !f64_arg(env, argv[2], &out, &n) || n < 3) {
-    return bad_args(env, "memReadRemove(thread: Buffer, fh: number, counts: Float64Array(3))");
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || !sluice_buffer_arg(env, argv[0], &thread, &tl) ||
+      !fh_arg(env, argv[1], &fh) || !sluice_f64_arg(env, argv[2], &out, &n) || n < 3) {
+    return sluice_bad_args(env, "memReadRemove(thread: Buffer, fh: number, counts: Float64Array(3))");
   }
-  if (!sluice_memread_remove(thread, fh, counts)) return boolean(env, 0);
+  if (!sluice_memread_remove(thread, fh, counts)) return sluice_boolean(env, 0);
   for (int i = 0; i < 3; i++) out[i] = (double)counts[i];
-  return boolean(env, 1);
+  return sluice_boolean(env, 1);
 }
 
 /* The (thread: Buffer, out: Float64Array of at least `min` doubles) that drain and ownOpensTake take: 1, or 0 when malformed. */
 static int thread_out_args(napi_env env, napi_callback_info info, void **thread, double **out, size_t *n, size_t min) {
   size_t argc = 2, tl;
   napi_value argv[2];
-  return napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 2 && buffer_arg(env, argv[0], thread, &tl) &&
-         f64_arg(env, argv[1], out, n) && *n >= min;
+  return napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 2 && sluice_buffer_arg(env, argv[0], thread, &tl) &&
+         sluice_f64_arg(env, argv[1], out, n) && *n >= min;
 }
 
 /* Shared by memReadDrain (released handles) and memReadClear (live ones, removed): records of (fh, reads, served, asked). */
@@ -1343,7 +1318,7 @@ static napi_value drain(napi_env env, napi_callback_info info, int clear) {
   size_t n;
   double *out;
   if (!thread_out_args(env, info, &thread, &out, &n, 4)) {
-    return bad_args(env, "memReadDrain/Clear(thread: Buffer, out: Float64Array(4 * k))");
+    return sluice_bad_args(env, "memReadDrain/Clear(thread: Buffer, out: Float64Array(4 * k))");
   }
   uint64_t raw[4 * 64];
   size_t max = n / 4, got = 0;
@@ -1367,10 +1342,10 @@ static napi_value js_mounted(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   void *thread;
   size_t tl;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || !buffer_arg(env, argv[0], &thread, &tl)) {
-    return bad_args(env, "memReadMounted(thread: Buffer)");
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || !sluice_buffer_arg(env, argv[0], &thread, &tl)) {
+    return sluice_bad_args(env, "memReadMounted(thread: Buffer)");
   }
-  return boolean(env, sluice_memread_mounted(thread));
+  return sluice_boolean(env, sluice_memread_mounted(thread));
 }
 
 /* memReadLiveMounts(): how many mounts of this process have a live struct fuse (tests: an ended mount's is forgotten, see "Ended mounts"). */
@@ -1400,20 +1375,20 @@ static napi_value js_attrs_set(napi_env env, napi_callback_info info) {
   char tier_dir[PATH_MAX];
   size_t dl = 0;
   static const char *usage = "attrTableSet(thread: Buffer, paths: Buffer, rows: Float64Array(5 * n), uid: number, gid: number, blksize: number[, tierDir: string, tierBlock: number, names: Buffer])";
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 || !buffer_arg(env, argv[0], &thread, &tl) ||
-      !buffer_arg(env, argv[1], &paths, &pl) || !f64_arg(env, argv[2], &rows, &n) || n % 5 != 0 ||
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 || !sluice_buffer_arg(env, argv[0], &thread, &tl) ||
+      !sluice_buffer_arg(env, argv[1], &paths, &pl) || !sluice_f64_arg(env, argv[2], &rows, &n) || n % 5 != 0 ||
       !u32_arg(env, argv[3], &uid) || !u32_arg(env, argv[4], &gid) || !u32_arg(env, argv[5], &blksize)) {
-    return bad_args(env, usage);
+    return sluice_bad_args(env, usage);
   }
   if (argc >= 9) {
     if (napi_get_value_string_utf8(env, argv[6], tier_dir, sizeof tier_dir, &dl) != napi_ok || !u32_arg(env, argv[7], &tier_block) ||
-        !buffer_arg(env, argv[8], &names, &nl)) {
-      return bad_args(env, usage);
+        !sluice_buffer_arg(env, argv[8], &names, &nl)) {
+      return sluice_bad_args(env, usage);
     }
     /* A folder that filled the buffer was cut: refuse rather than open the wrong files. */
-    if (dl + 1 >= sizeof tier_dir || nl != 32 * (n / 5)) return boolean(env, 0);
+    if (dl + 1 >= sizeof tier_dir || nl != 32 * (n / 5)) return sluice_boolean(env, 0);
   }
-  return boolean(env, sluice_attrs_set(thread, paths, pl, rows, n / 5, uid, gid, blksize, names != NULL ? tier_dir : NULL, tier_block, names) == 0);
+  return sluice_boolean(env, sluice_attrs_set(thread, paths, pl, rows, n / 5, uid, gid, blksize, names != NULL ? tier_dir : NULL, tier_block, names) == 0);
 }
 
 /*
@@ -1439,7 +1414,7 @@ static int thread_and_arg(napi_env env, napi_callback_info info, void **thread, 
   size_t argc = 2;
   napi_value argv[2];
   size_t tl;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || !buffer_arg(env, argv[0], thread, &tl)) return 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || !sluice_buffer_arg(env, argv[0], thread, &tl)) return 0;
   *x = argv[1];
   return 1;
 }
@@ -1449,8 +1424,8 @@ static napi_value js_tier_hot(napi_env env, napi_callback_info info) {
   void *thread;
   napi_value x;
   uint32_t row;
-  if (!thread_and_arg(env, info, &thread, &x) || !u32_arg(env, x, &row)) return bad_args(env, "tierHotMark(thread: Buffer, row: number)");
-  return boolean(env, sluice_tier_hot(thread, row));
+  if (!thread_and_arg(env, info, &thread, &x) || !u32_arg(env, x, &row)) return sluice_bad_args(env, "tierHotMark(thread: Buffer, row: number)");
+  return sluice_boolean(env, sluice_tier_hot(thread, row));
 }
 
 /* ownOpensTake(thread, out: Float64Array(10)): the counts of own_counts (see there) since the last take. */
@@ -1459,7 +1434,7 @@ static napi_value js_own_take(napi_env env, napi_callback_info info) {
   size_t n;
   double *out;
   if (!thread_out_args(env, info, &thread, &out, &n, OWN_COUNTS)) {
-    return bad_args(env, "ownOpensTake(thread: Buffer, out: Float64Array(10))");
+    return sluice_bad_args(env, "ownOpensTake(thread: Buffer, out: Float64Array(10))");
   }
   uint64_t c[OWN_COUNTS];
   sluice_own_take(thread, c);
@@ -1473,7 +1448,7 @@ static napi_value js_attrs_take(napi_env env, napi_callback_info info) {
   napi_value x;
   bool clear = false;
   if (!thread_and_arg(env, info, &thread, &x) || napi_get_value_bool(env, x, &clear) != napi_ok) {
-    return bad_args(env, "attrTableTake(thread: Buffer, clear: boolean)");
+    return sluice_bad_args(env, "attrTableTake(thread: Buffer, clear: boolean)");
   }
   napi_value r;
   napi_create_double(env, (double)sluice_attrs_take(thread, clear), &r);

@@ -11,7 +11,7 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
 import type { Test } from '../helpers/tap.js';
@@ -21,6 +21,7 @@ import { generateBytes, seedDataset, sourceBytes, type SeededObject } from '../.
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';
 import { metricSum } from '../helpers/metrics.js';
+import { until } from '../helpers/poll.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
 
@@ -53,13 +54,20 @@ function run(cmd: string, args: string[]): Promise<Buffer> {
 /** Drops the kernel's cached pages of `file`, so its next read asks the mount again. */
 const dropPages = (file: string) => run('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
 
-/** Waits (up to 5 s: release reaches the core after close() returns) until `ok()`. */
-async function until(ok: () => boolean | Promise<boolean>): Promise<boolean> {
-  for (let i = 0; i < 250; i++) {
-    if (await ok()) return true;
-    await sleep(20);
-  }
-  return ok();
+/** Reads one handle front to back, `n` bytes at a time, each read compared with `src` at its offset (`bad` counts those that differ). */
+function sequential(fh: FileHandle, src: Buffer) {
+  const r = {
+    off: 0,
+    bad: 0,
+    async read(n: number): Promise<number> {
+      const buf = Buffer.alloc(n);
+      const { bytesRead } = await fh.read(buf, 0, n, r.off);
+      if (!buf.subarray(0, bytesRead).equals(src.subarray(r.off, r.off + bytesRead))) r.bad++;
+      r.off += bytesRead;
+      return bytesRead;
+    },
+  };
+  return r;
 }
 
 let s3: LocalS3;
@@ -180,28 +188,20 @@ t.test('an object overwritten while its reader holds a lend: old bytes or an err
   const fh = await open(file(o));
   t.teardown(() => fh.close().catch(() => undefined));
   const step = 128 * 1024;
-  let off = 0;
-  let bad = 0;
-  const readStep = async (): Promise<number> => {
-    const buf = Buffer.alloc(step);
-    const { bytesRead } = await fh.read(buf, 0, step, off);
-    if (!buf.subarray(0, bytesRead).equals(old.subarray(off, off + bytesRead))) bad++;
-    off += bytesRead;
-    return bytesRead;
-  };
+  const r = sequential(fh, old);
   // Read until the handle holds a lend (bounded: a quarter of the file).
-  while (off < o.size / 4 && (m.core.lent === 0 || off < 2 * MiB)) await readStep();
-  t.ok(m.core.lent > 0, `the reader holds a lend at ${off} (${m.core.lent} bytes)`);
+  while (r.off < o.size / 4 && (m.core.lent === 0 || r.off < 2 * MiB)) await r.read(step);
+  t.ok(m.core.lent > 0, `the reader holds a lend at ${r.off} (${m.core.lent} bytes)`);
   await s3.putObject(BUCKET, o.key, generateBytes(o.key, o.size, 99));
   let failed: NodeJS.ErrnoException | undefined;
-  while (off < o.size && !failed) {
+  while (r.off < o.size && !failed) {
     try {
-      if ((await readStep()) === 0) break;
+      if ((await r.read(step)) === 0) break;
     } catch (e) {
       failed = e as NodeJS.ErrnoException;
     }
   }
-  t.equal(bad, 0, `every byte read (${off} of ${o.size}) is the original`);
+  t.equal(r.bad, 0, `every byte read (${r.off} of ${o.size}) is the original`);
   // The cache holds at most --max-prefetch ahead of the reader, so the rest must be fetched, and that fetch pins the old ETag.
   t.ok(failed, 'the read that needs the new version fails');
   if (failed) t.ok(failed.errno === -116 || failed.errno === -5, `with ESTALE or EIO (got ${failed.code} ${failed.errno})`);
@@ -218,26 +218,19 @@ t.test('unmount while a handle holds a lend gives every lease back', async (t) =
   const fh = await open(file(o), constants.O_RDONLY | constants.O_DIRECT);
   t.teardown(() => fh.close().catch(() => undefined));
   const step = 128 * 1024;
-  let off = 0;
-  let bad = 0;
-  const readStep = async (n: number): Promise<void> => {
-    const buf = Buffer.alloc(n);
-    const { bytesRead } = await fh.read(buf, 0, n, off);
-    if (!buf.subarray(0, bytesRead).equals(src.subarray(off, off + bytesRead))) bad++;
-    off += bytesRead;
-  };
-  while (off < o.size / 2 && (m.core.lent === 0 || off < 2 * MiB)) await readStep(step);
-  t.ok(m.core.lent > 0, `a lend is held at ${off} (${m.core.lent} bytes)`);
+  const r = sequential(fh, src);
+  while (r.off < o.size / 2 && (m.core.lent === 0 || r.off < 2 * MiB)) await r.read(step);
+  t.ok(m.core.lent > 0, `a lend is held at ${r.off} (${m.core.lent} bytes)`);
   // A page just past the last read: inside the lend (it reaches past the read that made it), so answered in C.
   m.takeCounts();
   const c0 = await memReads();
-  await readStep(4096);
-  t.equal(bad, 0, 'bytes read before the unmount are exact');
+  await r.read(4096);
+  t.equal(r.bad, 0, 'bytes read before the unmount are exact');
   // The counts of a lend still held reach the metrics on the mount's periodic catch-up (or
   // now): the unmount, which ends the lend, then adds nothing.
   m.takeCounts();
   const held = await served();
-  t.equal(held - servedBefore, off, `served bytes counted while the lend is held = bytes read (${off})`);
+  t.equal(held - servedBefore, r.off, `served bytes counted while the lend is held = bytes read (${r.off})`);
   t.equal(await memReads() - c0, 1, 'the read past the last one was answered in C, and counted');
   await m.unmount();
   t.equal(m.core.lent, 0, 'unmount took every lend back and released its lease');

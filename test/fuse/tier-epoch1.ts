@@ -21,6 +21,7 @@ import { setLogLevel } from '../../src/log.js';
 import { metricSum } from '../helpers/metrics.js';
 import { useLocalCredentials } from '../helpers/mount-options.js';
 import { drained, tierMount } from '../helpers/tier-mount.js';
+import { until } from '../helpers/poll.js';
 
 setLogLevel('error');
 
@@ -57,16 +58,6 @@ async function tierObjects(dir: string): Promise<number> {
     n += (await readdir(path.join(objects, sub)).catch(() => [] as string[])).filter((f) => f.endsWith('.map')).length;
   }
   return n;
-}
-
-/** Polls `cond` every 20 ms for at most `ms`. */
-async function until(cond: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return cond();
 }
 
 let s3: LocalS3;
