@@ -242,19 +242,30 @@ export class BlockCache implements BlockStore {
 
   /**
    * The resident blocks `first`, `first + 1`, ... up to `last` of one object version, stopping
-   * at the first that is not resident (none when `first` is not): each looked up as a reader's
-   * lookup() would (a hit; a prefetched block counted used), its pooled buffer pinned into
-   * `pins`. For a sequential reader that lends them to reads answered elsewhere (FsCore.lend).
+   * at the first that is not resident (none when `first` is not), each pooled buffer pinned
+   * into `pins`, for a sequential reader that lends them to reads answered elsewhere
+   * (FsCore.lend). They are not counted read here: markRead() does that once reads reach
+   * them, so a lent block the reader never reached stays protected as unread (retire()) and
+   * in the ahead budget, as it would without the lend.
    */
   residentRun(key: string, etag: string, first: number, last: number, pins: Slab[]): Buffer[] {
     const out: Buffer[] = [];
     for (let i = first; i <= last; i++) {
-      const k = cacheKey(key, etag, i);
-      const r = this.resident.peek(k);
+      const r = this.resident.peek(cacheKey(key, etag, i));
       if (!r) break;
-      out.push(this.use(r, k, pins));
+      pin(r.group?.slab, pins);
+      out.push(r.data);
     }
     return out;
+  }
+
+  /** Blocks `first`..`last` of one object version, those still resident, counted as read by reads answered elsewhere: as lookup() counts a block at its first read. */
+  markRead(key: string, etag: string, first: number, last: number): void {
+    for (let i = first; i <= last; i++) {
+      const k = cacheKey(key, etag, i);
+      const r = this.resident.peek(k);
+      if (r) this.use(r, k, undefined);
+    }
   }
 
   /** A reader's use of resident block `r` (key `k`): see lookup(). */

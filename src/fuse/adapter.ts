@@ -461,7 +461,8 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
       const epoch = deadlines?.epoch();
       // A read past the handle's lend (native.ts MemReads.lend): the lend ends first, so the
       // core's cursor knows how far C's reads got; once answered, the handle may lend again.
-      const mem = lendable ? hooks.memReads?.() : undefined;
+      const memReads = lendable ? hooks.memReads?.() : undefined;
+      const mem = memReads?.lends ? memReads : undefined;
       mem?.takeLend(fd, countLent);
       let r: number | Promise<number>;
       try {

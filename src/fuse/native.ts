@@ -234,6 +234,8 @@ export interface MemReads {
   takeLend(fh: number, each: LendCounts): void;
   /** takeLend() of every handle that has a lend (unmount). */
   takeLends(each: LendCounts): void;
+  /** Whether lend() can accept a lease at all (the addon has lends, and SLUICE_NO_LEND is not set). */
+  readonly lends: boolean;
   /** The counts of every lend since it was set or last counted, each lend kept (the metrics' periodic catch-up). */
   countLends(each: LendCounts): void;
 }
@@ -317,6 +319,7 @@ function memReadsOf(shim: Required<Pick<FuseFdShim, 'memReadAdd' | 'memReadRemov
       return true;
     },
     takeLend,
+    lends: lendSet !== undefined && lendTake !== undefined,
     takeLends: (f) => {
       for (const fh of [...leases.keys()]) takeLend(fh, f);
     },

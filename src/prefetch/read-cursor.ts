@@ -69,8 +69,10 @@
  *     native/src/fuse_lend.c) are reported back with servedTo(end) before the cursor's
  *     next read, which moves the frontier as if the cursor had seen each of them: the
  *     classification, the batches and the retirement go on exactly as in steps 1-4, only
- *     decided at fewer reads. The lent blocks are looked up as reads (hits, prefetched
- *     ones counted used) and pinned until the lend ends.
+ *     decided at fewer reads. The lent blocks are pinned until the lend ends, and count as
+ *     read (a hit; a prefetched one used) once servedTo reports reads that reached them, as
+ *     a lookup counts a block at its first read: so a lent block no read reached stays
+ *     unread, protected from retirement and in the ahead budget (block-cache.ts).
  */
 import type { Slab } from '../cache/buffer-pool.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
@@ -169,6 +171,9 @@ export class ReadCursor {
   private aheadTo = 0;
   /** Blocks before this index were offered to the cache's retire(). */
   private retiredTo = 0;
+  /** Of the last lend's blocks (step 6), the first and last index no reported read has reached yet (none when next > last). */
+  private lentNext = 0;
+  private lentLast = -1;
   /** Window for the first sequential run from offset 0 (a carried window); 0 after use or when none. */
   private startWindow: number;
   /** This handle's hold on its file's random fill, once it has one. */
@@ -366,11 +371,19 @@ export class ReadCursor {
     const pins: Slab[] = [];
     const blocks = this.fetcher.cache.residentRun(this.file.key, this.file.etag, start / bs, Math.floor((stop - 1) / bs), pins);
     if (blocks.length === 0) return undefined;
+    this.lentNext = start / bs;
+    this.lentLast = start / bs + blocks.length - 1;
     return { start, stop: Math.min(stop, start + blocks.length * bs), blocks, pins };
   }
 
-  /** Step 6: reads answered from a lend reached file offset `end`; the frontier moves there (while sequential). */
+  /** Step 6: reads answered from a lend reached file offset `end`: the lent blocks up to it count as read, and the frontier moves there (while sequential). */
   servedTo(end: number): void {
+    // The lent blocks those reads reached count as read now (see step 6), each once.
+    const upTo = Math.min(this.lentLast, Math.floor((end - 1) / this.fetcher.blockSize));
+    if (end > 0 && upTo >= this.lentNext) {
+      this.fetcher.cache.markRead(this.file.key, this.file.etag, this.lentNext, upTo);
+      this.lentNext = upTo + 1;
+    }
     if (this.window > 0 && this.frontier !== undefined && end > this.frontier) this.frontier = Math.min(end, this.file.size);
   }
 

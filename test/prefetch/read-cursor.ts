@@ -450,3 +450,34 @@ t.test('lend: nothing while the cursor must see every read, and never more than 
   c.close();
   t.equal(c.lend(Number.MAX_SAFE_INTEGER), undefined, 'closed: no lend');
 });
+
+t.test('lend: a lent block counts as read only once a reported read reaches it, each once', async (t) => {
+  const s = setup({ size: 16 * MiB });
+  const c = new ReadCursor(s.files[0]!, s.fetcher, 4 * MiB);
+  let l: ReturnType<ReadCursor['lend']>;
+  let hitsBefore = 0;
+  let aheadBefore = 0;
+  for (let pos = 0; pos < 8 * MiB && (!l || l.blocks.length < 3); pos += 128 * KiB) {
+    if (l) for (const p of l.pins) p.unref();
+    await readAt(c, pos, 128 * KiB);
+    await settle();
+    hitsBefore = s.cache.stats.hits;
+    aheadBefore = s.cache.aheadBytes;
+    l = c.lend(Number.MAX_SAFE_INTEGER);
+  }
+  t.ok(l && l.blocks.length >= 3, `a lend of ${l?.blocks.length} blocks`);
+  const ahead = s.cache.aheadBytes;
+  const hits = s.cache.stats.hits;
+  t.equal(hits, hitsBefore, 'lending counts no block as a hit');
+  t.equal(ahead, aheadBefore, 'nor takes any out of the ahead budget');
+  // Reads reached one byte into the lend's second block.
+  c.servedTo(l!.start + BLOCK + 1);
+  t.equal(s.cache.stats.hits - hits, 2, 'the two blocks those reads reached count as hits');
+  t.ok(s.cache.aheadBytes <= ahead, 'and leave the ahead budget if they were prefetched');
+  c.servedTo(l!.start + BLOCK + 2);
+  t.equal(s.cache.stats.hits - hits, 2, 'a later report inside them counts nothing again');
+  c.servedTo(l!.start + 2 * BLOCK + 1);
+  t.equal(s.cache.stats.hits - hits, 3, 'the third block once reached');
+  for (const p of l!.pins) p.unref();
+  c.close();
+});
