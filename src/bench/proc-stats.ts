@@ -3,7 +3,11 @@
  *
  * Peak RSS is VmHWM from /proc/<pid>/status (the kernel's high-water mark of
  * resident memory, so a sample taken at the end still sees the peak). CPU time is
- * utime + stime from /proc/<pid>/stat, in clock ticks (USER_HZ). A process that
+ * utime + stime from /proc/<pid>/stat, in clock ticks (USER_HZ), with utime and the minor
+ * page faults (minflt) beside it: on a VM whose host takes back free memory, the first
+ * write to such memory costs a host fault that lands in stime (BENCHMARKS.md t14-folio), so
+ * user time is the steadier figure of a process's own work and the faults say how much new
+ * memory it touched. A process that
  * exits on its own (aws s3 cp) is sampled every SAMPLE_MS while it runs; its
  * figures then miss at most that much CPU time.
  */
@@ -19,6 +23,10 @@ export interface ProcStats {
   peakRssBytes: number;
   /** User + system CPU seconds. */
   cpuSeconds: number;
+  /** Of them, user CPU seconds. */
+  userCpuSeconds: number;
+  /** Minor page faults (first touches of memory, among others). */
+  minorFaults: number;
 }
 
 /** Stats of one live process, or undefined when it has gone. */
@@ -31,7 +39,7 @@ export function readProcStats(pid: number): ProcStats | undefined {
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const utime = Number(fields[11]);
     const stime = Number(fields[12]);
-    return { peakRssBytes: hwm ? Number(hwm[1]) * 1024 : 0, cpuSeconds: (utime + stime) / CLOCK_TICKS_PER_SEC };
+    return { peakRssBytes: hwm ? Number(hwm[1]) * 1024 : 0, cpuSeconds: (utime + stime) / CLOCK_TICKS_PER_SEC, userCpuSeconds: utime / CLOCK_TICKS_PER_SEC, minorFaults: Number(fields[7]) };
   } catch {
     return undefined;
   }
@@ -41,7 +49,7 @@ export function readProcStats(pid: number): ProcStats | undefined {
 export function addStats(a: ProcStats | undefined, b: ProcStats | undefined): ProcStats | undefined {
   if (!a) return b;
   if (!b) return a;
-  return { peakRssBytes: a.peakRssBytes + b.peakRssBytes, cpuSeconds: a.cpuSeconds + b.cpuSeconds };
+  return { peakRssBytes: a.peakRssBytes + b.peakRssBytes, cpuSeconds: a.cpuSeconds + b.cpuSeconds, userCpuSeconds: a.userCpuSeconds + b.userCpuSeconds, minorFaults: a.minorFaults + b.minorFaults };
 }
 
 /** Direct children of a process. */
@@ -71,7 +79,7 @@ export class ProcSampler {
 
   sample(): ProcStats | undefined {
     const s = readProcStats(this.pid);
-    if (s) this.last = { peakRssBytes: Math.max(s.peakRssBytes, this.last?.peakRssBytes ?? 0), cpuSeconds: s.cpuSeconds };
+    if (s) this.last = { ...s, peakRssBytes: Math.max(s.peakRssBytes, this.last?.peakRssBytes ?? 0) };
     return this.last;
   }
 

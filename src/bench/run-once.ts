@@ -49,6 +49,9 @@ export interface RunResult {
   /** Target process (sluice or the peer). */
   peakRssBytes?: number;
   cpuSeconds?: number;
+  /** Of cpuSeconds, the user CPU seconds; and the target's minor page faults over the same span (proc-stats.ts). */
+  userCpuSeconds?: number;
+  minorFaults?: number;
   /**
    * Mount and Pipe targets: CPU seconds the target spent before it was ready (process
    * start, listing, mount or FIFOs). Not in cpuSeconds: CPU s/GB is the cost of the bytes, and a fresh
@@ -202,10 +205,13 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-function applyStats(r: RunResult, s: ProcStats | undefined): void {
+/** The target's figures of the run: `s` at its end, less what it had spent by `since` (when it became ready: start-up is apart). */
+function applyStats(r: RunResult, s: ProcStats | undefined, since?: ProcStats): void {
   if (!s) return;
   r.peakRssBytes = s.peakRssBytes;
-  r.cpuSeconds = s.cpuSeconds;
+  r.cpuSeconds = s.cpuSeconds - (since?.cpuSeconds ?? 0);
+  r.userCpuSeconds = s.userCpuSeconds - (since?.userCpuSeconds ?? 0);
+  r.minorFaults = s.minorFaults - (since?.minorFaults ?? 0);
 }
 
 export async function runOnce(sc: ScenarioDef, target: TargetName, readers: number, objs: SeededObject[], env: TargetEnv, rep: number, stops: Set<() => Promise<void>>): Promise<RunResult> {
@@ -285,13 +291,12 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
     try {
       m = await startMount(target as 'FastFile' | 's3fs' | 'rclone', env);
       await m.ready;
-      const readyCpu = m.stats()?.cpuSeconds ?? 0;
-      r.startupCpuSeconds = readyCpu;
+      const ready = m.stats();
+      r.startupCpuSeconds = ready?.cpuSeconds ?? 0;
       const plan: ReadPlan = { kind: 'random', path: path.join(m.dir, rel(big.key)), fileSize: big.size, blockSize: sc.random.blockSize, ops: sc.random.ops, threads: sc.random.threads, seed: 7 + rep, maxSeconds: sc.maxSeconds, ...hashing };
       const res = await reader.run(plan);
       if (res.error) throw new Error(`reader: ${res.error}`);
-      applyStats(r, m.stats());
-      if (r.cpuSeconds !== undefined) r.cpuSeconds -= readyCpu;
+      applyStats(r, m.stats(), ready);
       const offsets = randomOffsets(plan.seed, res.items, big.size, plan.blockSize);
       const source = sourceBytes(big);
       const h = createHash('sha256');
@@ -332,18 +337,17 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
       try {
         await m.ready;
         // CPU from here on is the bytes' (see RunResult.startupCpuSeconds); the warm-up read's is not.
-        let warmCpu = m.stats()?.cpuSeconds ?? 0;
-        r.startupCpuSeconds = warmCpu;
+        let warmed = m.stats();
+        r.startupCpuSeconds = warmed?.cpuSeconds ?? 0;
         if (warm) {
           const w = await runReader({ kind: 'files', paths: [path.join(m.dir, rel(objs[0]!.key))], maxSeconds: sc.maxSeconds, ...readerHashing(sc, env.config, 1, objs[0]!.size) }, 4, killAfter);
           if (w.error || checkHashes([objs[0]!.sha256], w) > 0 || w.items !== 1) throw new Error(`warm-up read of ${objs[0]!.key}: ${w.error ?? 'wrong bytes'}`);
-          warmCpu = m.stats()?.cpuSeconds ?? 0;
+          warmed = m.stats();
         }
         plans = shards.map((s, i) => ({ kind: 'files', paths: s.map((x) => path.join(m.dir, rel(x.key))), maxSeconds: sc.maxSeconds, ...hashing(i) }));
         results = await runAll(plans);
         startMs = Math.min(...results.map((x) => x.startMs));
-        applyStats(r, m.stats());
-        if (r.cpuSeconds !== undefined) r.cpuSeconds -= warmCpu;
+        applyStats(r, m.stats(), warmed);
       } finally {
         stops.delete(stopM);
         await m.stop();
@@ -361,13 +365,12 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
       stops.add(stopP);
       try {
         // As for a mount: CPU from here on (its FIFOs exist) is the bytes'; start-up is apart.
-        const readyCpu = p.stats()?.cpuSeconds ?? 0;
-        r.startupCpuSeconds = readyCpu;
+        const ready = p.stats();
+        r.startupCpuSeconds = ready?.cpuSeconds ?? 0;
         plans = p.fifos.map((f, i) => ({ kind: 'stream', path: f, segments: shards[i]!.map((x) => x.size), maxSeconds: sc.maxSeconds, ...hashing(i) }));
         results = await runAll(plans);
         startMs = Math.min(...results.map((x) => x.startMs));
-        applyStats(r, p.stats());
-        if (r.cpuSeconds !== undefined) r.cpuSeconds -= readyCpu;
+        applyStats(r, p.stats(), ready);
       } finally {
         stops.delete(stopP);
         await p.stop();

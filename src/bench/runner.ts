@@ -61,6 +61,10 @@ export interface Figure {
   cpuSecondsPerGB: number | null;
   /** Mount and Pipe targets: median CPU seconds before the target was ready (paid once; not in cpuSecondsPerGB). */
   startupCpuSeconds?: number | null;
+  /** Of cpuSecondsPerGB, the user CPU (the steadier figure on a VM whose host takes back free memory; proc-stats.ts). */
+  userCpuSecondsPerGB?: number | null;
+  /** The target's minor page faults per GB read: how much new memory it touched for the bytes. */
+  minorFaultsPerGB?: number | null;
   /** The reader processes' CPU seconds per GB spent reading (the training job's share of the I/O cost; hashing apart, below). */
   readerCpuSecondsPerGB: number | null;
   /** The reader processes' sha256 CPU seconds per GB, inline or after the span (src/bench/reader.ts). */
@@ -384,7 +388,7 @@ async function tierFigures(
       for (const phase of TIER_PHASES) {
         const r = res[phase];
         figs.get(phase)!.runs.push(r);
-        o.log(`[${sc.name}.${phase} ${profName} x${readers} rep ${rep + 1}/${config.repetitions}] ${fmt(r.mbps ?? null)} MB/s, ${fmt(r.filesPerSec ?? null)} files/s, ${r.s3Gets} S3 GETs${r.cpuSeconds !== undefined ? `, ${(r.cpuSeconds / (r.bytes / 1e9)).toFixed(2)} CPU s/GB` : ''}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}`);
+        o.log(`[${sc.name}.${phase} ${profName} x${readers} rep ${rep + 1}/${config.repetitions}] ${fmt(r.mbps ?? null)} MB/s, ${fmt(r.filesPerSec ?? null)} files/s, ${r.s3Gets} S3 GETs${r.cpuSeconds !== undefined ? `, ${(r.cpuSeconds / (r.bytes / 1e9)).toFixed(2)} CPU s/GB${r.userCpuSeconds !== undefined ? ` (user ${(r.userCpuSeconds / (r.bytes / 1e9)).toFixed(2)})` : ''}` : ''}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}`);
       }
     } catch (err) {
       const error = err instanceof Error ? err.message : String(err);
@@ -415,6 +419,8 @@ function summarise(fig: Figure): void {
     return median(ok.filter((r) => pick(r) !== undefined && r.bytes > 0).map((r) => pick(r)! / (r.bytes / 1e9)));
   };
   fig.cpuSecondsPerGB = perGB((r) => r.cpuSeconds);
+  fig.userCpuSecondsPerGB = perGB((r) => r.userCpuSeconds);
+  fig.minorFaultsPerGB = perGB((r) => r.minorFaults);
   const startup = median(ok.map((r) => r.startupCpuSeconds));
   if (startup !== null) fig.startupCpuSeconds = startup;
   fig.readerCpuSecondsPerGB = perGB((r) => r.readerCpuSeconds);
