@@ -391,8 +391,13 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
   const countRemoved = (fh: number, reads: number, served: number, asked: number): void => countMemReads(core, fh, reads, served, asked);
   const countLent = lendCounter(core);
   const lendable = core.lend !== undefined;
-  /** Lends handle `fd`'s resident blocks to C for its next reads (FsCore.lend), when the core has any to lend. */
+  /**
+   * Lends handle `fd`'s resident blocks to C for its next reads (FsCore.lend), when the core
+   * has any to lend. Not when fd holds one already (another of its reads, answered first, lent
+   * again): the cursor keeps track of its last lend only, which must be the one C answers from.
+   */
   function lendAgain(mem: MemReads, fd: number): void {
+    if (mem.holds(fd)) return;
     const lease = core.lend!(fd);
     if (lease && !mem.lend(fd, lease)) lease.release();
   }

@@ -236,6 +236,8 @@ export interface MemReads {
   takeLends(each: LendCounts): void;
   /** Whether lend() can accept a lease at all (the addon has lends, and SLUICE_NO_LEND is not set). */
   readonly lends: boolean;
+  /** Whether fh has a lend now (lend() would refuse another). */
+  holds(fh: number): boolean;
   /** The counts of every lend since it was set or last counted, each lend kept (the metrics' periodic catch-up). */
   countLends(each: LendCounts): void;
 }
@@ -320,6 +322,7 @@ function memReadsOf(shim: Required<Pick<FuseFdShim, 'memReadAdd' | 'memReadRemov
     },
     takeLend,
     lends: lendSet !== undefined && lendTake !== undefined,
+    holds: (fh) => leases.has(fh),
     takeLends: (f) => {
       for (const fh of [...leases.keys()]) takeLend(fh, f);
     },
