@@ -597,17 +597,17 @@ export class SluiceFs implements FsCore {
     if (room < this.cache.blockSize) return undefined;
     const l = h.cursor.lend(room);
     if (!l) return undefined;
-    const parts: Buffer[] = [];
+    // Runs of blocks that follow each other in one buffer (one GET's), each lent as one part.
+    const runs: { first: Buffer; length: number }[] = [];
     let covered = 0;
     for (const b of l.blocks) {
-      const prev = parts[parts.length - 1];
-      if (prev && prev.buffer === b.buffer && prev.byteOffset + prev.length === b.byteOffset) {
-        parts[parts.length - 1] = Buffer.from(prev.buffer, prev.byteOffset, prev.length + b.length);
-      } else if (parts.length < LEND_PARTS) {
-        parts.push(b);
-      } else break;
+      const run = runs[runs.length - 1];
+      if (run && run.first.buffer === b.buffer && run.first.byteOffset + run.length === b.byteOffset) run.length += b.length;
+      else if (runs.length < LEND_PARTS) runs.push({ first: b, length: b.length });
+      else break;
       covered += b.length;
     }
+    const parts = runs.map((r) => (r.length === r.first.length ? r.first : Buffer.from(r.first.buffer, r.first.byteOffset, r.length)));
     const stop = Math.min(l.stop, l.start + covered);
     this.lentBytes += covered;
     let ended = false;
