@@ -30,7 +30,12 @@ import type { BenchConfig, ScenarioDef, TargetName } from './scenarios.js';
 import { DIST_DIR, TARGET_STYLE, ensureSnapshot, runDownload, startMount, startPipe, type TargetEnv } from './targets.js';
 
 const READER_PATH = path.join(DIST_DIR, 'bench', 'reader.js');
-/** Files per data-loader batch: reader i of N takes batches i, i+N, ... as PyTorch DataLoader workers do. */
+/**
+ * Files per data-loader batch: reader i of N takes batches i, i+N, ... as PyTorch DataLoader
+ * workers do. A dataset of fewer than N × 16 files (a few large shards) is cut into N batches
+ * instead, one per reader, as an IterableDataset splits its shards over the workers; with
+ * batches of 16, 4 readers of 4 files ran as one reader reading all four.
+ */
 const BATCH_FILES = 16;
 /** Grace beyond a run's maxSeconds before its readers are killed (startup, the last file in flight). */
 const READER_GRACE_MS = 60_000;
@@ -154,10 +159,11 @@ export function addReaderFigures(r: RunResult, results: ReadResult[]): void {
   r.readerHash = modes.has('inline') ? 'inline' : 'after';
 }
 
-/** Reader i's files: batches i, i+N, i+2N, ... of BATCH_FILES consecutive objects. */
+/** Reader i's files: batches i, i+N, i+2N, ... of BATCH_FILES consecutive objects (fewer per batch when that leaves a reader none). */
 export function assignBatches<T>(objects: T[], readers: number): T[][] {
   const out: T[][] = Array.from({ length: readers }, () => []);
-  for (let b = 0; b * BATCH_FILES < objects.length; b++) out[b % readers]!.push(...objects.slice(b * BATCH_FILES, (b + 1) * BATCH_FILES));
+  const size = Math.max(1, Math.min(BATCH_FILES, Math.ceil(objects.length / readers)));
+  for (let b = 0; b * size < objects.length; b++) out[b % readers]!.push(...objects.slice(b * size, (b + 1) * size));
   return out;
 }
 

@@ -8,7 +8,10 @@ t.test('readers take batches of 16 in turn, like data-loader workers', async (t)
   t.same(b, items.slice(16, 32));
   t.same(assignBatches(items, 1)[0], items);
   const many = assignBatches([1, 2, 3], 4);
-  t.same(many.map((x) => x.length), [3, 0, 0, 0], 'readers without files get none');
+  t.same(many, [[1], [2], [3], []], 'fewer files than readers: one each, the last reader gets none');
+  t.same(assignBatches([1, 2, 3, 4], 4), [[1], [2], [3], [4]], 'a few large files: every reader reads one at the same time');
+  t.same(assignBatches(Array.from({ length: 10 }, (_, i) => i), 4), [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]], '10 files, 4 readers: batches of ceil(10 / 4) = 3');
+  t.same(assignBatches(Array.from({ length: 200 }, (_, i) => i), 4).map((x) => x.length), [56, 48, 48, 48], 'many files: batches of 16 as before');
 });
 
 t.test('readers hash as the scenario says; the keep budget is split over the readers, no more than each reads', async (t) => {
