@@ -102,6 +102,7 @@ export class TieredClient implements ObjectClient {
     const first = Math.floor(start / B);
     const last = Math.floor((end - 1) / B);
     const found = await this.tier.readRange(this.blockId(key, etag, first), start, end, out);
+    if (opts?.onLocal && found.some(Boolean)) opts.onLocal();
     const runs: Promise<void>[] = [];
     for (let i = first; i <= last; i++) {
       if (found[i - first]) continue;

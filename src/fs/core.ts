@@ -53,6 +53,7 @@ import type { PruneFilter } from '../s3/lister.js';
 import { channelObjects, earlyLookups, listingSeconds, openHandles, readWait, servedBytes } from '../metrics/metrics.js';
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import { WaitClock } from '../metrics/wait-clock.js';
+import { AheadShare } from '../prefetch/ahead-share.js';
 import { BlockFetcher } from '../prefetch/block-fetcher.js';
 import { CrossFilePrefetcher } from '../prefetch/cross-file.js';
 import { InflightBudget } from '../prefetch/inflight-budget.js';
@@ -103,6 +104,8 @@ export interface SluiceFsOptions {
   tierFiles?: { objectsDir: string; blockSize: number; nameOf(key: string, etag: string): string; countHits(blocks: number, bytes: number): void };
   /** The mount's kernel readahead in bytes (--read-ahead-kb), so its out-of-order requests keep a reader sequential; default 0 (the cursor's own tolerances). */
   kernelReadahead?: number;
+  /** Whether the sequential readers share one read-ahead budget (../prefetch/ahead-share.ts); default true. */
+  shareReadAhead?: boolean;
   // ---- issue 15: snapshots, filters, archived objects ----
   /** The objects to show, from a snapshot: no LIST at all, the view exists before any request. */
   listing?: readonly ObjectInfo[];
@@ -250,6 +253,8 @@ export class SluiceFs implements FsCore {
   readonly cache: BlockCache;
   readonly budget: InflightBudget;
   readonly fetcher: BlockFetcher;
+  /** The read-ahead budget the channel's sequential readers share (../prefetch/ahead-share.ts). */
+  readonly share: AheadShare | undefined;
   readonly crossFile: CrossFilePrefetcher;
   /** Marks a listing row hot in the FUSE thread (setTierHot), once the listing is handed over. */
   private tierHot: ((row: number) => void) | undefined;
@@ -305,6 +310,10 @@ export class SluiceFs implements FsCore {
     // sequential read-ahead of large files read at the same time keeps the other half.
     this.budget = new InflightBudget(opts.maxInflight, { cross_file: Math.max(Math.floor(opts.maxInflight * CROSS_FILE_SHARE), opts.partSize) });
     this.fetcher = new BlockFetcher(opts.client, this.cache, this.budget, opts.partSize);
+    if (opts.shareReadAhead !== false) {
+      const share = (this.share = new AheadShare({ maxPrefetch: opts.maxPrefetch, partSize: opts.partSize, channel: this.channel }));
+      this.fetcher.onPartTimed = (ms) => share.sample(ms);
+    }
     this.crossFile = new CrossFilePrefetcher(this.fetcher, {
       depth: opts.crossFilePrefetch,
       maxSize: opts.crossFileMaxSize,
@@ -463,7 +472,7 @@ export class SluiceFs implements FsCore {
     const direct = this.opts.openDirect !== undefined && !this.fetcher.cachedWhole(file) ? this.opts.openDirect(file.key, file.etag, file.size) : undefined;
     const carry = node.parent.carry;
     const startWindow = carry !== undefined && performance.now() - carry.atMs < CARRY_MS ? carry.window : 0;
-    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0, startWindow), unpin: this.opts.pinObject?.(file.key, file.etag, file.size), direct });
+    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0, startWindow, this.share), unpin: this.opts.pinObject?.(file.key, file.etag, file.size), direct });
     openHandles.set({ channel: this.channel }, this.handles.size);
     // A file whole on disk: its neighbours most likely are too (same epoch), so no cross-file prefetch (it would copy them into memory for nothing).
     if (node.index >= 0 && !direct) this.crossFile.onOpen(node.parent.files, node.index);

@@ -132,6 +132,8 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size), openDirect: (key: string, etag: string, size: number) => client.openWhole(key, etag, size), tierFiles: client.tierFiles() } : {}),
       // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
       kernelReadahead: o.readAheadKb * 1024,
+      // SLUICE_NO_SHARE=1: every sequential reader's window grows to --max-prefetch on its own (comparisons).
+      shareReadAhead: process.env.SLUICE_NO_SHARE !== '1',
     });
     core = fs;
     const listed = fs.listed.then(() => {

@@ -166,6 +166,12 @@ export const prefetchBytes = new client.Counter({
   labelNames: ['kind', 'outcome'] as const,
   registers: [registry],
 });
+export const prefetchShareBytes = new client.Gauge({
+  name: 'sluice_prefetch_share_bytes',
+  help: 'Read-ahead budget shared by the sequential readers of a FastFile channel: each of n readers may read up to this / n ahead (at most --max-prefetch). It starts at 2 × --max-prefetch and grows while ranged GETs keep their best speed.',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
 export const inflightBytes = new client.Gauge({
   name: 'sluice_inflight_bytes',
   help: 'Bytes of GETs in flight (requested but not yet received), bounded by --max-inflight.',

@@ -17,7 +17,11 @@
  * the budget refuses, and `onRoom()` tells the waiting prefetchers when either frees up.
  * A GET reads into a recycled buffer when the cache has a pool (the client is given
  * it as `into`); a reader's blocks are pinned through `pins` (see the block cache).
+ * Each sequential read-ahead GET of one whole part reports its duration to `onPartTimed`
+ * (the channel's shared read-ahead budget, ./ahead-share.ts, learns from it), unless the
+ * client answered some of it locally (RangeOptions.onLocal: the disk tier).
  */
+import { performance } from 'node:perf_hooks';
 import type { ObjectClient } from '../s3/object-client.js';
 import { BadRangeReplyError } from '../errors.js';
 import type { BlockCache, PrefetchKind } from '../cache/block-cache.js';
@@ -40,6 +44,8 @@ export class BlockFetcher {
   readonly blockSize: number;
   readonly blocksPerPart: number;
   readonly stats: FetcherStats = { gets: 0, bytes: 0 };
+  /** Told the milliseconds each successful sequential read-ahead GET of a whole part took. */
+  onPartTimed: ((ms: number) => void) | undefined;
 
   constructor(
     private readonly client: ObjectClient,
@@ -168,16 +174,22 @@ export class BlockFetcher {
     const done = release ?? this.budget.acquireDemand(end - start);
     this.stats.gets++;
     this.stats.bytes += end - start;
+    const timed = kind === 'sequential' && count === this.blocksPerPart && end - start === count * this.blockSize ? this.onPartTimed : undefined;
     const run = async (into?: Buffer, slab?: Slab): Promise<Buffer> => {
+      const t0 = timed ? performance.now() : 0;
+      let local = false;
       try {
         // hold: the disk tier writes the bytes from this buffer in the background, holding a reference instead of copying.
         const hold = slab ? () => { slab.ref(); return () => slab.unref(); } : undefined;
-        const buf = await this.client.getRange(file.key, start, end, file.etag, into ? { into, ...(hold ? { hold } : {}) } : undefined);
+        const onLocal = timed ? () => { local = true; } : undefined;
+        const opts = into || onLocal ? { ...(into ? { into } : {}), ...(hold ? { hold } : {}), ...(onLocal ? { onLocal } : {}) } : undefined;
+        const buf = await this.client.getRange(file.key, start, end, file.etag, opts);
         // The client's contract says exact length; check anyway, since a short block
         // would otherwise be cached and served as if it were the object's bytes.
         if (buf.length !== end - start) {
           throw new BadRangeReplyError(`GET ${file.key} bytes ${start}-${end - 1} returned ${buf.length} bytes, expected ${end - start}`);
         }
+        if (timed && !local) timed(performance.now() - t0);
         return buf;
       } finally {
         done();

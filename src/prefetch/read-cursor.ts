@@ -76,6 +76,7 @@
  */
 import type { Slab } from '../cache/buffer-pool.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
+import type { AheadShare } from './ahead-share.js';
 import type { BlockFetcher, FileRef } from './block-fetcher.js';
 import type { FillTicket, RandomFill } from './random-fill.js';
 
@@ -152,6 +153,8 @@ export class ReadCursor {
   readonly stats: CursorStats = { sequentialReads: 0, randomReads: 0 };
   /** Current read-ahead window in bytes; 0 while the reader is random. */
   private window = 0;
+  /** The window batches use: `window`, or less while the channel's shared budget caps it (step 3). */
+  private eff = 0;
   /** Furthest end of a read in this sequential run (or of the last read while random); undefined before the first read. */
   private frontier: number | undefined;
   /** Ends of the last RECENT_ENDS reads, a ring (random cursors look for contiguity here). */
@@ -190,6 +193,8 @@ export class ReadCursor {
     kernelReadahead = 0,
     /** A carried window (step 3): the first sequential run from offset 0 starts at it; 0: FIRST_WINDOW. */
     startWindow = 0,
+    /** The channel's read-ahead budget shared by its sequential readers (./ahead-share.ts); absent: no cap. */
+    private readonly share?: AheadShare,
   ) {
     this.startWindow = startWindow;
     this.spanBack = Math.max(SEEK_BACKWARD_TOLERANCE, kernelReadahead);
@@ -201,6 +206,7 @@ export class ReadCursor {
   /** The handle is closed: lets go of the random fill (its GETs in flight still land in the cache). Idempotent. */
   close(): void {
     this.closed = true;
+    this.share?.leave(this);
     this.fillTicket?.release();
     this.fillTicket = undefined;
     // A sequential run that read its file to the end retires its last blocks too (step 4):
@@ -250,6 +256,9 @@ export class ReadCursor {
       // instead of splitting a part with a GET of its own. Otherwise its own blocks are
       // demanded first, so the first byte comes back as fast as it can.
       const overtook = sequential && position > this.aheadTo;
+      // Retire first (step 4): the buffers of parts already passed go back to the pool before
+      // a batch asks it for the next parts', so they carry those instead of new memory.
+      if (sequential) this.retireBehind(position);
       if (overtook) this.readAhead(position, this.frontier!);
       blocks = this.fetcher.demand(this.file, first, last, pins);
       if (sequential && !overtook) this.readAhead(position, this.frontier!);
@@ -330,6 +339,7 @@ export class ReadCursor {
       this.stats.sequentialReads++;
       if (this.window === 0) {
         this.window = Math.min(Math.max(this.firstWindow, runStart === 0 ? this.startWindow : 0), this.maxPrefetch);
+        this.eff = this.window;
         this.startWindow = 0;
         this.frontier = Math.max(end, frontier ?? 0);
         this.runStart = runStart;
@@ -384,7 +394,13 @@ export class ReadCursor {
       this.fetcher.cache.markRead(this.file.key, this.file.etag, this.lentNext, upTo);
       this.lentNext = upTo + 1;
     }
-    if (this.window > 0 && this.frontier !== undefined && end > this.frontier) this.frontier = Math.min(end, this.file.size);
+    if (this.window > 0 && this.frontier !== undefined && end > this.frontier) {
+      this.frontier = Math.min(end, this.file.size);
+      // Those reads passed the blocks behind them (step 4), as if each had been seen: retired now,
+      // their buffers are free for the batch the next read may issue. The last read started up to
+      // one read before `end`, so the span is counted from a whole span before it.
+      this.retireBehind(this.frontier - this.spanBack);
+    }
   }
 
   /**
@@ -394,7 +410,7 @@ export class ReadCursor {
    * aheadTo < the file's size.
    */
   private batchDueAt(): number {
-    const w = this.window;
+    const w = this.eff;
     const reach = Math.min(this.aheadTo + w / 2, this.file.size);
     const partSize = this.fetcher.blocksPerPart * this.fetcher.blockSize;
     // ceil((e + w) / P) * P >= reach  <=>  e + w > (ceil(reach / P) - 1) * P
@@ -418,17 +434,24 @@ export class ReadCursor {
     if (this.aheadTo < end && position <= this.aheadTo) this.aheadTo = end;
     // A window of a part or more ends on a part boundary: whole-part GETs (see step 3).
     const partSize = this.fetcher.blocksPerPart * this.fetcher.blockSize;
-    let target = Math.min(size, end + this.window);
-    if (this.window >= partSize) target = Math.min(size, Math.ceil(target / partSize) * partSize);
+    // The window this batch may use: the cursor's own, within its share of the channel's budget.
+    const cap = this.share ? this.share.limit(this) : Infinity;
+    if (this.window > cap) this.share!.wantMore();
+    const w = (this.eff = Math.min(this.window, cap));
+    let target = Math.min(size, end + w);
+    if (w >= partSize) target = Math.min(size, Math.ceil(target / partSize) * partSize);
     if (target <= this.aheadTo) return;
     // Batch: wait until at least half a window is missing (or the rest of the file is short).
-    if (target - this.aheadTo < this.window / 2 && target < size) return;
+    if (target - this.aheadTo < w / 2 && target < size) return;
     const bs = this.fetcher.blockSize;
     const firstBlock = Math.floor(this.aheadTo / bs);
     const lastBlock = Math.floor((target - 1) / bs);
     const next = this.fetcher.prefetch(this.file, firstBlock, lastBlock, 'sequential');
     this.aheadTo = Math.max(this.aheadTo, Math.min(size, next * bs));
-    if (next > lastBlock) this.window = Math.min(this.window * 2, this.maxPrefetch);
+    if (next > lastBlock) {
+      this.window = Math.min(this.window * 2, this.maxPrefetch);
+      this.eff = Math.min(this.window, cap);
+    }
   }
 }
 

@@ -76,6 +76,12 @@ export interface RangeOptions extends RequestOptions {
    * copying the bytes; a client that does not simply never calls it.
    */
   hold?: () => () => void;
+  /**
+   * Called when some of the range was answered without asking the server (the disk tier,
+   * src/cache/tiered-client.ts), before the promise settles: its time says nothing about the
+   * link (the shared read-ahead budget, src/prefetch/ahead-share.ts, skips such GETs).
+   */
+  onLocal?: () => void;
 }
 
 export interface StreamOptions extends RequestOptions {

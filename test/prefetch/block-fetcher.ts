@@ -59,3 +59,33 @@ t.test('a reply of the wrong length is refused, never cached', async (t) => {
   await t.rejects(Promise.all(s.fetcher.demand(s.file, 0, 0)), BadRangeReplyError);
   t.equal(s.cache.has({ key: 'k', etag: s.file.etag, index: 0 }), false);
 });
+
+t.test('onPartTimed: sequential read-ahead GETs of whole parts only, and not those the client answered locally', async (t) => {
+  const s = setup(1024 * KiB); // 4 parts of 256 KiB
+  const timed: number[] = [];
+  s.fetcher.onPartTimed = (ms) => timed.push(ms);
+  await Promise.all(s.fetcher.demand(s.file, 0, 3)); // part 0, demanded
+  t.equal(timed.length, 0, 'a demand GET is not a sample');
+  s.fetcher.prefetch(s.file, 4, 7, 'sequential'); // part 1, whole
+  await Promise.all(s.fetcher.demand(s.file, 4, 7));
+  t.equal(timed.length, 1, 'a whole-part read-ahead GET is');
+  t.ok(timed[0]! >= 0);
+  s.fetcher.prefetch(s.file, 8, 9, 'sequential'); // half of part 2
+  s.fetcher.prefetch(s.file, 12, 15, 'cross_file'); // part 3, another kind
+  await Promise.all(s.fetcher.demand(s.file, 8, 15));
+  t.equal(timed.length, 1, 'part of a part, or another kind of read-ahead: not');
+  // A client that answers from a local tier says so; such a GET is no sample of the link.
+  const t2 = setup(512 * KiB);
+  const samples: number[] = [];
+  t2.fetcher.onPartTimed = (ms) => samples.push(ms);
+  const real = t2.client.getRange.bind(t2.client);
+  t2.client.getRange = async (key, start, end, etag, opts) => {
+    if (start === 0) opts?.onLocal?.();
+    return real(key, start, end, etag, opts);
+  };
+  for (const first of [0, 4]) {
+    t2.fetcher.prefetch(t2.file, first, first + 3, 'sequential');
+    await Promise.all(t2.fetcher.demand(t2.file, first, first + 3));
+  }
+  t.equal(samples.length, 1, 'of two whole-part GETs, only the one from the server is a sample');
+});

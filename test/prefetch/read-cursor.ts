@@ -1,6 +1,7 @@
 import t from 'tap';
 import { BlockCache } from '../../src/cache/block-cache.js';
 import { AbortedError } from '../../src/errors.js';
+import { AheadShare } from '../../src/prefetch/ahead-share.js';
 import { BlockFetcher, type FileRef } from '../../src/prefetch/block-fetcher.js';
 import { InflightBudget } from '../../src/prefetch/inflight-budget.js';
 import { FIRST_WINDOW, ReadCursor, SEEK_BACKWARD_TOLERANCE, SEEK_FORWARD_TOLERANCE } from '../../src/prefetch/read-cursor.js';
@@ -480,4 +481,60 @@ t.test('lend: a lent block counts as read only once a reported read reaches it, 
   t.equal(s.cache.stats.hits - hits, 3, 'the third block once reached');
   for (const p of l!.pins) p.unref();
   c.close();
+});
+
+t.test('shared read-ahead: one reader issues the same GETs as without a share; four readers each stay within their share', async (t) => {
+  const max = 4 * MiB;
+  // One reader: the share never caps it (FLOOR_WINDOWS windows of its own).
+  const gets: string[][] = [];
+  for (const shared of [false, true]) {
+    const s = setup({ size: 16 * MiB });
+    const share = shared ? new AheadShare({ maxPrefetch: max, partSize: PART, channel: 'cursor-share-1' }) : undefined;
+    const c = new ReadCursor(s.files[0]!, s.fetcher, max, undefined, 0, 0, share);
+    for (let pos = 0; pos < 16 * MiB; pos += 128 * KiB) {
+      await readAt(c, pos, 128 * KiB);
+      await settle();
+    }
+    c.close();
+    gets.push(s.client.requests.map((r) => `${r.start}-${r.end}`));
+    if (share) t.equal(share.stats.capped, 0, 'one reader is never capped');
+  }
+  t.same(gets[1], gets[0], 'the same GETs in the same order');
+
+  // Four readers in step: each reads ahead at most its share (floor / 4 = 2 MiB) past its read, plus the part it is in.
+  const s = setup({ files: 4, size: 16 * MiB });
+  const share = new AheadShare({ maxPrefetch: max, partSize: PART, channel: 'cursor-share-4' });
+  const cursors = s.files.map((f) => new ReadCursor(f, s.fetcher, max, undefined, 0, 0, share));
+  const bodies = s.files.map((f) => s.client.body(f.key));
+  const quarter = share.floor / 4;
+  let worst = 0;
+  for (let pos = 0; pos < 16 * MiB; pos += 128 * KiB) {
+    for (let i = 0; i < 4; i++) {
+      const got = await readAt(cursors[i]!, pos, 128 * KiB);
+      t.ok(got.equals(bodies[i]!.subarray(pos, pos + 128 * KiB)), `reader ${i}: bytes at ${pos}`) || t.bailout();
+      const furthest = Math.max(...s.client.requests.filter((r) => r.key === s.files[i]!.key).map((r) => r.end));
+      worst = Math.max(worst, furthest - (pos + 128 * KiB));
+    }
+    await settle();
+  }
+  for (const c of cursors) c.close();
+  t.ok(worst <= quarter + PART, `requested ahead at most the share plus a part (${worst / KiB} KiB, share ${quarter / KiB} KiB)`);
+  t.ok(worst > quarter / 2, `and did read ahead (${worst / KiB} KiB)`);
+  t.equal(s.client.getBytes, 4 * 16 * MiB, 'every byte fetched exactly once');
+  t.ok(share.stats.capped > 0, 'the windows were capped');
+  t.equal(share.readers, 0, 'closed cursors left the share');
+
+  // Without the share the same four readers read a full window ahead each.
+  const u = setup({ files: 4, size: 16 * MiB });
+  const free = u.files.map((f) => new ReadCursor(f, u.fetcher, max));
+  let worstFree = 0;
+  for (let pos = 0; pos < 16 * MiB; pos += 128 * KiB) {
+    for (let i = 0; i < 4; i++) {
+      await readAt(free[i]!, pos, 128 * KiB);
+      const furthest = Math.max(...u.client.requests.filter((r) => r.key === u.files[i]!.key).map((r) => r.end));
+      worstFree = Math.max(worstFree, furthest - (pos + 128 * KiB));
+    }
+    await settle();
+  }
+  t.ok(worstFree > quarter + PART, `without a share each reads further ahead (${worstFree / KiB} KiB): the test can tell`);
 });

@@ -1,0 +1,196 @@
+/**
+ * AheadShare: one read-ahead budget for all the sequential readers of a channel. It
+ * grows only while GETs still run at close to their best speed, after TCP Vegas, which
+ * compares the rate it gets with the best rate it has seen.
+ *
+ * Why: each reader's window (./read-cursor.ts, step 3) doubles up to --max-prefetch,
+ * whatever the other readers do, so N readers hold N full windows ahead. On a link that
+ * one or two windows already fill, the extra windows add no throughput. They only add
+ * memory, and in a new daemon that memory is new to the process. t11-lend measured 4
+ * readers of 128 MiB each: 60 receive slabs of 8 MiB allocated for 64 parts, and half
+ * of the main thread's busy time spent mapping them.
+ *
+ * Algorithm:
+ *  - The budget B, in bytes, starts at FLOOR_WINDOWS full windows (FLOOR_WINDOWS ×
+ *    --max-prefetch) and never goes below that. At most, it is one full window per
+ *    active reader, which is what every reader had before this budget existed.
+ *  - A reader's window is capped at B / n, rounded down to whole parts and never less
+ *    than MIN_READER_PARTS parts. n is the number of sequential readers that asked for
+ *    read-ahead in the last ACTIVE_MS. While n ≤ FLOOR_WINDOWS, no reader is capped.
+ *  - The evidence: every sequential read-ahead GET of a whole part that went to the server
+ *    reports how long it took (sample()). All such GETs have the same length, so their
+ *    rates compare:
+ *      - `best` is the highest rate seen: Vegas's base RTT. It is not forgotten. A link that
+ *        later slows down for good leaves the budget at its floor, which is what two readers
+ *        get anyway.
+ *      - `recent` is an EWMA of the rates, with weight EWMA_WEIGHT.
+ *      - q = recent / best. Near 1, GETs run as fast as they ever did: the link and the
+ *        process have room, and more GETs in flight add throughput. Well below 1, the
+ *        GETs in flight already share what there is, and more of them would only share
+ *        it more thinly, while holding more memory.
+ *  - At each sample: if q ≥ GROW_Q and a reader was capped since the last growth, B
+ *    grows by one part. If q < SHRINK_Q, B shrinks by one part, down to the floor.
+ *    Between the two, B holds: that band is what keeps a noisy rate from making B swing.
+ *    One part per sample grows B by about as many parts per round of GETs as are in
+ *    flight, that is doubling per round, like TCP's slow start, up to the ceiling.
+ *  - Parts answered from the disk tier (--cache-dir), wholly or in part, are not samples
+ *    (RangeOptions.onLocal): they say nothing about the link.
+ */
+import { performance } from 'node:perf_hooks';
+import { prefetchShareBytes } from '../metrics/metrics.js';
+
+/**
+ * The floor of the budget: two full windows. One window at --max-prefetch is sized to fill
+ * a reader's share of a fast link (see the option's doc in src/config/options.ts). A
+ * reader's bytes ahead swing between half a window and a whole one (step 3's batch rule).
+ * Two readers' windows cover that swing with room to spare. It also means one or two
+ * readers keep exactly the windows they had before.
+ */
+export const FLOOR_WINDOWS = 2;
+
+/**
+ * The smallest cap on one reader's window: two parts. That is the part being read, plus
+ * one part in flight behind it, so the reader never waits for a GET that had not started.
+ */
+export const MIN_READER_PARTS = 2;
+
+/**
+ * A reader counts as active for 1 s after it last asked for read-ahead. A reader at 100 MB/s
+ * or more asks at least every few parts, so it stays counted. A reader that has paused
+ * (a training step, an open file it is not reading) stops holding a share within a second.
+ */
+export const ACTIVE_MS = 1000;
+
+/** How often the active readers are counted again: often enough to follow readers coming and going, rarely enough to cost nothing per read. */
+const RECOUNT_MS = 100;
+
+/** Grow while GETs run at 80% of their best rate or better. TCP Vegas grows while under α extra packets queued; this is the same test, as a ratio of rates. */
+export const GROW_Q = 0.8;
+
+/** Shrink once GETs run below half their best rate: half the rate means each GET shares the link with about as many others as it would need to fill it alone. */
+export const SHRINK_Q = 0.5;
+
+/** EWMA weight of a new rate, 1/8: TCP's weight for its smoothed RTT, so about the last 8 GETs count. */
+const EWMA_WEIGHT = 1 / 8;
+
+
+export interface AheadShareOptions {
+  /** --max-prefetch: the largest window of one reader. */
+  maxPrefetch: number;
+  /** --part-size: the length of read-ahead GETs, and the step of the budget. */
+  partSize: number;
+  /** Channel label of the budget's gauge. */
+  channel?: string;
+  /** Clock in milliseconds (tests). */
+  now?: () => number;
+}
+
+export interface AheadShareStats {
+  /** Times the budget grew and shrank by a part. */
+  grew: number;
+  shrank: number;
+  /** Reads whose window the share capped. */
+  capped: number;
+  samples: number;
+}
+
+export class AheadShare {
+  readonly floor: number;
+  readonly stats: AheadShareStats = { grew: 0, shrank: 0, capped: 0, samples: 0 };
+  private budget: number;
+  private readonly part: number;
+  private readonly maxPrefetch: number;
+  private readonly now: () => number;
+  private readonly labels: { channel: string };
+  /** When each reader last asked for read-ahead. */
+  private readonly seen = new Map<object, number>();
+  private active = 0;
+  private countedAt = -Infinity;
+  /** A reader was capped since the budget last grew: there is demand for more. */
+  private wanted = false;
+  private best = 0;
+  private recent = 0;
+
+  constructor(o: AheadShareOptions) {
+    if (!(o.maxPrefetch > 0 && o.partSize > 0)) throw new RangeError('ahead share needs a positive max-prefetch and part size');
+    this.part = o.partSize;
+    this.maxPrefetch = o.maxPrefetch;
+    this.floor = FLOOR_WINDOWS * o.maxPrefetch;
+    this.budget = this.floor;
+    this.now = o.now ?? (() => performance.now());
+    this.labels = { channel: o.channel ?? 'fastfile' };
+    prefetchShareBytes.set(this.labels, this.budget);
+  }
+
+  /** The budget B, in bytes. */
+  get bytes(): number {
+    return this.budget;
+  }
+
+  /** Sequential readers counted active at the last count. */
+  get readers(): number {
+    return this.active;
+  }
+
+  /** q: the recent GET rate over the best one (0 before any sample). */
+  get quality(): number {
+    return this.best > 0 ? this.recent / this.best : 0;
+  }
+
+  /**
+   * The most `reader` may read ahead now: its share of the budget, or Infinity while no
+   * more than FLOOR_WINDOWS readers are active. Marks the reader active.
+   */
+  limit(reader: object): number {
+    const t = this.now();
+    if (!this.seen.has(reader)) this.active++;
+    this.seen.set(reader, t);
+    if (t - this.countedAt >= RECOUNT_MS) this.recount(t);
+    if (this.active <= FLOOR_WINDOWS) return Infinity;
+    return Math.max(MIN_READER_PARTS * this.part, Math.floor(this.budget / this.active / this.part) * this.part);
+  }
+
+  /** A reader's window was larger than its limit: there is demand for a larger budget. */
+  wantMore(): void {
+    this.wanted = true;
+    this.stats.capped++;
+  }
+
+  /** The reader is done (its handle closed): it stops holding a share at once. */
+  leave(reader: object): void {
+    if (this.seen.delete(reader)) this.active = Math.max(0, this.active - 1);
+  }
+
+  /** A sequential read-ahead GET of one whole part took `ms` milliseconds. */
+  sample(ms: number): void {
+    if (!(ms > 0)) return;
+    this.stats.samples++;
+    const rate = this.part / ms;
+    this.best = Math.max(rate, this.best);
+    this.recent = this.recent === 0 ? rate : this.recent + EWMA_WEIGHT * (rate - this.recent);
+    const q = this.recent / this.best;
+    const ceiling = Math.max(this.floor, this.active * this.maxPrefetch);
+    if (q >= GROW_Q && this.wanted && this.budget < ceiling) {
+      this.budget = Math.min(ceiling, this.budget + this.part);
+      this.wanted = false;
+      this.stats.grew++;
+      prefetchShareBytes.set(this.labels, this.budget);
+    } else if (q < SHRINK_Q && this.budget > this.floor) {
+      this.budget = Math.max(this.floor, this.budget - this.part);
+      this.stats.shrank++;
+      prefetchShareBytes.set(this.labels, this.budget);
+    }
+  }
+
+  private recount(t: number): void {
+    this.countedAt = t;
+    for (const [reader, at] of this.seen) if (t - at > ACTIVE_MS) this.seen.delete(reader);
+    this.active = this.seen.size;
+    // Readers gone: the budget above their full windows has no one left to serve.
+    const ceiling = Math.max(this.floor, this.active * this.maxPrefetch);
+    if (this.budget > ceiling) {
+      this.budget = ceiling;
+      prefetchShareBytes.set(this.labels, this.budget);
+    }
+  }
+}

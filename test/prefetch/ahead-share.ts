@@ -1,0 +1,137 @@
+import t from 'tap';
+import { ACTIVE_MS, AheadShare, FLOOR_WINDOWS, GROW_Q, MIN_READER_PARTS, SHRINK_Q } from '../../src/prefetch/ahead-share.js';
+import { registry } from '../../src/metrics/metrics.js';
+
+const MiB = 1024 * 1024;
+const PART = 8 * MiB;
+const MAX = 64 * MiB;
+
+function setup(channel = 'share-test') {
+  let now = 1000;
+  const share = new AheadShare({ maxPrefetch: MAX, partSize: PART, channel, now: () => now });
+  return { share, advance: (ms: number) => { now += ms; } };
+}
+
+/** What a cursor does at a batch (read-cursor.ts readAhead): the window it may use for one it wants of `want` bytes. */
+function cap(share: AheadShare, reader: object, want: number): number {
+  const limit = share.limit(reader);
+  if (want > limit) share.wantMore();
+  return Math.min(want, limit);
+}
+
+/** Reports `n` whole-part GETs that each took `ms`. */
+function samples(share: AheadShare, n: number, ms: number): void {
+  for (let i = 0; i < n; i++) share.sample(ms);
+}
+
+async function gauge(channel: string): Promise<number | undefined> {
+  const m = await registry.getSingleMetric('sluice_prefetch_share_bytes')!.get();
+  return m.values.find((v) => v.labels.channel === channel)?.value;
+}
+
+t.test('one or two readers keep their whole windows; more share the floor, never below two parts each', async (t) => {
+  const { share } = setup();
+  t.equal(share.floor, FLOOR_WINDOWS * MAX);
+  const readers = Array.from({ length: 20 }, () => ({}));
+  t.equal(cap(share, readers[0]!, MAX), MAX, 'one reader: its window');
+  t.equal(cap(share, readers[1]!, MAX), MAX, 'two readers: each its window');
+  t.equal(cap(share, readers[2]!, MAX), Math.floor(share.floor / 3 / PART) * PART, 'three readers: a third of the floor, in whole parts');
+  cap(share, readers[3]!, MAX);
+  t.equal(share.readers, 4);
+  t.equal(cap(share, readers[0]!, MAX), share.floor / 4, 'four readers: a quarter of the floor each (32 MiB)');
+  t.equal(cap(share, readers[0]!, 16 * MiB), 16 * MiB, 'a window below the share is left alone');
+  for (const r of readers) cap(share, r, MAX);
+  t.equal(cap(share, readers[0]!, MAX), MIN_READER_PARTS * PART, 'twenty readers: never below two parts each');
+  t.equal(share.bytes, share.floor, 'the budget stayed at its floor (no samples)');
+});
+
+t.test('the budget grows by a part per GET while GETs keep their best rate and a reader wants more, up to a full window per reader', async (t) => {
+  const { share } = setup('share-grow');
+  const readers = [{}, {}, {}, {}];
+  for (const r of readers) cap(share, r, MAX);
+  t.equal(await gauge('share-grow'), share.floor, 'the gauge shows the floor at first');
+  // Steady rates: q = 1. Each sample finds a reader capped since the last growth (cap() below).
+  for (let i = 0; i < 40; i++) {
+    cap(share, readers[i % 4]!, MAX);
+    share.sample(100);
+  }
+  t.equal(share.bytes, readers.length * MAX, 'grew to one full window per reader, no further');
+  t.equal(cap(share, readers[0]!, MAX), MAX, 'every reader has its whole window again');
+  t.equal(share.stats.grew, (readers.length * MAX - share.floor) / PART, 'one part per growth');
+  t.equal(await gauge('share-grow'), readers.length * MAX, 'the gauge follows');
+});
+
+t.test('no growth without demand: samples with no reader capped since the last growth leave the budget', async (t) => {
+  const { share } = setup('share-demand');
+  const readers = [{}, {}, {}, {}];
+  for (const r of readers) cap(share, r, MAX);
+  share.sample(100);
+  t.equal(share.bytes, share.floor + PART, 'capped readers: grew once');
+  samples(share, 10, 100);
+  t.equal(share.bytes, share.floor + PART, 'no reader asked for more since: held');
+  for (const r of readers) cap(share, r, 16 * MiB); // windows below the share: not capped
+  samples(share, 10, 100);
+  t.equal(share.bytes, share.floor + PART, 'readers under their share do not make it grow');
+});
+
+t.test('GETs slowing to under half their best rate shrink the budget to its floor, never below; the band between holds', async (t) => {
+  const { share } = setup('share-shrink');
+  const readers = [{}, {}, {}, {}, {}, {}];
+  for (let i = 0; i < 20; i++) {
+    cap(share, readers[i % readers.length]!, MAX);
+    share.sample(100);
+  }
+  const grown = share.bytes;
+  t.ok(grown > share.floor + 8 * PART, `grew while rates held (${grown / MiB} MiB)`);
+  // Rates in the band: between SHRINK_Q and GROW_Q of the best. The EWMA takes a few GETs to get there.
+  const band = 100 / ((GROW_Q + SHRINK_Q) / 2);
+  samples(share, 30, band);
+  t.ok(share.quality > SHRINK_Q && share.quality < GROW_Q, `q in the band (${share.quality.toFixed(2)})`);
+  const held = share.bytes;
+  for (let i = 0; i < 20; i++) {
+    cap(share, readers[i % readers.length]!, MAX);
+    share.sample(band);
+  }
+  t.equal(share.bytes, held, 'in the band: neither grows nor shrinks, even with readers capped');
+  // A saturated link: every GET at a third of the best rate.
+  samples(share, 200, 300);
+  t.ok(share.quality < SHRINK_Q);
+  t.equal(share.bytes, share.floor, 'shrank to the floor and stopped there');
+  t.ok(share.stats.shrank > 0);
+});
+
+t.test('readers that stop asking stop counting after ACTIVE_MS; leave() is at once; the budget above their windows goes with them', async (t) => {
+  const { share, advance } = setup('share-active');
+  const a = {}, b = {}, c = {}, d = {};
+  for (const r of [a, b, c, d]) cap(share, r, MAX);
+  for (let i = 0; i < 30; i++) {
+    cap(share, [a, b, c, d][i % 4]!, MAX);
+    share.sample(100);
+  }
+  t.equal(share.bytes, 4 * MAX);
+  share.leave(d);
+  t.equal(share.readers, 3, 'leave() counts at once');
+  advance(ACTIVE_MS / 2);
+  cap(share, a, MAX);
+  advance(ACTIVE_MS / 2 + 200);
+  t.equal(cap(share, a, MAX), MAX, 'b and c went quiet: a alone keeps its whole window');
+  t.equal(share.readers, 1);
+  t.equal(share.bytes, share.floor, 'the budget came back down to what the readers left can use');
+  share.leave(d);
+  t.equal(share.readers, 1, 'a second leave() changes nothing');
+});
+
+t.test('the best rate is kept: a link that stays slow keeps the budget at its floor', async (t) => {
+  const { share } = setup('share-keep');
+  const readers = [{}, {}, {}, {}];
+  for (const r of readers) cap(share, r, MAX);
+  share.sample(100);
+  t.equal(share.bytes, share.floor + PART, 'grew at the first sample (q = 1)');
+  for (let i = 0; i < 2000; i++) {
+    cap(share, readers[i % 4]!, MAX);
+    share.sample(300);
+  }
+  t.equal(share.bytes, share.floor, 'two thousand slow GETs later, still at the floor');
+  t.ok(share.stats.grew < 5, `grew only while the slow rates had not yet reached the average (${share.stats.grew} times)`);
+  t.equal(share.limit({}), Math.floor(share.floor / 5 / PART) * PART, 'a fifth reader gets a fifth of the floor');
+});
