@@ -5,6 +5,7 @@
 #ifndef SLUICE_FUSE_FD_H
 #define SLUICE_FUSE_FD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* N for "/dev/fd/N" (decimal digits only), or -1 for any other string. */
@@ -40,6 +41,19 @@ int sluice_fuse_backing_open(int fd);
 int sluice_fuse_backing_close(int id);
 /* The OPEN this thread is answering gets FOPEN_PASSTHROUGH with backing id `id` in its reply. */
 void sluice_fuse_reply_backing(int id);
+/*
+ * Replies from lent memory (src/fuse_init.c "Replies from lent memory"): 1 when the request
+ * this thread is answering is a READ received through a channel of ours, so its reply will go
+ * through our send().
+ */
+int sluice_fuse_reply_can_hold(void);
+/*
+ * The reply to that READ carries the n bytes at `mem`, which stay valid until release(arg) is
+ * called: our send() writes them straight from there, then sets *slot (the reply buffer's mem
+ * field, which libfuse would free()) to NULL and calls release(arg). Call only when
+ * sluice_fuse_reply_can_hold() said 1, and only with n > 0.
+ */
+void sluice_fuse_reply_hold(void **slot, const void *mem, size_t n, void (*release)(void *), void *arg);
 /* The node id of the request this thread is answering (0 outside a request). */
 uint64_t sluice_fuse_request_nodeid(void);
 /* A descriptor of this thread's /dev/fuse connection, the caller's to close, or -1 outside a request. */

@@ -21,6 +21,15 @@ void sluice_lends_reset(struct sluice_lends *t);
  * file), or -1 when fh has no lend or the read is not wholly inside it (the caller passes it on).
  */
 int sluice_lends_read(struct sluice_lends *t, uint64_t fh, char *buf, size_t size, int64_t offset);
+/*
+ * The same read without the copy, when it lies inside one lent buffer: its byte count (> 0)
+ * with *at set to its bytes and this lend's read lock held (the bytes stay valid until
+ * sluice_lends_unlock(*hold); lendTake waits for it); 0 at or past the end of the file
+ * (nothing held); -1 when fh has no lend or the read is not wholly inside it; -2 when it is
+ * inside the lend but spans two of its buffers (sluice_lends_read copies those).
+ */
+int sluice_lends_view(struct sluice_lends *t, uint64_t fh, size_t size, int64_t offset, const char **at, void **hold);
+void sluice_lends_unlock(void *hold);
 
 /* The table of the mount whose fuse-native thread buffer is `thread` (src/fuse_memread.c), or NULL. */
 struct sluice_lends *sluice_memread_lends(const void *thread);

@@ -52,6 +52,22 @@
  * sets it, so mmap(2) of such a file still works (through the page cache, for the mapped
  * pages only); an older kernel refuses a shared mapping (MAP_SHARED) of a direct-I/O file
  * with ENODEV, and allows private ones.
+ *
+ * Replies from lent memory (issue 11). fuse_memread.c answers a READ that lies inside one
+ * buffer of a lend (fuse_lend.c) through libfuse 2's read_buf, with a buffer vector whose one
+ * memory buffer is the lent bytes themselves. libfuse sends such a vector without a copy
+ * (fuse_send_data_iov's fallback: one memory buffer becomes the reply's second iovec), then
+ * frees the vector and its buffer's memory. So before it returns, mem_read_buf notes here,
+ * thread-locally, the bytes' address and length, where the vector keeps that address, and how
+ * to end the hold (the lend slot's read lock). send() finds the note when the reply's second
+ * iovec is exactly those bytes: it writes them to the kernel, clears the vector's address so
+ * that libfuse frees only the vector, and ends the hold. The kernel copies the bytes into the
+ * page cache during the writev, so they are no longer needed once it returns. The read lock
+ * keeps lendTake (and so any reuse of the buffer) out until then. libfuse 2 answers a request
+ * in the thread that received it: read_buf returns 0, fuse_reply_data sends at once, on this
+ * thread. This saves one copy of every byte so answered (the copy into libfuse's buffer) and
+ * libfuse's malloc of a buffer of the read's size. Only requests that came through a channel
+ * of ours (tl_wrap) are answered so; any other mount keeps the copying read.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -78,6 +94,7 @@ struct fuse_chan_ops {
 /* The kernel's ABI (include/uapi/linux/fuse.h), the parts used here. */
 #define FUSE_INIT_OPCODE 26
 #define FUSE_OPEN_OPCODE 14
+#define FUSE_READ_OPCODE 15
 #define FUSE_MAX_PAGES_FLAG (1u << 22)
 #define FUSE_MAX_PAGES_MINOR 28
 #define FUSE_INIT_EXT_FLAG (1u << 30)
@@ -157,6 +174,25 @@ int sluice_fuse_backing_close(int id) {
 
 void sluice_fuse_reply_backing(int id) { tl_backing = id; }
 
+/* The reply this thread is about to send from lent memory (see "Replies from lent memory"). */
+static __thread struct {
+  const void *mem;
+  size_t n;
+  void **slot;
+  void (*release)(void *);
+  void *arg;
+} tl_hold;
+
+int sluice_fuse_reply_can_hold(void) { return tl_wrap != NULL && tl_opcode == FUSE_READ_OPCODE && tl_hold.mem == NULL; }
+
+void sluice_fuse_reply_hold(void **slot, const void *mem, size_t n, void (*release)(void *), void *arg) {
+  tl_hold.mem = mem;
+  tl_hold.n = n;
+  tl_hold.slot = slot;
+  tl_hold.release = release;
+  tl_hold.arg = arg;
+}
+
 uint64_t sluice_fuse_request_nodeid(void) { return tl_wrap != NULL ? tl_nodeid : 0; }
 
 int sluice_fuse_dup_dev(void) { return tl_wrap != NULL ? fcntl(tl_wrap->fd, F_DUPFD_CLOEXEC, 0) : -1; }
@@ -220,9 +256,30 @@ static int wrap_receive(struct fuse_chan **chp, char *buf, size_t size) {
   return (int)res;
 }
 
+/* writev of a reply, as libfuse's fuse_kern_chan_send does it: 0 or -errno. */
+static int send_reply(struct fuse_chan *ch, const struct iovec iov[], size_t count) {
+  if (writev(chan_fd(ch), iov, (int)count) == -1) {
+    int err = errno;
+    struct fuse_session *se = chan_session(ch);
+    if (err != ENOENT && !(se != NULL && session_exited(se))) perror("fuse: writing device");
+    return -err;
+  }
+  return 0;
+}
+
 /* libfuse's fuse_kern_chan_send, with the INIT reply rewritten (see the top). */
 static int wrap_send(struct fuse_chan *ch, const struct iovec iov[], size_t count) {
   if (iov == NULL) return 0;
+  if (tl_hold.mem != NULL && count == 2 && iov[1].iov_base == tl_hold.mem && iov[1].iov_len == tl_hold.n) {
+    /* A READ answered from lent memory (see "Replies from lent memory"): the bytes go from there, then the hold ends. */
+    int res = send_reply(ch, iov, count);
+    *tl_hold.slot = NULL;
+    void (*release)(void *) = tl_hold.release;
+    void *arg = tl_hold.arg;
+    memset(&tl_hold, 0, sizeof tl_hold);
+    release(arg);
+    return res;
+  }
   struct wrap *w = chan_data(ch);
   struct out_header head;
   struct init_out out;
@@ -283,13 +340,7 @@ static int wrap_send(struct fuse_chan *ch, const struct iovec iov[], size_t coun
       iov = patched;
     }
   }
-  if (writev(chan_fd(ch), iov, (int)count) == -1) {
-    int err = errno;
-    struct fuse_session *se = chan_session(ch);
-    if (err != ENOENT && !(se != NULL && session_exited(se))) perror("fuse: writing device");
-    return -err;
-  }
-  return 0;
+  return send_reply(ch, iov, count);
 }
 
 /* libfuse's fuse_kern_chan_destroy, plus our state. */

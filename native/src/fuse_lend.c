@@ -27,7 +27,10 @@
  * starved by a stream of reads). JavaScript keeps every lent buffer referenced and its
  * pooled slab pinned (src/cache/buffer-pool.ts recycles a slab only at zero references)
  * until lendTake has returned: after that no worker holds the lock with the old ranges, so
- * the bytes a copy reads can never be recycled under it. The blocks are of the one ETag the
+ * the bytes a copy reads can never be recycled under it. A read answered without a copy
+ * (sluice_lends_view: the reply is written from the lent buffer itself, fuse_init.c "Replies
+ * from lent memory") holds the shared lock until its reply's writev has returned, so the same
+ * holds for it. The blocks are of the one ETag the
  * handle was opened with (the block cache's key), so a lend never mixes versions. RELEASE
  * of a lent handle goes to JavaScript as before (fuse_memread.c finds no entry of its own),
  * which takes the lend before the core releases the handle; at unmount JavaScript takes
@@ -94,6 +97,16 @@ void sluice_lends_reset(struct sluice_lends *t) {
   }
 }
 
+/* Adds a read of `size` bytes at `off` that served n bytes to the lend's counts (under its read lock). */
+static void count_read(struct lend *l, uint64_t off, uint64_t n, size_t size) {
+  __atomic_add_fetch(&l->reads, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&l->served, n, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&l->asked, (uint64_t)size, __ATOMIC_RELAXED);
+  uint64_t seen = __atomic_load_n(&l->end, __ATOMIC_RELAXED), reached = off + n;
+  while (seen < reached && !__atomic_compare_exchange_n(&l->end, &seen, reached, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
+
 int sluice_lends_read(struct sluice_lends *t, uint64_t fh, char *buf, size_t size, int64_t offset) {
   if (t == NULL || offset < 0) return -1;
   struct lend *l = &t->slots[fh % LEND_SLOTS];
@@ -121,16 +134,49 @@ int sluice_lends_read(struct sluice_lends *t, uint64_t fh, char *buf, size_t siz
     }
     n = (int)(end - off);
   }
-  if (n >= 0) {
-    __atomic_add_fetch(&l->reads, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&l->served, (uint64_t)n, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&l->asked, (uint64_t)size, __ATOMIC_RELAXED);
-    uint64_t seen = __atomic_load_n(&l->end, __ATOMIC_RELAXED), reached = off + (uint64_t)n;
-    while (seen < reached && !__atomic_compare_exchange_n(&l->end, &seen, reached, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-  }
+  if (n >= 0) count_read(l, off, (uint64_t)n, size);
   pthread_rwlock_unlock(&l->lock);
   return n;
+}
+
+int sluice_lends_view(struct sluice_lends *t, uint64_t fh, size_t size, int64_t offset, const char **at, void **hold) {
+  if (t == NULL || offset < 0 || size == 0) return -1;
+  struct lend *l = &t->slots[fh % LEND_SLOTS];
+  pthread_rwlock_rdlock(&l->lock);
+  if (!l->used || l->fh != fh) {
+    pthread_rwlock_unlock(&l->lock);
+    return -1;
+  }
+  uint64_t off = (uint64_t)offset, end = off + size;
+  if (end > l->size) end = l->size;
+  if (off >= l->size) {
+    count_read(l, off, 0, size);
+    pthread_rwlock_unlock(&l->lock);
+    return 0;
+  }
+  if (off < l->start || end > l->stop) {
+    pthread_rwlock_unlock(&l->lock);
+    return -1;
+  }
+  uint64_t from = l->start;
+  for (uint32_t i = 0; i < l->n; i++) {
+    uint64_t next = from + l->len[i];
+    if (off >= from && end <= next) {
+      /* Wholly inside buffer i: the caller replies from it, this slot's read lock held until sluice_lends_unlock(). */
+      count_read(l, off, end - off, size);
+      *at = l->bytes[i] + (off - from);
+      *hold = l;
+      return (int)(end - off);
+    }
+    if (next > off) break; /* it starts in buffer i and goes on into the next */
+    from = next;
+  }
+  pthread_rwlock_unlock(&l->lock);
+  return -2;
+}
+
+void sluice_lends_unlock(void *hold) {
+  pthread_rwlock_unlock(&((struct lend *)hold)->lock);
 }
 
 /* ---- N-API ---- */

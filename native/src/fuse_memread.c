@@ -206,6 +206,21 @@ struct fuse_context {
 };
 typedef int (*getattr_fn)(const char *, struct stat *);
 typedef int (*read_fn)(const char *, char *, size_t, off_t, struct fuse_file_info *);
+/* libfuse 2.9's buffer vector (fuse_common.h), with one buffer: what read_buf answers with. */
+struct fuse_buf {
+  size_t size;
+  int flags; /* enum fuse_buf_flags; 0: memory */
+  void *mem;
+  int fd;
+  off_t pos;
+};
+struct fuse_bufvec {
+  size_t count;
+  size_t idx;
+  size_t off;
+  struct fuse_buf buf[1];
+};
+typedef int (*read_buf_fn)(const char *, struct fuse_bufvec **, size_t, off_t, struct fuse_file_info *);
 typedef int (*release_fn)(const char *, struct fuse_file_info *);
 typedef int (*open_fn)(const char *, struct fuse_file_info *);
 /* Indices among fuse_operations' leading function pointers (libfuse 2.x). */
@@ -213,6 +228,13 @@ typedef int (*open_fn)(const char *, struct fuse_file_info *);
 #define OP_OPEN 14
 #define OP_READ 15
 #define OP_RELEASE 19
+/*
+ * read_buf's index: libfuse 2.9's fuse_operations has 38 function pointers (getattr .. bmap),
+ * then one unsigned int of flag bits (padded to a pointer's size), then ioctl, poll,
+ * write_buf, read_buf: byte offset 336 on LP64 (offsetof with libfuse-dev's fuse.h:
+ * read 120, release 152, bmap 296, ioctl 312, read_buf 336, sizeof 360).
+ */
+#define OP_READ_BUF 42
 
 /*
  * Slots per mount: the disk tier holds at most 16 MiB of small-file buffers (4,096 of a
@@ -315,6 +337,7 @@ struct attrs {
 struct mount {
   struct fuse *fuse;     /* libfuse's, as requests' contexts name it; NULL once fuse_destroy() freed it (see "Ended mounts") */
   int wrapped;           /* fuse_new() made this thread's mount with our operations (atomic): JavaScript's calls find it by user_data */
+  int reply_from_lends;  /* read_buf is ours: reads inside one lent buffer are replied from it (fuse_init.c "Replies from lent memory") */
   void *user_data;       /* fuse-native's fuse_thread_t (its JavaScript _thread Buffer) */
   getattr_fn getattr;    /* fuse-native's */
   read_fn read;
@@ -906,6 +929,50 @@ static int mem_read(const char *path, char *buf, size_t size, off_t offset, stru
   return m->read(path, buf, size, offset, fi);
 }
 
+/*
+ * libfuse's read_buf, in place of its own wrapping of read (fuse_fs_read_buf: a malloc'd
+ * buffer of `size`, read into it): a read wholly inside one buffer of the handle's lend is
+ * answered from that buffer itself, held until its reply is written (fuse_init.c "Replies
+ * from lent memory"); every other read is read into a malloc'd buffer by mem_read, as libfuse
+ * would. libfuse frees the vector, and the buffer's memory unless the reply cleared it.
+ */
+static int mem_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size, off_t offset, struct fuse_file_info *fi) {
+  struct mount *m = mount_of_request();
+  if (m == NULL) return -EIO; /* cannot happen: only our mounts have this read */
+  struct fuse_bufvec *v = malloc(sizeof *v);
+  if (v == NULL) return -ENOMEM;
+  *v = (struct fuse_bufvec){ 1, 0, 0, { { 0, 0, NULL, -1, 0 } } };
+  if (m->reply_from_lends && sluice_fuse_reply_can_hold()) {
+    const char *at = NULL;
+    void *hold = NULL;
+    int n = sluice_lends_view(m->lends, fi->fh, size, (int64_t)offset, &at, &hold);
+    if (n >= 0) {
+      v->buf[0].size = (size_t)n;
+      if (n > 0) {
+        v->buf[0].mem = (void *)at;
+        sluice_fuse_reply_hold(&v->buf[0].mem, at, (size_t)n, sluice_lends_unlock, hold);
+      }
+      *bufp = v;
+      return 0;
+    }
+  }
+  char *mem = malloc(size > 0 ? size : 1);
+  if (mem == NULL) {
+    free(v);
+    return -ENOMEM;
+  }
+  int res = mem_read(path, mem, size, offset, fi);
+  if (res < 0) {
+    free(mem);
+    free(v);
+    return res;
+  }
+  v->buf[0].size = (size_t)res;
+  v->buf[0].mem = mem;
+  *bufp = v;
+  return 0;
+}
+
 /* Adds an entry opened here to own_counts, once (under m->lock). */
 static void own_count(struct mount *m, struct entry *e) {
   if (e->counted) return;
@@ -1052,8 +1119,11 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   m->attrs = NULL;
   __atomic_store_n(&m->attr_hits, 0, __ATOMIC_RELAXED);
   pthread_rwlock_unlock(&m->attrs_lock);
-  /* libfuse copies the operations into its own struct fuse, so this copy may go after. */
-  void **mine = malloc(op_size);
+  /* libfuse copies the operations into its own struct fuse, so this copy may go after. It reaches
+   * read_buf: libfuse zero-fills what lies past the size it is given, so padding fuse-native's
+   * operations with zeros up to there changes nothing else. */
+  size_t mine_size = op_size > (OP_READ_BUF + 1) * sizeof(void *) ? op_size : (OP_READ_BUF + 1) * sizeof(void *);
+  void **mine = calloc(1, mine_size);
   if (mine == NULL) {
     pthread_mutex_unlock(&mounts_lock);
     return real(ch, args, op, op_size, user_data);
@@ -1061,9 +1131,14 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   memcpy(mine, op, op_size);
   if (mine[OP_GETATTR] != NULL) mine[OP_GETATTR] = (void *)mem_getattr;
   mine[OP_READ] = (void *)mem_read;
+  /* Replies from lent memory (fuse_init.c), unless SLUICE_LEND_COPY=1 (comparisons: lent reads copied, as before) or
+   * fuse-native brought a read_buf of its own (it does not). */
+  const char *copy = getenv("SLUICE_LEND_COPY");
+  m->reply_from_lends = mine[OP_READ_BUF] == NULL && !(copy != NULL && strcmp(copy, "1") == 0);
+  if (m->reply_from_lends) mine[OP_READ_BUF] = (void *)mem_read_buf;
   mine[OP_RELEASE] = (void *)mem_release;
   if (mine[OP_OPEN] != NULL) mine[OP_OPEN] = (void *)mem_open;
-  struct fuse *f = real(ch, args, mine, op_size, user_data);
+  struct fuse *f = real(ch, args, mine, mine_size, user_data);
   free(mine);
   forget_fuse_locked(f, m);
   __atomic_store_n(&m->fuse, f, __ATOMIC_RELEASE);
