@@ -236,10 +236,8 @@ static napi_value js_unlock(napi_env env, napi_callback_info info) {
 #endif
 
 static void free_mapping(napi_env env, void *data, void *hint) {
-  int64_t ignored;
+  (void)env;
   munmap(data, (size_t)(uintptr_t)hint);
-  /* Give back what the allocation told V8 about (below). */
-  (void)napi_adjust_external_memory(env, -(int64_t)(uintptr_t)hint, &ignored);
 }
 
 static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
@@ -271,13 +269,13 @@ static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
     return NULL; /* undefined: external buffers not allowed here */
   }
   /*
-   * Tell V8 the mapping exists, as Buffer.allocUnsafe's allocator does: a slab dropped by its
-   * pool is only unmapped when the GC collects its Buffer, and V8 schedules collections by
-   * the external memory it knows of. Without this, dropped slabs could pile up past the
-   * configured memory bound while the JS heap itself stays small.
+   * No napi_adjust_external_memory here: V8 counts an external buffer's bytes itself, as it
+   * counts Buffer.allocUnsafe's (its array buffer accounting), and schedules collections by
+   * them, so a slab dropped by its pool is still unmapped in time. Adding the mapping again
+   * counted every slab twice: 60 slabs of 8 MiB made 15 full collections in a test process,
+   * against 8 without it (and 6 for Buffer.allocUnsafe); a new daemon maps that many in its
+   * first GB (BENCHMARKS.md t11-zerocopy).
    */
-  int64_t ignored;
-  (void)napi_adjust_external_memory(env, (int64_t)len, &ignored);
   return result;
 }
 
