@@ -904,12 +904,8 @@ static int mem_open(const char *path, struct fuse_file_info *fi) {
   return js_open(m, path, fi, row1, 0);
 }
 
-static int mem_read(const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
-  struct mount *m = mount_of_request();
-  if (m == NULL) return -EIO; /* cannot happen: only our mounts have this read */
-  /* A large file's blocks lent by its sequential reader (fuse_lend.c): no handle is in both tables. */
-  int lent = sluice_lends_read(m->lends, fi->fh, buf, size, (int64_t)offset);
-  if (lent >= 0) return lent;
+/* A read of a handle whose bytes this table holds (a small file), else fuse-native's read. */
+static int entry_read(struct mount *m, const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
   struct entry *e = &m->slots[fi->fh % SLOTS];
   pthread_mutex_lock(&m->lock);
   if (e->used && e->fh == fi->fh) {
@@ -929,6 +925,15 @@ static int mem_read(const char *path, char *buf, size_t size, off_t offset, stru
   return m->read(path, buf, size, offset, fi);
 }
 
+static int mem_read(const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
+  struct mount *m = mount_of_request();
+  if (m == NULL) return -EIO; /* cannot happen: only our mounts have this read */
+  /* A large file's blocks lent by its sequential reader (fuse_lend.c): no handle is in both tables. */
+  int lent = sluice_lends_read(m->lends, fi->fh, buf, size, (int64_t)offset);
+  if (lent >= 0) return lent;
+  return entry_read(m, path, buf, size, offset, fi);
+}
+
 /*
  * libfuse's read_buf, in place of its own wrapping of read (fuse_fs_read_buf: a malloc'd
  * buffer of `size`, read into it): a read wholly inside one buffer of the handle's lend is
@@ -942,15 +947,16 @@ static int mem_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size
   struct fuse_bufvec *v = malloc(sizeof *v);
   if (v == NULL) return -ENOMEM;
   *v = (struct fuse_bufvec){ 1, 0, 0, { { 0, 0, NULL, -1, 0 } } };
+  int lent = -3; /* what sluice_lends_view said (-1: fh has no lend, -2: the read spans two lent buffers); -3: not asked */
   if (m->reply_from_lends && sluice_fuse_reply_can_hold()) {
     const char *at = NULL;
     void *hold = NULL;
-    int n = sluice_lends_view(m->lends, fi->fh, size, (int64_t)offset, &at, &hold);
-    if (n >= 0) {
-      v->buf[0].size = (size_t)n;
-      if (n > 0) {
+    lent = sluice_lends_view(m->lends, fi->fh, size, (int64_t)offset, &at, &hold);
+    if (lent >= 0) {
+      v->buf[0].size = (size_t)lent;
+      if (lent > 0) {
         v->buf[0].mem = (void *)at;
-        sluice_fuse_reply_hold(&v->buf[0].mem, at, (size_t)n, sluice_lends_unlock, hold);
+        sluice_fuse_reply_hold(&v->buf[0].mem, at, (size_t)lent, sluice_lends_unlock, hold);
       }
       *bufp = v;
       return 0;
@@ -961,7 +967,8 @@ static int mem_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size
     free(v);
     return -ENOMEM;
   }
-  int res = mem_read(path, mem, size, offset, fi);
+  /* No lend, as the view just found: the small-file table or JavaScript. Else mem_read, which copies a lent read. */
+  int res = lent == -1 ? entry_read(m, path, mem, size, offset, fi) : mem_read(path, mem, size, offset, fi);
   if (res < 0) {
     free(mem);
     free(v);

@@ -22,7 +22,7 @@
  * client answered some of it locally (RangeOptions.onLocal: the disk tier).
  */
 import { performance } from 'node:perf_hooks';
-import type { ObjectClient } from '../s3/object-client.js';
+import type { ObjectClient, RangeOptions } from '../s3/object-client.js';
 import { BadRangeReplyError } from '../errors.js';
 import type { BlockCache, PrefetchKind } from '../cache/block-cache.js';
 import type { Slab } from '../cache/buffer-pool.js';
@@ -179,11 +179,14 @@ export class BlockFetcher {
       const t0 = timed ? performance.now() : 0;
       let local = false;
       try {
-        // hold: the disk tier writes the bytes from this buffer in the background, holding a reference instead of copying.
-        const hold = slab ? () => { slab.ref(); return () => slab.unref(); } : undefined;
-        const onLocal = timed ? () => { local = true; } : undefined;
-        const opts = into || onLocal ? { ...(into ? { into } : {}), ...(hold ? { hold } : {}), ...(onLocal ? { onLocal } : {}) } : undefined;
-        const buf = await this.client.getRange(file.key, start, end, file.etag, opts);
+        const opts: RangeOptions = {};
+        if (into) {
+          opts.into = into;
+          // hold: the disk tier writes the bytes from this buffer in the background, holding a reference instead of copying.
+          if (slab) opts.hold = () => { slab.ref(); return () => slab.unref(); };
+        }
+        if (timed) opts.onLocal = () => { local = true; };
+        const buf = await this.client.getRange(file.key, start, end, file.etag, into || timed ? opts : undefined);
         // The client's contract says exact length; check anyway, since a short block
         // would otherwise be cached and served as if it were the object's bytes.
         if (buf.length !== end - start) {
