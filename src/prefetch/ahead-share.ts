@@ -20,15 +20,20 @@
  *  - The evidence: every sequential read-ahead GET of a whole part that went to the server
  *    reports how long it took (sample()). All such GETs have the same length, so their
  *    rates compare:
- *      - `best` is the highest rate seen: Vegas's base RTT. It is not forgotten. A link that
- *        later slows down for good leaves the budget at its floor, which is what two readers
- *        get anyway.
- *      - `recent` is an EWMA of the rates, with weight EWMA_WEIGHT.
+ *      - `recent` is an EWMA of the rates, with weight EWMA_WEIGHT. A rate more than twice
+ *        `recent` counts as twice `recent`, so one freak fast GET moves it by 1/8 at most.
+ *      - `best` is the highest `recent` has been: Vegas's base RTT. It is the smoothed rate,
+ *        not the fastest single GET, because GETs to S3 vary by more than the margin this
+ *        test needs: with a first byte anywhere from 10 to 100 ms, one lucky GET can be
+ *        twice as fast as the typical one, and against it every later rate would look
+ *        contended, so the budget would never grow. It is not forgotten. A link that later
+ *        slows down for good leaves the budget at its floor, which is what two readers get
+ *        anyway.
  *      - q = recent / best. Near 1, GETs run as fast as they ever did: the link and the
  *        process have room, and more GETs in flight add throughput. Well below 1, the
  *        GETs in flight already share what there is, and more of them would only share
  *        it more thinly, while holding more memory.
- *  - At each sample: if q ≥ GROW_Q and a reader was capped since the last growth, B
+ *  - At each sample: if q ≥ GROW_Q (0.7) and a reader was capped since the last growth, B
  *    grows by one part. If q < SHRINK_Q, B shrinks by one part, down to the floor.
  *    Between the two, B holds: that band is what keeps a noisy rate from making B swing.
  *    One part per sample grows B by about as many parts per round of GETs as are in
@@ -64,8 +69,15 @@ export const ACTIVE_MS = 1000;
 /** How often the active readers are counted again: often enough to follow readers coming and going, rarely enough to cost nothing per read. */
 const RECOUNT_MS = 100;
 
-/** Grow while GETs run at 80% of their best rate or better. TCP Vegas grows while under α extra packets queued; this is the same test, as a ratio of rates. */
-export const GROW_Q = 0.8;
+/**
+ * Grow while GETs run at 70% of their best rate or better. TCP Vegas grows while under α extra
+ * packets are queued; this is the same test, as a ratio of rates. The margin is for noise:
+ * `best` is the top of a noisy smoothed rate, and with GET times ±40% around their mean the
+ * smoothed rate's top over thousands of GETs stays within about 1.3× its mean, so an
+ * uncontended link keeps q above 0.75. Contended GETs on this project's 2-core test machine
+ * ran at q = 0.3-0.5.
+ */
+export const GROW_Q = 0.7;
 
 /** Shrink once GETs run below half their best rate: half the rate means each GET shares the link with about as many others as it would need to fill it alone. */
 export const SHRINK_Q = 0.5;
@@ -166,8 +178,8 @@ export class AheadShare {
     if (!(ms > 0)) return;
     this.stats.samples++;
     const rate = this.part / ms;
-    this.best = Math.max(rate, this.best);
-    this.recent = this.recent === 0 ? rate : this.recent + EWMA_WEIGHT * (rate - this.recent);
+    this.recent = this.recent === 0 ? rate : this.recent + EWMA_WEIGHT * (Math.min(rate, 2 * this.recent) - this.recent);
+    this.best = Math.max(this.recent, this.best);
     const q = this.recent / this.best;
     const ceiling = Math.max(this.floor, this.active * this.maxPrefetch);
     if (q >= GROW_Q && this.wanted && this.budget < ceiling) {

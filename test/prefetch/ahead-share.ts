@@ -132,6 +132,21 @@ t.test('the best rate is kept: a link that stays slow keeps the budget at its fl
     share.sample(300);
   }
   t.equal(share.bytes, share.floor, 'two thousand slow GETs later, still at the floor');
-  t.ok(share.stats.grew < 5, `grew only while the slow rates had not yet reached the average (${share.stats.grew} times)`);
+  // The EWMA (weight 1/8) falls from the old rate toward a third of it: below GROW_Q of its top
+  // after ln((GROW_Q - 1/3) / (2/3)) / ln(7/8) = 4.4 slow GETs. So at most 1 + 5 growths.
+  t.ok(share.stats.grew <= 6, `grew only while the smoothed rate had not yet come down (${share.stats.grew} times)`);
   t.equal(share.limit({}), Math.floor(share.floor / 5 / PART) * PART, 'a fifth reader gets a fifth of the floor');
+});
+
+t.test('GETs that vary by ±40%, and one freak fast GET, still grow the budget: the rates are compared smoothed', async (t) => {
+  const { share } = setup('share-noise');
+  const readers = [{}, {}, {}, {}];
+  let x = 4242;
+  for (let i = 0; i < 200; i++) {
+    cap(share, readers[i % 4]!, MAX);
+    x = (x * 1103515245 + 12345) % 2 ** 31;
+    const ms = i === 3 ? 5 : 60 + (x % 81); // 60..140 ms around 100; the fourth GET a freak 5 ms (e.g. a very short queue)
+    share.sample(ms);
+  }
+  t.equal(share.bytes, readers.length * MAX, `grew to a full window per reader (q ${share.quality.toFixed(2)})`);
 });
