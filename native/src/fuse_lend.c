@@ -107,14 +107,19 @@ static void count_read(struct lend *l, uint64_t off, uint64_t n, size_t size) {
   }
 }
 
-int sluice_lends_read(struct sluice_lends *t, uint64_t fh, char *buf, size_t size, int64_t offset) {
-  if (t == NULL || offset < 0) return -1;
+/* fh's lend with its read lock held, or NULL when fh has none (nothing held). */
+static struct lend *lend_of(struct sluice_lends *t, uint64_t fh) {
   struct lend *l = &t->slots[fh % LEND_SLOTS];
   pthread_rwlock_rdlock(&l->lock);
-  if (!l->used || l->fh != fh) {
-    pthread_rwlock_unlock(&l->lock);
-    return -1;
-  }
+  if (l->used && l->fh == fh) return l;
+  pthread_rwlock_unlock(&l->lock);
+  return NULL;
+}
+
+int sluice_lends_read(struct sluice_lends *t, uint64_t fh, char *buf, size_t size, int64_t offset) {
+  if (t == NULL || offset < 0) return -1;
+  struct lend *l = lend_of(t, fh);
+  if (l == NULL) return -1;
   uint64_t off = (uint64_t)offset, end = off + size;
   if (end > l->size) end = l->size;
   int n;
@@ -141,12 +146,8 @@ int sluice_lends_read(struct sluice_lends *t, uint64_t fh, char *buf, size_t siz
 
 int sluice_lends_view(struct sluice_lends *t, uint64_t fh, size_t size, int64_t offset, const char **at, void **hold) {
   if (t == NULL || offset < 0 || size == 0) return -1;
-  struct lend *l = &t->slots[fh % LEND_SLOTS];
-  pthread_rwlock_rdlock(&l->lock);
-  if (!l->used || l->fh != fh) {
-    pthread_rwlock_unlock(&l->lock);
-    return -1;
-  }
+  struct lend *l = lend_of(t, fh);
+  if (l == NULL) return -1;
   uint64_t off = (uint64_t)offset, end = off + size;
   if (end > l->size) end = l->size;
   if (off >= l->size) {
