@@ -67,7 +67,11 @@
  * in the thread that received it: read_buf returns 0, fuse_reply_data sends at once, on this
  * thread. This saves one copy of every byte so answered (the copy into libfuse's buffer) and
  * libfuse's malloc of a buffer of the read's size. Only requests that came through a channel
- * of ours (tl_wrap) are answered so; any other mount keeps the copying read.
+ * of ours (tl_wrap) are answered so; any other mount keeps the copying read. The design
+ * relies on that one libfuse 2.9 behaviour (checked against 2.9.9, Debian's): a reply of one
+ * memory buffer is sent as it is, from its own address. A libfuse that sent it some other way
+ * would copy the right bytes, then free() the lent address and abort the process: a loud
+ * failure, never wrong bytes. SLUICE_LEND_COPY=1 avoids the path altogether.
  */
 #define _GNU_SOURCE
 #include <errno.h>
