@@ -16,7 +16,9 @@
  *    active reader, which is what every reader had before this budget existed.
  *  - A reader's window is capped at B / n, rounded down to whole parts and never less
  *    than MIN_READER_PARTS parts. n is the number of sequential readers that asked for
- *    read-ahead in the last ACTIVE_MS. While n ≤ FLOOR_WINDOWS, no reader is capped.
+ *    read-ahead in the last ACTIVE_MS, with more than that smallest share still to fetch:
+ *    small files, and large ones near their end, do not count. While n ≤ FLOOR_WINDOWS, no
+ *    reader is capped.
  *  - The evidence: every sequential read-ahead GET of a whole part that went to the server
  *    reports how long it took (sample()). All such GETs have the same length, so their
  *    rates compare:
@@ -108,6 +110,8 @@ export interface AheadShareStats {
 
 export class AheadShare {
   readonly floor: number;
+  /** The smallest share of one reader: MIN_READER_PARTS parts. A reader with no more than this left to fetch need not ask (it cannot be capped). */
+  readonly minShare: number;
   readonly stats: AheadShareStats = { grew: 0, shrank: 0, capped: 0, samples: 0 };
   private budget: number;
   private readonly part: number;
@@ -128,6 +132,7 @@ export class AheadShare {
     this.part = o.partSize;
     this.maxPrefetch = o.maxPrefetch;
     this.floor = FLOOR_WINDOWS * o.maxPrefetch;
+    this.minShare = MIN_READER_PARTS * o.partSize;
     this.budget = this.floor;
     this.now = o.now ?? (() => performance.now());
     this.labels = { channel: o.channel ?? 'fastfile' };
@@ -159,7 +164,7 @@ export class AheadShare {
     this.seen.set(reader, t);
     if (t - this.countedAt >= RECOUNT_MS) this.recount(t);
     if (this.active <= FLOOR_WINDOWS) return Infinity;
-    return Math.max(MIN_READER_PARTS * this.part, Math.floor(this.budget / this.active / this.part) * this.part);
+    return Math.max(this.minShare, Math.floor(this.budget / this.active / this.part) * this.part);
   }
 
   /** A reader's window was larger than its limit: there is demand for a larger budget. */

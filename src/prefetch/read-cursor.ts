@@ -435,7 +435,11 @@ export class ReadCursor {
     // A window of a part or more ends on a part boundary: whole-part GETs (see step 3).
     const partSize = this.fetcher.blocksPerPart * this.fetcher.blockSize;
     // The window this batch may use: the cursor's own, within its share of the channel's budget.
-    const cap = this.share ? this.share.limit(this) : Infinity;
+    // A handle with no more to request than the smallest share (a small file, or the end of a
+    // large one) cannot be capped, so it does not count among the readers sharing the budget.
+    let cap = Infinity;
+    if (this.share && size - this.aheadTo > this.share.minShare) cap = this.share.limit(this);
+    else this.share?.leave(this);
     if (this.window > cap) this.share!.wantMore();
     const w = (this.eff = Math.min(this.window, cap));
     let target = Math.min(size, end + w);

@@ -538,3 +538,21 @@ t.test('shared read-ahead: one reader issues the same GETs as without a share; f
   }
   t.ok(worstFree > quarter + PART, `without a share each reads further ahead (${worstFree / KiB} KiB): the test can tell`);
 });
+
+t.test('shared read-ahead: small files read at the same time do not count as readers, so a large file keeps its window', async (t) => {
+  const max = 4 * MiB;
+  const s = setup({ files: 11, size: 16 * MiB });
+  const share = new AheadShare({ maxPrefetch: max, partSize: PART, channel: 'cursor-share-small' });
+  const large = new ReadCursor(s.files[0]!, s.fetcher, max, undefined, 0, 0, share);
+  // Ten handles that read only the first 384 KiB of their file (small files, as far as the share can tell: less than two parts left).
+  const smalls = s.files.slice(1).map((f) => new ReadCursor({ ...f, size: 384 * KiB }, s.fetcher, max, undefined, 0, 0, share));
+  for (let pos = 0; pos < 8 * MiB; pos += 128 * KiB) {
+    await readAt(large, pos, 128 * KiB);
+    if (pos < 384 * KiB) for (const c of smalls) await readAt(c, pos, 128 * KiB);
+    await settle();
+  }
+  t.equal(share.stats.capped, 0, 'the large reader was never capped');
+  t.ok(share.readers <= 1, `readers counted: ${share.readers}`);
+  const furthest = Math.max(...s.client.requests.filter((r) => r.key === s.files[0]!.key).map((r) => r.end));
+  t.ok(furthest - 8 * MiB >= max / 2, `the large file is read ahead by its own window (${(furthest - 8 * MiB) / KiB} KiB past the read)`);
+});
