@@ -118,9 +118,8 @@ export class AheadShare {
   private readonly maxPrefetch: number;
   private readonly now: () => number;
   private readonly labels: { channel: string };
-  /** When each reader last asked for read-ahead. */
+  /** When each reader last asked for read-ahead: its size is the number of active readers. */
   private readonly seen = new Map<object, number>();
-  private active = 0;
   private countedAt = -Infinity;
   /** A reader was capped since the budget last grew: there is demand for more. */
   private wanted = false;
@@ -133,9 +132,9 @@ export class AheadShare {
     this.maxPrefetch = o.maxPrefetch;
     this.floor = FLOOR_WINDOWS * o.maxPrefetch;
     this.minShare = MIN_READER_PARTS * o.partSize;
-    this.budget = this.floor;
     this.now = o.now ?? (() => performance.now());
     this.labels = { channel: o.channel ?? 'fastfile' };
+    this.budget = this.floor;
     prefetchShareBytes.set(this.labels, this.budget);
   }
 
@@ -144,9 +143,9 @@ export class AheadShare {
     return this.budget;
   }
 
-  /** Sequential readers counted active at the last count. */
+  /** Sequential readers active: those seen within ACTIVE_MS at the last count, and any seen since. */
   get readers(): number {
-    return this.active;
+    return this.seen.size;
   }
 
   /** q: the recent GET rate over the best one (0 before any sample). */
@@ -160,11 +159,11 @@ export class AheadShare {
    */
   limit(reader: object): number {
     const t = this.now();
-    if (!this.seen.has(reader)) this.active++;
     this.seen.set(reader, t);
     if (t - this.countedAt >= RECOUNT_MS) this.recount(t);
-    if (this.active <= FLOOR_WINDOWS) return Infinity;
-    return Math.max(this.minShare, Math.floor(this.budget / this.active / this.part) * this.part);
+    const n = this.seen.size;
+    if (n <= FLOOR_WINDOWS) return Infinity;
+    return Math.max(this.minShare, Math.floor(this.budget / n / this.part) * this.part);
   }
 
   /** A reader's window was larger than its limit: there is demand for a larger budget. */
@@ -175,7 +174,7 @@ export class AheadShare {
 
   /** The reader is done (its handle closed): it stops holding a share at once. */
   leave(reader: object): void {
-    if (this.seen.delete(reader)) this.active = Math.max(0, this.active - 1);
+    this.seen.delete(reader);
   }
 
   /** A sequential read-ahead GET of one whole part took `ms` milliseconds. */
@@ -186,28 +185,30 @@ export class AheadShare {
     this.recent = this.recent === 0 ? rate : this.recent + EWMA_WEIGHT * (Math.min(rate, 2 * this.recent) - this.recent);
     this.best = Math.max(this.recent, this.best);
     const q = this.recent / this.best;
-    const ceiling = Math.max(this.floor, this.active * this.maxPrefetch);
-    if (q >= GROW_Q && this.wanted && this.budget < ceiling) {
-      this.budget = Math.min(ceiling, this.budget + this.part);
+    if (q >= GROW_Q && this.wanted && this.budget < this.ceiling()) {
+      this.setBudget(Math.min(this.ceiling(), this.budget + this.part));
       this.wanted = false;
       this.stats.grew++;
-      prefetchShareBytes.set(this.labels, this.budget);
     } else if (q < SHRINK_Q && this.budget > this.floor) {
-      this.budget = Math.max(this.floor, this.budget - this.part);
+      this.setBudget(Math.max(this.floor, this.budget - this.part));
       this.stats.shrank++;
-      prefetchShareBytes.set(this.labels, this.budget);
     }
+  }
+
+  /** The most the budget may be: a full window per active reader (and never less than the floor). */
+  private ceiling(): number {
+    return Math.max(this.floor, this.seen.size * this.maxPrefetch);
+  }
+
+  private setBudget(bytes: number): void {
+    this.budget = bytes;
+    prefetchShareBytes.set(this.labels, bytes);
   }
 
   private recount(t: number): void {
     this.countedAt = t;
     for (const [reader, at] of this.seen) if (t - at > ACTIVE_MS) this.seen.delete(reader);
-    this.active = this.seen.size;
     // Readers gone: the budget above their full windows has no one left to serve.
-    const ceiling = Math.max(this.floor, this.active * this.maxPrefetch);
-    if (this.budget > ceiling) {
-      this.budget = ceiling;
-      prefetchShareBytes.set(this.labels, this.budget);
-    }
+    if (this.budget > this.ceiling()) this.setBudget(this.ceiling());
   }
 }

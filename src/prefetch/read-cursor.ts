@@ -272,7 +272,7 @@ export class ReadCursor {
     }
     if (blocks.every((b): b is Buffer => Buffer.isBuffer(b))) {
       try {
-        return this.copyOut(blocks, dst, first, position, end, sequential);
+        return this.copyOut(blocks, dst, first, position, end);
       } finally {
         unpin(pins);
       }
@@ -280,7 +280,7 @@ export class ReadCursor {
     return settleWithin(Promise.all(blocks), signal).then(
       (ready) => {
         try {
-          return { bytes: this.copyOut(ready, dst, first, position, end, sequential), waited: true };
+          return { bytes: this.copyOut(ready, dst, first, position, end), waited: true };
         } finally {
           unpin(pins);
         }
@@ -293,7 +293,7 @@ export class ReadCursor {
   }
 
   /** Step 5: copies [position, end) out of the blocks from `first` on; returns the byte count. */
-  private copyOut(ready: Buffer[], dst: Buffer, first: number, position: number, end: number, sequential: boolean): number {
+  private copyOut(ready: Buffer[], dst: Buffer, first: number, position: number, end: number): number {
     const bs = this.fetcher.blockSize;
     for (let i = 0; i < ready.length; i++) {
       const index = first + i;
@@ -305,7 +305,6 @@ export class ReadCursor {
       const to = Math.min(end, blockStart + bs);
       data.copy(dst, from - position, from - blockStart, to - blockStart);
     }
-    if (sequential) this.retireBehind(position);
     return end - position;
   }
 
