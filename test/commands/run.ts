@@ -151,7 +151,8 @@ t.test('ShardedByS3Key across 4 simulated hosts: disjoint downloads whose union 
 
 t.test('SIGTERM is passed to the child, then FIFOs are removed and sluice exits 128 + 15', async (t) => {
   const root = await tmpRoot(t);
-  const child = `console.log('ready ' + process.pid); setInterval(() => {}, 1000); process.on('SIGTERM', () => process.exit(143));`;
+  // The handler before "ready", as in test/reliability/crash.ts: the test signals once it reads that line.
+  const child = `process.on('SIGTERM', () => process.exit(143)); console.log('ready ' + process.pid); setInterval(() => {}, 1000);`;
   const running = await startCli(['run', '--channel', 'val=s3://bkt/val/,mode=Pipe', '--root', root, ...common(), '--', process.execPath, '-e', child], env());
   t.teardown(() => { running.child.kill('SIGKILL'); });
   t.ok(existsSync(path.join(root, 'input', 'data', 'val_0')), 'the FIFO exists while the child runs');

@@ -38,8 +38,11 @@ t.test('sluice run with a FastFile channel: kill -9, then SIGTERM', async (t) =>
   const env: NodeJS.ProcessEnv = { ...process.env, NODE_NO_WARNINGS: '1', AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1', SLUICE_LOG_LEVEL: 'warn' };
   const common = ['--endpoint', s3.endpoint, '--path-style', '--metrics-port=-1', '--root', root, '--cache-size', '16MiB', '--part-size', '1MiB'];
   const fastfile = ['--channel', 'train=s3://crash/train/,mode=FastFile'];
-  const waiter = (marker: string) => `console.log('ready ' + process.pid); setInterval(() => {}, 1000);
-    process.on('SIGTERM', () => { require('fs').writeFileSync(${JSON.stringify(marker)}, 'SIGTERM'); process.exit(143); });`;
+  // The handler goes in before "ready" is printed: the test signals as soon as it reads that
+  // line, and a command descheduled between the two (a loaded CI machine) died of the default
+  // SIGTERM without writing its marker.
+  const waiter = (marker: string) => `process.on('SIGTERM', () => { require('fs').writeFileSync(${JSON.stringify(marker)}, 'SIGTERM'); process.exit(143); });
+    console.log('ready ' + process.pid); setInterval(() => {}, 1000);`;
 
   // 1. kill -9 while the training command runs.
   const first = await startCli(['run', ...common, ...fastfile, '--', process.execPath, '-e', waiter(path.join(root, 'unused'))], env);
