@@ -45,13 +45,31 @@ t.test('one or two readers keep their whole windows; more share the floor, never
   t.equal(share.bytes, share.floor, 'the budget stayed at its floor (no samples)');
 });
 
-t.test('the budget grows by a part per GET while GETs keep their best rate and a reader wants more, up to a full window per reader', async (t) => {
+t.test('the budget grows by a part per round of GETs while GETs keep their best rate and a reader wants more, up to a full window per reader', async (t) => {
   const { share } = setup('share-grow');
   const readers = [{}, {}, {}, {}];
   for (const r of readers) cap(share, r, MAX);
   t.equal(await gauge('share-grow'), share.floor, 'the gauge shows the floor at first');
   // Steady rates: q = 1. Each sample finds a reader capped since the last growth (cap() below).
-  for (let i = 0; i < 40; i++) {
+  const floorParts = share.floor / PART;
+  for (let i = 0; i < floorParts - 1; i++) {
+    cap(share, readers[i % 4]!, MAX);
+    share.sample(100);
+  }
+  t.equal(share.bytes, share.floor, 'no growth before a round (as many samples as the budget has parts)');
+  cap(share, readers[0]!, MAX);
+  share.sample(100);
+  t.equal(share.bytes, share.floor + PART, 'one part at the end of the first round');
+  let n = floorParts;
+  for (; n < 2000 && share.bytes < readers.length * MAX; n++) {
+    cap(share, readers[n % 4]!, MAX);
+    share.sample(100);
+  }
+  // Rounds of 16, 17, ... 31 samples: from 16 parts to 32.
+  let expected = 0;
+  for (let parts = floorParts; parts < readers.length * MAX / PART; parts++) expected += parts;
+  t.equal(n, expected, `reached a full window per reader after ${expected} samples, a round per part`);
+  for (let i = 0; i < 100; i++) {
     cap(share, readers[i % 4]!, MAX);
     share.sample(100);
   }
@@ -65,19 +83,19 @@ t.test('no growth without demand: samples with no reader capped since the last g
   const { share } = setup('share-demand');
   const readers = [{}, {}, {}, {}];
   for (const r of readers) cap(share, r, MAX);
-  share.sample(100);
-  t.equal(share.bytes, share.floor + PART, 'capped readers: grew once');
-  samples(share, 10, 100);
+  samples(share, share.floor / PART, 100);
+  t.equal(share.bytes, share.floor + PART, 'capped readers: grew once, after a round');
+  samples(share, 100, 100);
   t.equal(share.bytes, share.floor + PART, 'no reader asked for more since: held');
   for (const r of readers) cap(share, r, 16 * MiB); // windows below the share: not capped
-  samples(share, 10, 100);
+  samples(share, 100, 100);
   t.equal(share.bytes, share.floor + PART, 'readers under their share do not make it grow');
 });
 
 t.test('GETs slowing to under half their best rate shrink the budget to its floor, never below; the band between holds', async (t) => {
   const { share } = setup('share-shrink');
   const readers = [{}, {}, {}, {}, {}, {}];
-  for (let i = 0; i < 20; i++) {
+  for (let i = 0; i < 400; i++) {
     cap(share, readers[i % readers.length]!, MAX);
     share.sample(100);
   }
@@ -88,7 +106,7 @@ t.test('GETs slowing to under half their best rate shrink the budget to its floo
   samples(share, 30, band);
   t.ok(share.quality > SHRINK_Q && share.quality < GROW_Q, `q in the band (${share.quality.toFixed(2)})`);
   const held = share.bytes;
-  for (let i = 0; i < 20; i++) {
+  for (let i = 0; i < 100; i++) {
     cap(share, readers[i % readers.length]!, MAX);
     share.sample(band);
   }
@@ -104,7 +122,7 @@ t.test('readers that stop asking stop counting after ACTIVE_MS; leave() is at on
   const { share, advance } = setup('share-active');
   const a = {}, b = {}, c = {}, d = {};
   for (const r of [a, b, c, d]) cap(share, r, MAX);
-  for (let i = 0; i < 30; i++) {
+  for (let i = 0; i < 1000; i++) {
     cap(share, [a, b, c, d][i % 4]!, MAX);
     share.sample(100);
   }
@@ -125,16 +143,16 @@ t.test('the best rate is kept: a link that stays slow keeps the budget at its fl
   const { share } = setup('share-keep');
   const readers = [{}, {}, {}, {}];
   for (const r of readers) cap(share, r, MAX);
-  share.sample(100);
-  t.equal(share.bytes, share.floor + PART, 'grew at the first sample (q = 1)');
+  samples(share, share.floor / PART, 100);
+  t.equal(share.bytes, share.floor + PART, 'grew after the first round (q = 1)');
   for (let i = 0; i < 2000; i++) {
     cap(share, readers[i % 4]!, MAX);
     share.sample(300);
   }
   t.equal(share.bytes, share.floor, 'two thousand slow GETs later, still at the floor');
   // The EWMA (weight 1/8) falls from the old rate toward a third of it: below GROW_Q of its top
-  // after ln((GROW_Q - 1/3) / (2/3)) / ln(7/8) = 4.4 slow GETs. So at most 1 + 5 growths.
-  t.ok(share.stats.grew <= 6, `grew only while the smoothed rate had not yet come down (${share.stats.grew} times)`);
+  // after ln((GROW_Q - 1/3) / (2/3)) / ln(7/8) = 4.4 slow GETs, well within the next round.
+  t.equal(share.stats.grew, 1, 'no growth after the rate came down');
   t.equal(share.limit({}), Math.floor(share.floor / 5 / PART) * PART, 'a fifth reader gets a fifth of the floor');
 });
 
@@ -142,11 +160,29 @@ t.test('GETs that vary by ±40%, and one freak fast GET, still grow the budget: 
   const { share } = setup('share-noise');
   const readers = [{}, {}, {}, {}];
   let x = 4242;
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < 1000; i++) {
     cap(share, readers[i % 4]!, MAX);
     x = (x * 1103515245 + 12345) % 2 ** 31;
     const ms = i === 3 ? 5 : 60 + (x % 81); // 60..140 ms around 100; the fourth GET a freak 5 ms (e.g. a very short queue)
     share.sample(ms);
   }
   t.equal(share.bytes, readers.length * MAX, `grew to a full window per reader (q ${share.quality.toFixed(2)})`);
+});
+
+t.test('a link that saturates as the budget grows: growth stops near where GETs slow to GROW_Q of their best, not several parts past it', async (t) => {
+  // A link that 20 parts in flight fill: with P > 20 parts, each GET takes P / 20 times as long,
+  // so q settles at 20 / P. Growth should stop where q < GROW_Q, at P = 20 / 0.7 = 28.6 parts.
+  // Judged at every sample, the EWMA (about 8 GETs of memory) lagged the growth it caused: the
+  // first version grew on to 36 parts, where the link gives no more and the parts only hold memory.
+  const { share } = setup('share-saturate');
+  const readers = Array.from({ length: 8 }, () => ({}));
+  let most = 0;
+  for (let i = 0; i < 3000; i++) {
+    cap(share, readers[i % readers.length]!, MAX);
+    const parts = share.bytes / PART;
+    share.sample(100 * Math.max(1, parts / 20));
+    most = Math.max(most, parts);
+  }
+  t.ok(most <= 30, `the budget peaked at ${most} parts (the link fills at 20, q = 0.7 at 28.6)`);
+  t.ok(share.bytes / PART >= 24, `and holds near it (${share.bytes / PART} parts), above the floor of ${share.floor / PART}`);
 });
