@@ -22,14 +22,23 @@
  * 512 MiB object ramp the window to 120 MiB (15 slabs mapped, ~0.2 CPU s/GB); counting
  * only a writer that ran dry kept it at a few parts. A doubling must also pay: past the second,
  * the window doubles again only if the last doubling raised the rate at which parts were taken
- * (over at least a window's bytes since it) by RAMP_GAIN (the first is free: one part's time to
- * first byte says nothing of the link; the second measures the rate the third is judged by); otherwise the link, not the window, is
+ * by RAMP_GAIN (the first is free: one part's time to first byte says nothing of the link; the
+ * second measures the rate the third is judged by); otherwise the link, not the window, is
  * the limit (a local or CPU-bound server, a saturated NIC) and more parts in flight would only
  * map more slabs. Measured (scripts/bulk-receive-bench.mjs, s3rver, a sha256sum reader at
  * ~150 MB/s, load ~5): the window went to 120 MiB (17 slabs of 8 MiB first touched, ~0.3 CPU s
- * on this VM, about a third of the daemon's CPU for a 512 MiB epoch) for no gain in MB/s. A
- * plateau is probed again every RAMP_REPROBE_WINDOWS windows of bytes, so a link that gets
- * faster later in a long epoch is still used. Without the ramp, the first take() of an epoch
+ * on this VM, about a third of the daemon's CPU for a 512 MiB epoch) for no gain in MB/s.
+ * A window's take rate is measured from the moment the parts held when it began have all been
+ * taken, over at least a window's bytes: those parts were fetched under the window before, and
+ * the new window's slabs are mapped in that span. The rate test alone judges the doubling just
+ * made, never the next one, so it let a link that 5 parts fill take the window to 16
+ * (test/pipe/readahead.ts). So before a doubling the GETs are asked too, as TCP Vegas asks
+ * round-trip times: whole-part GETs started under the window in force must take on average no
+ * more than 1 / RAMP_QUEUE_Q times the best average of an earlier window of the epoch. Longer,
+ * and they already queue for a full link: twice the GETs would share it, for the same rate and
+ * twice the slabs (BENCHMARKS.md "t11-pipe-ramp"). A doubling refused either way waits
+ * RAMP_REPROBE_WINDOWS windows of bytes before it is tried again, so a link that gets faster
+ * later in a long epoch is still used. Without the ramp, the first take() of an epoch
  * would start the whole window at once (16 parts of 8 MiB), every GET would share
  * the link, and the first part (which the reader waits for) would complete only
  * when about half the window had arrived: seconds of time to first byte.
@@ -137,6 +146,22 @@ export const RAMP_START_PARTS = 2;
 export const RAMP_GAIN = 1.25;
 /** After a doubling that did not pay, try once more when this many windows of bytes were taken since. */
 export const RAMP_REPROBE_WINDOWS = 16;
+/**
+ * 0.8: GETs that take a quarter longer than the best window's (q = best / now < 0.8) queue for
+ * the link. On a link with room a GET takes as long however many run (its time to first byte and
+ * its own transfer), so q stays near 1; on a full one, twice the GETs take twice as long. The
+ * margin is for the noise of an average over a window's GETs (S3's time to first byte varies
+ * from 10 to 100 ms). It is tighter than the FastFile budget's GROW_Q (0.7, which judges a step of
+ * one part, src/prefetch/ahead-share.ts), because a doubling wrongly allowed here maps a whole
+ * window of slabs. Measured on a simulated link that 6 parts fill (test/pipe/readahead.ts's
+ * SharedLink), 8 parts in flight gave q 0.74.
+ */
+export const RAMP_QUEUE_Q = 0.8;
+/**
+ * Whole-part GETs a window's average needs before it counts: 4, a round of the smallest window
+ * judged. The first window (2 parts) never has that many: its doubling comes at its first part.
+ */
+const RAMP_QUEUE_MIN_GETS = 4;
 
 export class Readahead {
   private readonly items: readonly PipeItem[];
@@ -152,9 +177,19 @@ export class Readahead {
   private closed = false;
   /** The byte bound in force: ramps from RAMP_START_PARTS parts up to maxInflightBytes. */
   private window: number;
-  /** Bytes taken so far, and when/at what count the window last changed (RAMP_GAIN). */
+  /** Bytes taken so far. */
   private takenBytes = 0;
-  private rampAt = { time: 0, taken: 0 };
+  /**
+   * The take rate under the window in force is measured from `measureFrom` (RAMP_GAIN): set once
+   * the bytes held when the window last changed (`flushAt`) have been taken.
+   */
+  private flushAt = 0;
+  private measureFrom: { time: number; taken: number } | undefined;
+  /** Whole-part GETs started under the window in force (`windowSerial`) that completed, and their summed times (RAMP_QUEUE_Q). */
+  private windowSerial = 0;
+  private windowGets = { n: 0, ms: 0 };
+  /** The shortest average GET time of a window before the one in force, in ms. */
+  private bestGetMs = Infinity;
   /** The window an epoch starts with (its first doubling is free). */
   private readonly firstWindow: number;
   /** Take rate (bytes/ms) under the window before the last doubling; undefined until one was measured. */
@@ -173,7 +208,6 @@ export class Readahead {
     this.opts = opts;
     this.window = Math.min(opts.maxInflightBytes, RAMP_START_PARTS * opts.partSize);
     this.firstWindow = this.window;
-    this.rampAt = { time: performance.now(), taken: 0 };
     const alloc = opts.recycleParts && !opts.pool ? prefaultedAlloc() : undefined;
     // The window, plus the part the FIFO writer is writing and the next one queued behind it
     // (fifo-writer.ts WRITE_AHEAD_BYTES): both are taken out of the window but not yet released.
@@ -203,6 +237,7 @@ export class Readahead {
       if (!this.closed) {
         this.heldBytes -= task.bytes;
         this.takenBytes += task.bytes;
+        if (this.measureFrom === undefined && this.takenBytes >= this.flushAt) this.measureFrom = { time: performance.now(), taken: this.takenBytes };
         if (waited && this.window < this.opts.maxInflightBytes && (this.opts.starved?.() ?? true)) this.grow();
         this.fill();
       }
@@ -214,21 +249,49 @@ export class Readahead {
     const now = performance.now();
     if (this.window > this.firstWindow) {
       if (this.takenBytes < this.plateauUntil) return;
-      const since = this.takenBytes - this.rampAt.taken;
+      const from = this.measureFrom;
+      if (from === undefined) return; // parts started under the window before are still being taken
+      const since = this.takenBytes - from.taken;
       if (since < this.window) return; // too few bytes under this window to judge it yet
-      const rate = since / Math.max(1, now - this.rampAt.time);
+      const rate = since / Math.max(1, now - from.time);
       const reprobe = this.plateauUntil >= 0;
-      if (!reprobe && this.rateBefore !== undefined && rate < this.rateBefore * RAMP_GAIN) {
-        // The last doubling did not pay: stay, and try once more after RAMP_REPROBE_WINDOWS.
+      const paid = reprobe || this.rateBefore === undefined || rate >= this.rateBefore * RAMP_GAIN;
+      if (!paid || this.getsQueue()) {
+        // Stay, and try once more after RAMP_REPROBE_WINDOWS. The window does not change, so the
+        // re-probe's rate and GET times are those from now on.
         this.plateauUntil = this.takenBytes + RAMP_REPROBE_WINDOWS * this.window;
-        this.rampAt = { time: now, taken: this.takenBytes };
+        this.measureFrom = { time: now, taken: this.takenBytes };
+        this.newWindowGets();
         return;
       }
       this.plateauUntil = -1;
       this.rateBefore = rate;
     } // else the first doubling, free: the first window's rate is mostly the first part's time to first byte
     this.window = Math.min(this.opts.maxInflightBytes, this.window * 2);
-    this.rampAt = { time: now, taken: this.takenBytes };
+    this.flushAt = this.takenBytes + this.heldBytes;
+    this.measureFrom = undefined;
+    this.newWindowGets();
+  }
+
+  /** Whole-part GETs of the window in force take so much longer than the best window's that they queue (RAMP_QUEUE_Q). */
+  private getsQueue(): boolean {
+    const { n, ms } = this.windowGets;
+    return n >= RAMP_QUEUE_MIN_GETS && this.bestGetMs / (ms / n) < RAMP_QUEUE_Q;
+  }
+
+  /** The window in force is done with (changed, or judged): its GETs' average may become the best. */
+  private newWindowGets(): void {
+    const { n, ms } = this.windowGets;
+    if (n >= RAMP_QUEUE_MIN_GETS) this.bestGetMs = Math.min(this.bestGetMs, ms / n);
+    this.windowSerial += 1;
+    this.windowGets = { n: 0, ms: 0 };
+  }
+
+  /** A GET of a whole part, started under window `serial`, took `ms`. */
+  private sampleGet(serial: number, ms: number): void {
+    if (serial !== this.windowSerial) return; // started under a window no longer in force
+    this.windowGets.n += 1;
+    this.windowGets.ms += ms;
   }
 
   /** Slabs allocated and reused (undefined when parts are not recycled), and the window reached. */
@@ -286,9 +349,15 @@ export class Readahead {
     const release = (): void => {
       if (!released && slab) { released = true; slab.unref(); }
     };
+    // Timed after the slab is acquired (a new one is mapped first), for RAMP_QUEUE_Q.
+    const serial = end - start === this.opts.partSize ? this.windowSerial : -1;
+    const startedAt = serial >= 0 ? performance.now() : 0;
     const stream = client.getStream(key, etag, { size, start, end, signal, ...(slab ? { into: slab.buf } : {}) });
     const request = receive(stream, start, end, key).then(
-      (chunks): Fetched => ({ chunks, release }),
+      (chunks): Fetched => {
+        if (serial >= 0) this.sampleGet(serial, performance.now() - startedAt);
+        return { chunks, release };
+      },
       (err: unknown) => {
         release(); // the GET has settled: nothing writes to the slab any more
         throw err;

@@ -174,6 +174,76 @@ t.test('past its second doubling the window doubles only while that raises the r
   }
 });
 
+/**
+ * A link of `capacity` bytes/ms that the GETs on it share equally, each at most `perGet` bytes/ms
+ * (a connection's own bandwidth): the shape of S3 behind a NIC, where a GET takes as long however
+ * many run until they fill the link, and then longer in proportion.
+ */
+class SharedLink {
+  private readonly active = new Set<{ left: number; done: () => void }>();
+  private timer: NodeJS.Timeout | undefined;
+  private last = 0;
+  constructor(private readonly capacity: number, private readonly perGet: number) {}
+
+  transfer(bytes: number): Promise<void> {
+    return new Promise((done) => {
+      if (this.active.size > 0) this.step();
+      else this.last = performance.now();
+      this.active.add({ left: bytes, done });
+      this.timer ??= setInterval(() => this.step(), 1);
+    });
+  }
+
+  /** Hands out the bytes the time since the last step carried, by the real clock (a late timer only makes it lumpier). */
+  private step(): void {
+    const now = performance.now();
+    const each = Math.min(this.perGet, this.capacity / this.active.size) * (now - this.last);
+    this.last = now;
+    for (const g of this.active) {
+      g.left -= each;
+      if (g.left <= 0) {
+        this.active.delete(g);
+        g.done();
+      }
+    }
+    if (this.active.size === 0) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+}
+
+class SharedLinkClient extends MemoryClient {
+  constructor(private readonly link: SharedLink) {
+    super();
+  }
+
+  override async *getStream(key: string, etag: string, opts: StreamOptions = {}): AsyncIterable<Buffer> {
+    await this.link.transfer((opts.end ?? 0) - (opts.start ?? 0));
+    yield* super.getStream(key, etag, opts);
+  }
+}
+
+t.test('the window stops doubling once its GETs queue for the link, though the last doubling paid', async (t) => {
+  // Parts of 1000 bytes, 100 ms each alone (10 bytes/ms per GET). On a link that 5 parts fill,
+  // 8 parts take 1.25x the rate of 4 (the doubling paid) and GETs take 1.6x as long (q 0.63):
+  // 16 would bring nothing. The take rates alone doubled to 16 here. On a link that 12 parts
+  // fill, GETs of 8 parts take as long as alone, and the window must go on to 16.
+  for (const [fill, check] of [
+    [5, (w: number) => w === 8000],
+    [12, (w: number) => w >= 16_000],
+  ] as const) {
+    const client = new SharedLinkClient(new SharedLink(fill * 10, 10));
+    const body = bytesFor(`fill-${fill}`, 100_000);
+    const items: PipeItem[] = [{ kind: 'object', info: client.put(`fill-${fill}`, body) }];
+    const ra = new Readahead(items, { client, partSize: 1000, maxInflightBytes: 32_000, maxRequests: 64 });
+    const rest = await drainAll(ra);
+    t.ok(Buffer.concat(rest.map((p) => p.data)).equals(body), `link of ${fill} parts: every byte, in order`);
+    const { windowBytes } = ra.stats();
+    t.ok(check(windowBytes), `link of ${fill} parts: the window reached ${windowBytes / 1000} parts`);
+  }
+});
+
 t.test('a consumer slower than S3 never waits for a part, so the window stays at its first few parts', async (t) => {
   const client = new MemoryClient();
   const body = bytesFor('slow-reader', 32_000);
