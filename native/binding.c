@@ -13,6 +13,8 @@
  *          tryLock(fd: number, exclusive: boolean): boolean   (flock LOCK_NB; false when held elsewhere)
  *          unlock(fd: number): undefined
  *          allocPrefaulted(bytes: number): Buffer | undefined   (see js_alloc_prefaulted)
+ *          reserveRegion(bytes: number): Buffer | undefined     (see js_reserve_region)
+ *          populateSlab(buf: Buffer), discardPages(buf: Buffer)   (a slab's pages mapped, given back)
  *          setFuseMaxPages(pages: number): undefined   (larger FUSE reads, src/fuse_init.c)
  *          fuseInitState(): { maxPages: number, kernelMinor: number }
  *          pipeWriterOpen/Push/End/Cancel/Stats   (the paced FIFO writer, src/pipe_writer.c)
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -235,9 +238,40 @@ static napi_value js_unlock(napi_env env, napi_callback_info info) {
 #define MADV_POPULATE_WRITE 23 /* linux/mman.h, 5.14 */
 #endif
 
+static size_t page_round(size_t bytes) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (bytes + page - 1) & ~(page - 1);
+}
+
+/* hint: the mapping's length. */
 static void free_mapping(napi_env env, void *data, void *hint) {
   (void)env;
   munmap(data, (size_t)(uintptr_t)hint);
+}
+
+/* A mapping of `len` bytes (page-rounded), 2 MiB aligned, in 4 KiB pages; NULL with errno set. */
+static char *map_aligned(size_t len, int flags) {
+  size_t span = len + SLUICE_HUGE_PAGE; /* room to align the start */
+  char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  char *start = (char *)(((uintptr_t)raw + SLUICE_HUGE_PAGE - 1) & ~(uintptr_t)(SLUICE_HUGE_PAGE - 1));
+  size_t head = (size_t)(start - raw), tail = span - head - len;
+  if (head > 0) munmap(raw, head);
+  if (tail > 0) munmap(start + len, tail);
+  (void)madvise(start, len, MADV_NOHUGEPAGE); /* EINVAL without THP is fine: 4 KiB pages either way */
+  return start;
+}
+
+/* The mapping as an external Buffer freed by munmap, or undefined (and the mapping gone) when this Node forbids external buffers. */
+static napi_value mapping_buffer(napi_env env, char *start, size_t bytes, size_t len) {
+  napi_value result;
+  if (napi_create_external_buffer(env, bytes, start, free_mapping, (void *)(uintptr_t)len, &result) != napi_ok) {
+    munmap(start, len);
+    const napi_extended_error_info *e = NULL;
+    napi_get_last_error_info(env, &e); /* clears the pending status; nothing is thrown */
+    return NULL; /* undefined: external buffers not allowed here */
+  }
+  return result;
 }
 
 static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
@@ -250,33 +284,90 @@ static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
     napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "bytes must be > 0");
     return NULL;
   }
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  size_t len = ((size_t)bytes + page - 1) & ~(page - 1);
-  size_t span = len + SLUICE_HUGE_PAGE; /* room to align the start */
-  char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return throw_errno(env, -errno, "mmap", NULL);
-  char *start = (char *)(((uintptr_t)raw + SLUICE_HUGE_PAGE - 1) & ~(uintptr_t)(SLUICE_HUGE_PAGE - 1));
-  size_t head = (size_t)(start - raw), tail = span - head - len;
-  if (head > 0) munmap(raw, head);
-  if (tail > 0) munmap(start + len, tail);
-  (void)madvise(start, len, MADV_NOHUGEPAGE);      /* EINVAL without THP is fine: 4 KiB pages either way */
+  size_t len = page_round((size_t)bytes);
+  char *start = map_aligned(len, 0);
+  if (start == NULL) return throw_errno(env, -errno, "mmap", NULL);
   (void)madvise(start, len, MADV_POPULATE_WRITE);  /* EINVAL before 5.14: pages fault in later */
-  napi_value result;
-  if (napi_create_external_buffer(env, (size_t)bytes, start, free_mapping, (void *)(uintptr_t)len, &result) != napi_ok) {
-    munmap(start, len);
-    const napi_extended_error_info *e = NULL;
-    napi_get_last_error_info(env, &e); /* clears the pending status; nothing is thrown */
-    return NULL; /* undefined: external buffers not allowed here */
-  }
   /*
    * No napi_adjust_external_memory here: V8 counts an external buffer's bytes itself, as it
    * counts Buffer.allocUnsafe's (its array buffer accounting), and schedules collections by
-   * them, so a slab dropped by its pool is still unmapped in time. Adding the mapping again
-   * counted every slab twice: 60 slabs of 8 MiB made 15 full collections in a test process,
-   * against 8 without it (and 6 for Buffer.allocUnsafe); a new daemon maps that many in its
-   * first GB (BENCHMARKS.md t11-zerocopy).
+   * them. Adding the mapping again counted every slab twice: 60 slabs of 8 MiB made 15 full
+   * collections in a test process, against 8 without it (t11-zerocopy). Taking the bytes out
+   * of the count instead (tried in t11-arena) ends a Node 24 process with a V8 fatal error: it
+   * checks that the count never goes below zero as it detaches buffers at exit. Pools reserve
+   * a region up front instead (reserveRegion below).
    */
-  return result;
+  return mapping_buffer(env, start, (size_t)bytes, len);
+}
+
+/*
+ * reserveRegion(bytes): a mapping of `bytes` (at most 2 GiB) with no page in it yet
+ * (MAP_NORESERVE), as a Buffer, for a pool's slabs to be carved from (src/cache/slab-arena.ts):
+ * populateSlab maps a slab's pages when the arena hands it out, discardPages gives them back
+ * when it takes it back. Why: V8 starts a collection each time its count of external memory
+ * has grown by 64 MiB or so since the last one, as if the growth were garbage that collecting
+ * could give back. A pool's slabs are not: it keeps them. A region is counted once, at its
+ * pool's creation (a daemon's start), where a slab of its own was counted as it came, in the
+ * middle of the reads: a new daemon reading 4 objects of 128 MiB at once made 6-7 full
+ * collections and ~20 scavenges for "external memory pressure" in its first GB
+ * (BENCHMARKS.md t11-arena). Undefined when this Node forbids external buffers.
+ */
+static napi_value js_reserve_region(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t bytes = 0;
+  if (argc < 1 || !get_int32(env, argv[0], "bytes", &bytes)) return NULL;
+  if (bytes <= 0) {
+    napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "bytes must be > 0");
+    return NULL;
+  }
+  size_t len = page_round((size_t)bytes);
+  char *start = map_aligned(len, MAP_NORESERVE);
+  if (start == NULL) return throw_errno(env, -errno, "mmap", NULL);
+  return mapping_buffer(env, start, (size_t)bytes, len);
+}
+
+/* The whole pages inside buf, as [*from, *to); false when there is none. */
+static bool pages_of(napi_env env, napi_value v, uintptr_t *from, uintptr_t *to) {
+  void *data = NULL;
+  size_t length = 0;
+  if (napi_get_buffer_info(env, v, &data, &length) != napi_ok) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "expected a Buffer");
+    return false;
+  }
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  *from = ((uintptr_t)data + page - 1) & ~(uintptr_t)(page - 1);
+  *to = ((uintptr_t)data + length) & ~(uintptr_t)(page - 1);
+  return true;
+}
+
+/* populateSlab(buf): maps the whole pages inside buf (a slab of a reserved region) before its first write, in one call (as allocPrefaulted does). */
+static napi_value js_populate_slab(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  uintptr_t from, to;
+  if (argc < 1 || !pages_of(env, argv[0], &from, &to)) return NULL;
+  if (to > from) (void)madvise((void *)from, (size_t)(to - from), MADV_POPULATE_WRITE);
+  return NULL;
+}
+
+/*
+ * discardPages(buf): gives the whole pages inside buf back to the kernel (MADV_DONTNEED), for a
+ * slab that its pool drops: a slab of a region, or one of allocPrefaulted, whose mapping stays
+ * until V8 collects its Buffer (free_mapping). It reads zeros meanwhile, so a stale view could
+ * never show other bytes. The caller must hold no reference to its bytes (a pool drops only
+ * slabs no one holds).
+ */
+static napi_value js_discard_pages(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  uintptr_t from, to;
+  if (argc < 1 || !pages_of(env, argv[0], &from, &to)) return NULL;
+  if (to > from) (void)madvise((void *)from, (size_t)(to - from), MADV_DONTNEED);
+  return NULL;
 }
 
 /*
@@ -386,6 +477,9 @@ static napi_value init(napi_env env, napi_value exports) {
     {"tryLock", NULL, js_try_lock, NULL, NULL, NULL, napi_enumerable, NULL},
     {"unlock", NULL, js_unlock, NULL, NULL, NULL, napi_enumerable, NULL},
     {"allocPrefaulted", NULL, js_alloc_prefaulted, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"discardPages", NULL, js_discard_pages, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"reserveRegion", NULL, js_reserve_region, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"populateSlab", NULL, js_populate_slab, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setFuseMaxPages", NULL, js_set_fuse_max_pages, NULL, NULL, NULL, napi_enumerable, NULL},
     {"fuseInitState", NULL, js_fuse_init_state, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setFusePassthrough", NULL, js_set_fuse_passthrough, NULL, NULL, NULL, napi_enumerable, NULL},

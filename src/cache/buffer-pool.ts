@@ -18,7 +18,9 @@
  *    by anyone (the cache, a GET filling it, a read copying out of it) is never handed out
  *    again, and recycling can never show one reader another object's bytes.
  *  - Bound: `held` counts every byte the pool allocated and still knows (in use or idle).
- *    A slab coming back while `held` exceeds `maxBytes` is dropped (left to the GC); an
+ *    A slab coming back while `held` exceeds `maxBytes` is dropped (its buffer handed to
+ *    `discard`, which for slabs of a region gives the pages and the range back at once,
+ *    ./slab-arena.ts; else left to the GC); an
  *    allocation that would exceed it first drops idle slabs of other lengths. Buffers in use
  *    are bounded by their owners (the cache's size and the in-flight budget), so giving the
  *    pool cache-size + max-inflight keeps memory within the configured bound.
@@ -31,6 +33,8 @@ export interface BufferPoolOptions {
   unit: number;
   /** Makes a new slab's buffer (default Buffer.allocUnsafe), e.g. one whose pages are mapped up front. */
   alloc?: (n: number) => Buffer;
+  /** Called with the buffer of every slab dropped (no one holds it): e.g. to give its pages back at once rather than when V8 collects it. */
+  discard?: (buf: Buffer) => void;
 }
 
 export interface BufferPoolStats {
@@ -74,6 +78,7 @@ export class BufferPool {
   readonly maxBytes: number;
   readonly unit: number;
   private readonly alloc: (n: number) => Buffer;
+  private readonly discard: ((buf: Buffer) => void) | undefined;
   readonly stats: BufferPoolStats = { allocated: 0, reused: 0, dropped: 0 };
   /** Idle slabs by length. INVARIANT: every slab here has refCount 0. */
   private readonly idle = new Map<number, Slab[]>();
@@ -87,6 +92,7 @@ export class BufferPool {
     this.maxBytes = opts.maxBytes;
     this.unit = opts.unit;
     this.alloc = opts.alloc ?? Buffer.allocUnsafe;
+    this.discard = opts.discard;
   }
 
   /** Whether buffers of length n are pooled. */
@@ -108,7 +114,7 @@ export class BufferPool {
     // Make room by dropping idle slabs of other lengths, so the bound holds.
     for (const [len, other] of this.idle) {
       while (this.held + n > this.maxBytes && other.length > 0) {
-        other.pop();
+        this.discard?.(other.pop()!.buf);
         this.idleBytes -= len;
         this.held -= len;
         this.stats.dropped++;
@@ -132,7 +138,10 @@ export class BufferPool {
 
   /** Drops every idle slab (e.g. when the cache closes). */
   clear(): void {
-    for (const list of this.idle.values()) this.stats.dropped += list.length;
+    for (const list of this.idle.values()) {
+      this.stats.dropped += list.length;
+      if (this.discard) for (const slab of list) this.discard(slab.buf);
+    }
     this.held -= this.idleBytes;
     this.idleBytes = 0;
     this.idle.clear();
@@ -144,6 +153,7 @@ export class BufferPool {
     if (this.held > this.maxBytes) {
       this.held -= n;
       this.stats.dropped++;
+      this.discard?.(slab.buf);
       return;
     }
     let list = this.idle.get(n);

@@ -22,6 +22,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import type { PipeWriterAddon } from './paced-writer.js';
+import { SlabArena } from '../cache/slab-arena.js';
 
 /** What the compiled addon exports (native/binding.c). */
 interface NativeAddon {
@@ -33,6 +34,12 @@ interface NativeAddon {
   unlock?(fd: number): void;
   /** A buffer whose pages (4 KiB) are mapped before first use; undefined when external buffers are not allowed (absent from an old build). */
   allocPrefaulted?(bytes: number): Buffer | undefined;
+  /** A mapping with no page yet, for a pool's slabs (../cache/slab-arena.ts); undefined when external buffers are not allowed (absent from an old build). */
+  reserveRegion?(bytes: number): Buffer | undefined;
+  /** Maps the whole pages inside a slab of a region (MADV_POPULATE_WRITE; absent from an old build). */
+  populateSlab?(buf: Buffer): void;
+  /** Gives the whole pages inside a slab back (MADV_DONTNEED; absent from an old build). */
+  discardPages?(buf: Buffer): void;
   /** The paced FIFO writer thread (native/src/pipe_writer.c; absent from an old build). */
   pipeWriterOpen?: PipeWriterAddon['pipeWriterOpen'];
   /** setsockopt SO_RCVLOWAT, capped by the receive buffer; the mark set (absent from an old build). */
@@ -122,6 +129,34 @@ export function prefaultedAlloc(): ((bytes: number) => Buffer) | undefined {
     } catch {
       return Buffer.allocUnsafe(n); // ENOMEM from mmap: let V8 try (and report) as it would anyway
     }
+  };
+}
+
+/**
+ * BufferPool options for a pool of at most `maxBytes` whose slabs come from the addon: carved
+ * out of regions reserved now (../cache/slab-arena.ts: V8 counts their memory once, here, and
+ * not slab by slab in the middle of the reads), else mapped one by one (prefaultedAlloc), with
+ * `discard` giving a dropped slab's pages back at once. Empty (the pool's defaults) when the
+ * addon cannot give slabs.
+ */
+export function prefaultedPoolOptions(maxBytes: number): { alloc?: (bytes: number) => Buffer; discard?: (buf: Buffer) => void } {
+  const alloc = prefaultedAlloc();
+  if (alloc === undefined) return {};
+  const a = loadAddon();
+  const { reserveRegion, populateSlab, discardPages } = a ?? {};
+  if (!a || !reserveRegion || !populateSlab || !discardPages) return { alloc };
+  let arena: SlabArena | undefined;
+  try {
+    arena = new SlabArena(maxBytes, { reserve: (n) => reserveRegion.call(a, n), populate: (b) => populateSlab.call(a, b), discard: (b) => discardPages.call(a, b) });
+  } catch {
+    arena = undefined; // mmap refused the reservation (e.g. strict overcommit): slabs one by one
+  }
+  return {
+    alloc: (n) => arena?.alloc(n) ?? alloc(n),
+    // A slab of its own is left to V8 to unmap, as before; a region's goes back to the arena.
+    discard: (b) => {
+      if (arena?.owns(b)) arena.release(b);
+    },
   };
 }
 

@@ -48,7 +48,7 @@ import type { ObjectClient } from '../s3/object-client.js';
 import { epochBytes, type Compression, type RecordWrapper } from './epoch-bytes.js';
 import { DEFAULT_WAIT_WARNING_MS, FifoWriter, type LongWait } from './fifo-writer.js';
 import { BufferPool } from '../cache/buffer-pool.js';
-import { fifoOps, nativeLoadError, prefaultedAlloc } from './native.js';
+import { fifoOps, nativeLoadError, prefaultedPoolOptions } from './native.js';
 import { Readahead, type PipeItem } from './readahead.js';
 
 export type { PipeItem } from './readahead.js';
@@ -259,9 +259,9 @@ class PipeChannelImpl implements PipeChannel {
     const writerAhead = recycleParts ? this.o.partSize : 0;
     const maxInflightBytes = Math.max(1, this.o.maxInflight - this.recordHold - writerAhead);
     if (recycleParts && this.pool === undefined) {
-      const alloc = prefaultedAlloc();
       // As readahead.ts sizes its own: the window plus the part being written and the one queued.
-      this.pool = new BufferPool({ maxBytes: maxInflightBytes + 2 * this.o.partSize, unit: this.o.partSize, ...(alloc ? { alloc } : {}) });
+      const maxBytes = maxInflightBytes + 2 * this.o.partSize;
+      this.pool = new BufferPool({ maxBytes, unit: this.o.partSize, ...prefaultedPoolOptions(maxBytes) });
     }
     const ra = new Readahead(items, {
       client: this.o.client,

@@ -73,7 +73,7 @@ import { performance } from 'node:perf_hooks';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
 import { BufferPool } from '../cache/buffer-pool.js';
-import { prefaultedAlloc } from './native.js';
+import { prefaultedPoolOptions } from './native.js';
 
 /** One thing to write to a pipe: an S3 object, or bytes given inline (augmented manifest attributes). */
 export type PipeItem =
@@ -208,10 +208,9 @@ export class Readahead {
     this.opts = opts;
     this.window = Math.min(opts.maxInflightBytes, RAMP_START_PARTS * opts.partSize);
     this.firstWindow = this.window;
-    const alloc = opts.recycleParts && !opts.pool ? prefaultedAlloc() : undefined;
     // The window, plus the part the FIFO writer is writing and the next one queued behind it
     // (fifo-writer.ts WRITE_AHEAD_BYTES): both are taken out of the window but not yet released.
-    this.pool = !opts.recycleParts ? undefined : opts.pool ?? new BufferPool({ maxBytes: opts.maxInflightBytes + 2 * opts.partSize, unit: opts.partSize, ...(alloc ? { alloc } : {}) });
+    this.pool = !opts.recycleParts ? undefined : opts.pool ?? new BufferPool({ maxBytes: opts.maxInflightBytes + 2 * opts.partSize, unit: opts.partSize, ...prefaultedPoolOptions(opts.maxInflightBytes + 2 * opts.partSize) });
     // Every GET in flight listens on this signal; more than Node's default 10 is expected, not a leak.
     setMaxListeners(opts.maxRequests + 10, this.abort.signal);
     if (opts.signal?.aborted) this.close();

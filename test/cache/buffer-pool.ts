@@ -48,6 +48,24 @@ t.test('pool: held bytes stay within maxBytes', async (t) => {
   t.equal(pool.heldSize, 0);
 });
 
+t.test('pool: every slab it drops goes to discard, and no slab anyone holds or it keeps', async (t) => {
+  const discarded: Buffer[] = [];
+  const pool = new BufferPool({ maxBytes: 2 * PART, unit: BLOCK, discard: (b) => discarded.push(b) });
+  const [a, b, c] = [pool.acquire(PART)!, pool.acquire(PART)!, pool.acquire(PART)!];
+  a.unref();
+  t.same(discarded, [a.buf], 'coming back over the bound: dropped, discarded');
+  b.unref();
+  t.same(discarded, [a.buf], 'coming back within it: kept idle, not discarded');
+  const d = pool.acquire(BLOCK)!;
+  t.same(discarded, [a.buf, b.buf], 'an idle slab dropped to make room for another length: discarded');
+  d.unref();
+  t.equal(discarded.length, 2, 'c is held, d is idle: neither discarded');
+  pool.clear();
+  t.same(discarded, [a.buf, b.buf, d.buf], 'clear() discards the idle slabs');
+  c.unref();
+  t.equal(pool.heldSize, PART, 'c came back after clear(): idle, within the bound');
+});
+
 /** Answers each GET only when the test says so, reading into `into` like the real client. */
 class ManualClient implements ObjectClient {
   readonly bucket = 'b';

@@ -10,7 +10,8 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { fifoOps, NO_NATIVE_ENV, prefaultedAlloc } from '../../src/pipe/native.js';
+import { fifoOps, NO_NATIVE_ENV, prefaultedAlloc, prefaultedPoolOptions } from '../../src/pipe/native.js';
+import { PerformanceObserver, constants as perfConstants } from 'node:perf_hooks';
 import { readFileSync } from 'node:fs';
 import { tempDir } from '../helpers/pipe.js';
 
@@ -89,6 +90,42 @@ t.test('allocPrefaulted: a buffer of the length asked, mapped up front, holding 
   process.env[NO_NATIVE_ENV] = '1';
   t.equal(prefaultedAlloc(), undefined, `no allocator with ${NO_NATIVE_ENV}=1: callers use Buffer.allocUnsafe`);
   delete process.env[NO_NATIVE_ENV];
+});
+
+t.test('pool slabs come from a region V8 counts once, at the pool\'s start: no collection while they are handed out; a discarded slab\'s pages go back at once', { skip: cannotBuild ?? false }, async (t) => {
+  delete process.env[NO_NATIVE_ENV];
+  const MiB = 1024 * 1024;
+  const rssKiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
+  let major = 0;
+  const obs = new PerformanceObserver((l) => { for (const e of l.getEntries()) if ((e.detail as { kind?: number } | undefined)?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) major++; });
+  obs.observe({ entryTypes: ['gc'] });
+  t.teardown(() => obs.disconnect());
+  const pause = (): Promise<void> => new Promise((r) => setTimeout(r, 100)); // gc entries come in a later task
+  const rss0 = rssKiB();
+  const { alloc, discard } = prefaultedPoolOptions(256 * MiB);
+  if (!alloc || !discard) return t.fail('the built addon gives pool slabs');
+  t.ok(rssKiB() - rss0 < 8 * 1024, `the region costs no memory until used (RSS +${rssKiB() - rss0} KiB for 256 MiB)`);
+  await pause();
+  const slabs: Buffer[] = [];
+  let before = major;
+  for (let i = 0; i < 24; i++) slabs.push(alloc(8 * MiB));
+  await pause();
+  t.equal(major - before, 0, '24 slabs of 8 MiB out of the region: no full collection');
+  t.ok(rssKiB() - rss0 >= 160 * 1024, `their pages are mapped as they are handed out (RSS +${rssKiB() - rss0} KiB)`);
+  // The measure itself: as many buffers of V8's own, as a pool without a region had.
+  const own: Buffer[] = [];
+  before = major;
+  for (let i = 0; i < 24; i++) own.push(Buffer.allocUnsafe(8 * MiB));
+  await pause();
+  t.ok(major - before >= 1, `24 buffers of 8 MiB of V8's own: ${major - before} full collection(s)`);
+  const s = slabs[3]!;
+  s.fill(0x5a);
+  const rss = rssKiB();
+  discard(s);
+  t.ok(rss - rssKiB() >= 6 * 1024, `a discarded slab's pages go back at once (RSS -${rss - rssKiB()} KiB)`);
+  t.ok(s[0] === 0 && s[s.length - 1] === 0, 'and it reads zeros, never other bytes');
+  t.equal(alloc(8 * MiB).byteOffset, s.byteOffset, 'its range is handed out again');
+  own.length = 0;
 });
 
 t.test('the addon checks its argument types', { skip: cannotBuild ?? false }, async (t) => {

@@ -1,0 +1,60 @@
+import t from 'tap';
+import { REGION_MAX, SlabArena, type ArenaOps } from '../../src/cache/slab-arena.js';
+
+/** Ops over plain buffers, recording what was populated and discarded (by offset in its region). */
+function fakeOps(): ArenaOps & { reserved: number[]; populated: string[]; discarded: string[]; refuse: boolean } {
+  const regions: Buffer[] = [];
+  const where = (b: Buffer): string => `${regions.findIndex((r) => r.buffer === b.buffer)}:${b.byteOffset}+${b.length}`;
+  const ops = {
+    reserved: [] as number[], populated: [] as string[], discarded: [] as string[], refuse: false,
+    reserve(n: number): Buffer | undefined {
+      if (ops.refuse) return undefined;
+      ops.reserved.push(n);
+      const r = Buffer.alloc(n);
+      regions.push(r);
+      return r;
+    },
+    populate: (b: Buffer) => { ops.populated.push(where(b)); },
+    discard: (b: Buffer) => { b.fill(0); ops.discarded.push(where(b)); },
+  };
+  return ops;
+}
+
+t.test('slabs are carved in order, first fit, with their pages mapped; released ones are discarded and merge with free neighbours', async (t) => {
+  const ops = fakeOps();
+  const arena = new SlabArena(100, ops);
+  t.same(ops.reserved, [100], 'one region, as large as the bound');
+  const a = arena.alloc(30)!;
+  const b = arena.alloc(30)!;
+  const c = arena.alloc(30)!;
+  t.same(ops.populated, ['0:0+30', '0:30+30', '0:60+30'], 'each slab populated as it is handed out');
+  t.equal(arena.alloc(20), undefined, 'no room for 20 in the last 10 bytes');
+  t.equal(arena.usedBytes, 90);
+  a.fill(1); b.fill(2); c.fill(3);
+  t.ok(arena.owns(b) && !arena.owns(Buffer.alloc(30)), 'owns its slabs only');
+  arena.release(b);
+  t.same(ops.discarded, ['0:30+30'], 'a released slab\'s pages go back');
+  t.ok(a.every((x) => x === 1) && c.every((x) => x === 3), 'its neighbours are untouched');
+  t.throws(() => arena.release(b), /already free/, 'a slab is released once');
+  const d = arena.alloc(20)!;
+  t.equal(d.byteOffset - b.byteOffset, 0, 'first fit: the hole b left');
+  arena.release(a);
+  arena.release(d);
+  // Free now: [0, 60) merged from a, d and the rest of b's hole, and [90, 100).
+  const e = arena.alloc(60)!;
+  t.equal(e.byteOffset, a.byteOffset, 'a, d and the rest of b\'s hole merged into one range of 60');
+  arena.release(c);
+  arena.release(e);
+  t.equal(arena.usedBytes, 0);
+  t.ok(arena.alloc(100), 'all of it merged back into one range');
+});
+
+t.test('a bound larger than REGION_MAX takes several regions; a refused reservation leaves an arena that hands out nothing', async (t) => {
+  const big = new SlabArena(2 * REGION_MAX + 5, { reserve: (n) => ({ length: n, buffer: new ArrayBuffer(0), byteOffset: 0 }) as unknown as Buffer, populate: () => {}, discard: () => {} });
+  t.equal(big.reservedBytes, 2 * REGION_MAX + 5, 'regions of at most REGION_MAX bytes');
+  const ops = fakeOps();
+  ops.refuse = true;
+  const none = new SlabArena(100, ops);
+  t.equal(none.alloc(10), undefined, 'the pool then allocates slabs of its own');
+  t.throws(() => none.release(Buffer.alloc(10)), /did not hand out/);
+});
