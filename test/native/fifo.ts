@@ -97,7 +97,7 @@ t.test('pool slabs come from a region V8 counts once, at the pool\'s start: no c
   const MiB = 1024 * 1024;
   const rssKiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
   let major = 0;
-  const obs = new PerformanceObserver((l) => { for (const e of l.getEntries()) if ((e.detail as { kind?: number } | undefined)?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) major++; });
+  const obs = new PerformanceObserver((l) => { for (const e of l.getEntries()) if ((e as unknown as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) major++; });
   obs.observe({ entryTypes: ['gc'] });
   t.teardown(() => obs.disconnect());
   const pause = (): Promise<void> => new Promise((r) => setTimeout(r, 100)); // gc entries come in a later task
