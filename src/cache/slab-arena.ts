@@ -20,8 +20,8 @@
  *    slabs are reused), so a linear scan costs nothing that matters.
  *  - release(buf): the slab's pages go back to the kernel at once (discardPages), and its range
  *    is free again, merged with free neighbours. The pool releases only slabs no one holds
- *    (refCount 0), the same rule under which it reuses them: a view still held would read
- *    zeros, never another object's bytes.
+ *    (refCount 0), the same rule under which it reuses them, so no view of a released range
+ *    is left to see what a later slab puts there.
  *  - When the regions are full or fragmented, alloc returns undefined and the pool falls back
  *    to a slab of its own (counted by V8 as before). Memory stays within the pool's bound
  *    either way: the arena only changes where the bytes live.
