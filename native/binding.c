@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
-#include <stdbool.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -328,29 +327,27 @@ static napi_value js_reserve_region(napi_env env, napi_callback_info info) {
   return mapping_buffer(env, start, (size_t)bytes, len);
 }
 
-/* The whole pages inside buf, as [*from, *to); false when there is none. */
-static bool pages_of(napi_env env, napi_value v, uintptr_t *from, uintptr_t *to) {
+/* madvise(advice) over the whole pages inside the Buffer argument; undefined. */
+static napi_value advise_pages(napi_env env, napi_callback_info info, int advice) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   void *data = NULL;
   size_t length = 0;
-  if (napi_get_buffer_info(env, v, &data, &length) != napi_ok) {
+  if (argc < 1 || napi_get_buffer_info(env, argv[0], &data, &length) != napi_ok) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "expected a Buffer");
-    return false;
+    return NULL;
   }
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  *from = ((uintptr_t)data + page - 1) & ~(uintptr_t)(page - 1);
-  *to = ((uintptr_t)data + length) & ~(uintptr_t)(page - 1);
-  return true;
+  uintptr_t from = ((uintptr_t)data + page - 1) & ~(uintptr_t)(page - 1);
+  uintptr_t to = ((uintptr_t)data + length) & ~(uintptr_t)(page - 1);
+  if (to > from) (void)madvise((void *)from, (size_t)(to - from), advice);
+  return NULL;
 }
 
 /* populateSlab(buf): maps the whole pages inside buf (a slab of a reserved region) before its first write, in one call (as allocPrefaulted does). */
 static napi_value js_populate_slab(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  uintptr_t from, to;
-  if (argc < 1 || !pages_of(env, argv[0], &from, &to)) return NULL;
-  if (to > from) (void)madvise((void *)from, (size_t)(to - from), MADV_POPULATE_WRITE);
-  return NULL;
+  return advise_pages(env, info, MADV_POPULATE_WRITE);
 }
 
 /*
@@ -361,13 +358,7 @@ static napi_value js_populate_slab(napi_env env, napi_callback_info info) {
  * slabs no one holds).
  */
 static napi_value js_discard_pages(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  uintptr_t from, to;
-  if (argc < 1 || !pages_of(env, argv[0], &from, &to)) return NULL;
-  if (to > from) (void)madvise((void *)from, (size_t)(to - from), MADV_DONTNEED);
-  return NULL;
+  return advise_pages(env, info, MADV_DONTNEED);
 }
 
 /*
