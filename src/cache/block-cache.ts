@@ -49,8 +49,8 @@
  * ratio is the reader's; lookups made by the prefetcher are not counted.
  */
 import { LRUCache } from 'lru-cache';
-import { BufferPool, type Slab } from './buffer-pool.js';
-import { prefaultedPoolOptions } from '../pipe/native.js';
+import type { BufferPool, Slab } from './buffer-pool.js';
+import { slabPool } from '../pipe/native.js';
 import { cacheBytes, cacheCapacityBytes, cacheEvictions, cacheHits, cacheMisses, prefetchBytes, prefetchEvictedUnreadBytes } from '../metrics/metrics.js';
 
 /**
@@ -183,7 +183,7 @@ export class BlockCache implements BlockStore {
     // Slabs mapped up front where the addon can (one call per slab instead of a fault per
     // 4 KiB inside the socket reads; ../pipe/native.ts): a fresh daemon's first GB otherwise
     // pays ~2 CPU s of page faults on this kind of VM.
-    this.pool = opts.poolBytes !== undefined ? new BufferPool({ maxBytes: opts.poolBytes, unit: opts.blockSize, ...prefaultedPoolOptions(opts.poolBytes) }) : undefined;
+    this.pool = opts.poolBytes !== undefined ? slabPool(opts.poolBytes, opts.blockSize) : undefined;
     this.resident = new LRUCache<string, Resident>({
       maxSize: opts.capacityBytes,
       // lru-cache rejects size 0; an empty block cannot exist (blocks past EOF are never made).

@@ -62,8 +62,7 @@ import { log } from '../log.js';
 import { channelObjects, channelSkippedBytes, servedBytes } from '../metrics/metrics.js';
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
-import { BufferPool } from '../cache/buffer-pool.js';
-import { prefaultedPoolOptions } from '../pipe/native.js';
+import { slabPool } from '../pipe/native.js';
 import { explainDeadMount } from '../fuse/mountpoint.js';
 
 export interface DownloadObject {
@@ -329,7 +328,7 @@ function conflict(key: string, err: unknown): Error {
 async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, progress: Progress, finish: (j: Job) => Promise<void>): Promise<void> {
   // Part buffers in use are bounded by the in-flight budget (plus the one part that may exceed it).
   // Slabs mapped up front (../pipe/native.ts): see step 5 above.
-  const pool = new BufferPool({ maxBytes: o.maxInflight + o.partSize, unit: o.partSize, ...prefaultedPoolOptions(o.maxInflight + o.partSize) });
+  const pool = slabPool(o.maxInflight + o.partSize, o.partSize);
   // Parts held: every connection's, and a few whose last piece is still being written. More
   // would only touch more fresh memory (a fault per 4 KiB): the disk is not what waits.
   const budget = Math.min(o.maxInflight, (o.maxConnections + WRITE_SLACK_PARTS) * o.partSize);

@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import type { PipeWriterAddon } from './paced-writer.js';
 import { SlabArena } from '../cache/slab-arena.js';
+import { BufferPool } from '../cache/buffer-pool.js';
 
 /** What the compiled addon exports (native/binding.c). */
 interface NativeAddon {
@@ -158,6 +159,11 @@ export function prefaultedPoolOptions(maxBytes: number): { alloc?: (bytes: numbe
       if (arena?.owns(b)) arena.release(b);
     },
   };
+}
+
+/** A BufferPool of at most `maxBytes` in slabs of multiples of `unit`, from the addon where it can (prefaultedPoolOptions). */
+export function slabPool(maxBytes: number, unit: number): BufferPool {
+  return new BufferPool({ maxBytes, unit, ...prefaultedPoolOptions(maxBytes) });
 }
 
 /** The addon's batch writer of small objects for the disk tier (TierWriteSmall), or undefined when the addon is not built, is an older build, or is forced off. */

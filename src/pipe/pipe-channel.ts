@@ -47,8 +47,8 @@ import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
 import { epochBytes, type Compression, type RecordWrapper } from './epoch-bytes.js';
 import { DEFAULT_WAIT_WARNING_MS, FifoWriter, type LongWait } from './fifo-writer.js';
-import { BufferPool } from '../cache/buffer-pool.js';
-import { fifoOps, nativeLoadError, prefaultedPoolOptions } from './native.js';
+import type { BufferPool } from '../cache/buffer-pool.js';
+import { fifoOps, nativeLoadError, slabPool } from './native.js';
 import { Readahead, type PipeItem } from './readahead.js';
 
 export type { PipeItem } from './readahead.js';
@@ -260,8 +260,7 @@ class PipeChannelImpl implements PipeChannel {
     const maxInflightBytes = Math.max(1, this.o.maxInflight - this.recordHold - writerAhead);
     if (recycleParts && this.pool === undefined) {
       // As readahead.ts sizes its own: the window plus the part being written and the one queued.
-      const maxBytes = maxInflightBytes + 2 * this.o.partSize;
-      this.pool = new BufferPool({ maxBytes, unit: this.o.partSize, ...prefaultedPoolOptions(maxBytes) });
+      this.pool = slabPool(maxInflightBytes + 2 * this.o.partSize, this.o.partSize);
     }
     const ra = new Readahead(items, {
       client: this.o.client,

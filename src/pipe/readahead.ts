@@ -72,8 +72,8 @@ import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
-import { BufferPool } from '../cache/buffer-pool.js';
-import { prefaultedPoolOptions } from './native.js';
+import type { BufferPool } from '../cache/buffer-pool.js';
+import { slabPool } from './native.js';
 
 /** One thing to write to a pipe: an S3 object, or bytes given inline (augmented manifest attributes). */
 export type PipeItem =
@@ -210,7 +210,7 @@ export class Readahead {
     this.firstWindow = this.window;
     // The window, plus the part the FIFO writer is writing and the next one queued behind it
     // (fifo-writer.ts WRITE_AHEAD_BYTES): both are taken out of the window but not yet released.
-    this.pool = !opts.recycleParts ? undefined : opts.pool ?? new BufferPool({ maxBytes: opts.maxInflightBytes + 2 * opts.partSize, unit: opts.partSize, ...prefaultedPoolOptions(opts.maxInflightBytes + 2 * opts.partSize) });
+    this.pool = !opts.recycleParts ? undefined : opts.pool ?? slabPool(opts.maxInflightBytes + 2 * opts.partSize, opts.partSize);
     // Every GET in flight listens on this signal; more than Node's default 10 is expected, not a leak.
     setMaxListeners(opts.maxRequests + 10, this.abort.signal);
     if (opts.signal?.aborted) this.close();
