@@ -168,7 +168,7 @@ export const prefetchBytes = new client.Counter({
 });
 export const prefetchShareBytes = new client.Gauge({
   name: 'sluice_prefetch_share_bytes',
-  help: 'Read-ahead budget shared by the sequential readers of a FastFile channel: each of n readers may read up to this / n ahead (at most --max-prefetch). It starts at 2 × --max-prefetch and grows while ranged GETs keep at least 70% of their best (smoothed) rate.',
+  help: 'Read-ahead budget shared by the sequential readers of a FastFile channel: each of n readers may read up to this / n ahead (at most --max-prefetch). It starts at --max-prefetch (one window) and grows while ranged GETs keep at least 70% of their best (smoothed) rate.',
   labelNames: ['channel'] as const,
   registers: [registry],
 });

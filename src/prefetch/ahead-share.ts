@@ -5,7 +5,7 @@
  *
  * Why: each reader's window (./read-cursor.ts, step 3) doubles up to --max-prefetch,
  * whatever the other readers do, so N readers hold N full windows ahead. On a link that
- * one or two windows already fill, the extra windows add no throughput. They only add
+ * one window already fills, the extra windows add no throughput. They only add
  * memory, and in a new daemon that memory is new to the process. t11-lend measured 4
  * readers of 128 MiB each: 60 receive slabs of 8 MiB allocated for 64 parts, and half
  * of the main thread's busy time spent mapping them.
@@ -17,8 +17,8 @@
  *  - A reader's window is capped at B / n, rounded down to whole parts and never less
  *    than MIN_READER_PARTS parts. n is the number of sequential readers that asked for
  *    read-ahead in the last ACTIVE_MS, with more than that smallest share still to fetch:
- *    small files, and large ones near their end, do not count. While n ≤ FLOOR_WINDOWS, no
- *    reader is capped.
+ *    small files, and large ones near their end, do not count. While n ≤ FLOOR_WINDOWS (one
+ *    reader alone), no reader is capped.
  *  - The evidence: every sequential read-ahead GET of a whole part that went to the server
  *    reports how long it took (sample()). All such GETs have the same length, so their
  *    rates compare:
@@ -29,7 +29,7 @@
  *        test needs: with a first byte anywhere from 10 to 100 ms, one lucky GET can be
  *        twice as fast as the typical one, and against it every later rate would look
  *        contended, so the budget would never grow. It is not forgotten. A link that later
- *        slows down for good leaves the budget at its floor, which is what two readers get
+ *        slows down for good leaves the budget at its floor, which is what one reader gets
  *        anyway.
  *      - q = recent / best. Near 1, GETs run as fast as they ever did: the link and the
  *        process have room, and more GETs in flight add throughput. Well below 1, the
@@ -54,13 +54,17 @@ import { performance } from 'node:perf_hooks';
 import { prefetchShareBytes } from '../metrics/metrics.js';
 
 /**
- * The floor of the budget: two full windows. One window at --max-prefetch is sized to fill
- * a reader's share of a fast link (see the option's doc in src/config/options.ts). A
- * reader's bytes ahead swing between half a window and a whole one (step 3's batch rule).
- * Two readers' windows cover that swing with room to spare. It also means one or two
- * readers keep exactly the windows they had before.
+ * The floor of the budget, and where it starts: one full window. One window at
+ * --max-prefetch is sized to fill a reader's share of a fast link (see the option's doc in
+ * src/config/options.ts), so one reader alone keeps exactly the window it had before the
+ * budget existed; two or more start by sharing it, and the budget grows past it only as
+ * the GETs show that more in flight pays. The floor was two windows until t11-floor: with 4
+ * readers of 128 MiB in a new daemon on s3rver (both latency profiles), the second window
+ * brought no MB/s (medians 190 against 196 MB/s with one) and cost 25-35k more new pages
+ * per GB read and 45-70 MiB of peak RSS; the daemon's CPU per GB moved within the runs'
+ * noise (BENCHMARKS.md "t11-floor").
  */
-export const FLOOR_WINDOWS = 2;
+export const FLOOR_WINDOWS = 1;
 
 /**
  * The smallest cap on one reader's window: two parts. That is the part being read, plus

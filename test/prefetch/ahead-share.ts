@@ -29,16 +29,17 @@ async function gauge(channel: string): Promise<number | undefined> {
   return m.values.find((v) => v.labels.channel === channel)?.value;
 }
 
-t.test('one or two readers keep their whole windows; more share the floor, never below two parts each', async (t) => {
+t.test('one reader keeps its whole window; more share the floor, never below two parts each', async (t) => {
   const { share } = setup();
   t.equal(share.floor, FLOOR_WINDOWS * MAX);
   const readers = Array.from({ length: 20 }, () => ({}));
   t.equal(cap(share, readers[0]!, MAX), MAX, 'one reader: its window');
-  t.equal(cap(share, readers[1]!, MAX), MAX, 'two readers: each its window');
-  t.equal(cap(share, readers[2]!, MAX), Math.floor(share.floor / 3 / PART) * PART, 'three readers: a third of the floor, in whole parts');
+  t.equal(share.floor, MAX, 'the floor is one window: a reader alone keeps what it had');
+  t.equal(cap(share, readers[1]!, MAX), share.floor / 2, 'two readers: half the floor each (32 MiB)');
+  t.equal(cap(share, readers[2]!, MAX), Math.max(MIN_READER_PARTS * PART, Math.floor(share.floor / 3 / PART) * PART), 'three readers: a third of the floor, in whole parts, at least two');
   cap(share, readers[3]!, MAX);
   t.equal(share.readers, 4);
-  t.equal(cap(share, readers[0]!, MAX), share.floor / 4, 'four readers: a quarter of the floor each (32 MiB)');
+  t.equal(cap(share, readers[0]!, MAX), MIN_READER_PARTS * PART, 'four readers: a quarter of the floor is two parts each (16 MiB)');
   t.equal(cap(share, readers[0]!, 16 * MiB), 16 * MiB, 'a window below the share is left alone');
   for (const r of readers) cap(share, r, MAX);
   t.equal(cap(share, readers[0]!, MAX), MIN_READER_PARTS * PART, 'twenty readers: never below two parts each');
@@ -153,7 +154,7 @@ t.test('the best rate is kept: a link that stays slow keeps the budget at its fl
   // The EWMA (weight 1/8) falls from the old rate toward a third of it: below GROW_Q of its top
   // after ln((GROW_Q - 1/3) / (2/3)) / ln(7/8) = 4.4 slow GETs, well within the next round.
   t.equal(share.stats.grew, 1, 'no growth after the rate came down');
-  t.equal(share.limit({}), Math.floor(share.floor / 5 / PART) * PART, 'a fifth reader gets a fifth of the floor');
+  t.equal(share.limit({}), Math.max(MIN_READER_PARTS * PART, Math.floor(share.floor / 5 / PART) * PART), 'a fifth reader gets a fifth of the floor, or two parts');
 });
 
 t.test('GETs that vary by ±40%, and one freak fast GET, still grow the budget: the rates are compared smoothed', async (t) => {

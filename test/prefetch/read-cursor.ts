@@ -485,7 +485,7 @@ t.test('lend: a lent block counts as read only once a reported read reaches it, 
 
 t.test('shared read-ahead: one reader issues the same GETs as without a share; four readers each stay within their share', async (t) => {
   const max = 4 * MiB;
-  // One reader: the share never caps it (FLOOR_WINDOWS windows of its own).
+  // One reader: the share never caps it (its whole window, the floor).
   const gets: string[][] = [];
   for (const shared of [false, true]) {
     const s = setup({ size: 16 * MiB });
@@ -501,12 +501,13 @@ t.test('shared read-ahead: one reader issues the same GETs as without a share; f
   }
   t.same(gets[1], gets[0], 'the same GETs in the same order');
 
-  // Four readers in step: each reads ahead at most its share (floor / 4 = 2 MiB) past its read, plus the part it is in.
+  // Four readers in step: each reads ahead at most its share past its read, plus the part it is in. The share is
+  // a quarter of the floor in whole parts, and never under two parts (ahead-share.ts MIN_READER_PARTS).
   const s = setup({ files: 4, size: 16 * MiB });
   const share = new AheadShare({ maxPrefetch: max, partSize: PART, channel: 'cursor-share-4' });
   const cursors = s.files.map((f) => new ReadCursor(f, s.fetcher, max, undefined, 0, 0, share));
   const bodies = s.files.map((f) => s.client.body(f.key));
-  const quarter = share.floor / 4;
+  const quarter = Math.max(share.minShare, Math.floor(share.floor / 4 / PART) * PART);
   let worst = 0;
   for (let pos = 0; pos < 16 * MiB; pos += 128 * KiB) {
     for (let i = 0; i < 4; i++) {
