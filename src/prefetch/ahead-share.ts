@@ -60,9 +60,9 @@ import { prefetchShareBytes } from '../metrics/metrics.js';
  * budget existed; two or more start by sharing it, and the budget grows past it only as
  * the GETs show that more in flight pays. The floor was two windows until t11-floor: with 4
  * readers of 128 MiB in a new daemon on s3rver (both latency profiles), the second window
- * brought no MB/s (medians 190 against 196 MB/s with one) and cost 25-35k more new pages
- * per GB read and 45-70 MiB of peak RSS; the daemon's CPU per GB moved within the runs'
- * noise (BENCHMARKS.md "t11-floor").
+ * brought no MB/s (medians 189 against 195 MB/s with one) and cost new pages (141-157k per
+ * GB read against 105-130k) and 45-70 MiB of peak RSS; the daemon's CPU per GB moved within
+ * the runs' noise (BENCHMARKS.md "t11-floor").
  */
 export const FLOOR_WINDOWS = 1;
 

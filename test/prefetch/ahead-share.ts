@@ -19,6 +19,11 @@ function cap(share: AheadShare, reader: object, want: number): number {
   return Math.min(want, limit);
 }
 
+/** What limit() gives each of `n` readers of a budget at `budget` bytes: B / n in whole parts, never under MIN_READER_PARTS parts. */
+function shareOf(budget: number, n: number): number {
+  return Math.max(MIN_READER_PARTS * PART, Math.floor(budget / n / PART) * PART);
+}
+
 /** Reports `n` whole-part GETs that each took `ms`. */
 function samples(share: AheadShare, n: number, ms: number): void {
   for (let i = 0; i < n; i++) share.sample(ms);
@@ -36,7 +41,7 @@ t.test('one reader keeps its whole window; more share the floor, never below two
   t.equal(cap(share, readers[0]!, MAX), MAX, 'one reader: its window');
   t.equal(share.floor, MAX, 'the floor is one window: a reader alone keeps what it had');
   t.equal(cap(share, readers[1]!, MAX), share.floor / 2, 'two readers: half the floor each (32 MiB)');
-  t.equal(cap(share, readers[2]!, MAX), Math.max(MIN_READER_PARTS * PART, Math.floor(share.floor / 3 / PART) * PART), 'three readers: a third of the floor, in whole parts, at least two');
+  t.equal(cap(share, readers[2]!, MAX), shareOf(share.floor, 3), 'three readers: a third of the floor, in whole parts, at least two');
   cap(share, readers[3]!, MAX);
   t.equal(share.readers, 4);
   t.equal(cap(share, readers[0]!, MAX), MIN_READER_PARTS * PART, 'four readers: a quarter of the floor is two parts each (16 MiB)');
@@ -154,7 +159,7 @@ t.test('the best rate is kept: a link that stays slow keeps the budget at its fl
   // The EWMA (weight 1/8) falls from the old rate toward a third of it: below GROW_Q of its top
   // after ln((GROW_Q - 1/3) / (2/3)) / ln(7/8) = 4.4 slow GETs, well within the next round.
   t.equal(share.stats.grew, 1, 'no growth after the rate came down');
-  t.equal(share.limit({}), Math.max(MIN_READER_PARTS * PART, Math.floor(share.floor / 5 / PART) * PART), 'a fifth reader gets a fifth of the floor, or two parts');
+  t.equal(share.limit({}), shareOf(share.floor, 5), 'a fifth reader gets a fifth of the floor, or two parts');
 });
 
 t.test('GETs that vary by ±40%, and one freak fast GET, still grow the budget: the rates are compared smoothed', async (t) => {
