@@ -31,6 +31,19 @@ int sluice_lends_read(struct sluice_lends *t, uint64_t fh, char *buf, size_t siz
 int sluice_lends_view(struct sluice_lends *t, uint64_t fh, size_t size, int64_t offset, const char **at, void **hold);
 void sluice_lends_unlock(void *hold);
 
+/*
+ * Views (fuse_lend.c "Views"): a read's reply from the bytes JavaScript names, without a copy.
+ * SLUICE_VIEW_CODE is what a JavaScript read that did so replies instead of a byte count: below
+ * every errno, so no other answer can be taken for it.
+ */
+#define SLUICE_VIEW_CODE (-0x5eed)
+/* Before handing `mem` (size bytes) to JavaScript: the invitation when `invite`, else its bytes cleared. */
+void sluice_view_invite(char *mem, size_t size, int invite);
+/* After a reply of SLUICE_VIEW_CODE: the bytes and the note to release once they were sent (0), or -1 when mem holds no view. */
+int sluice_view_take(const char *mem, size_t size, const char **at, size_t *n, void **note);
+/* Ends a view's hold (after its reply's writev): JavaScript's viewsDone reports its id. */
+void sluice_view_release(void *note);
+
 /* The table of the mount whose fuse-native thread buffer is `thread` (src/fuse_memread.c), or NULL. */
 struct sluice_lends *sluice_memread_lends(const void *thread);
 

@@ -292,11 +292,158 @@ static napi_value js_lend_counts(napi_env env, napi_callback_info info) {
   return lend_counts(env, info, 0, "lendCounts(thread: Buffer, fh: number, out: Float64Array(4))");
 }
 
+/*
+ * Views: a read JavaScript answers, replied from the block cache's buffer itself (issue 11).
+ *
+ * Why: a lend answers only the reads of bytes already resident when JavaScript lent them. A
+ * reader that keeps up with the download reaches blocks still in flight, so its reads go to
+ * JavaScript (in a 4-reader run, 40% of them), which copied each into libfuse's buffer: one
+ * user-space copy of those bytes, the largest user-space cost left on the read path.
+ *
+ * How: mem_read_buf (fuse_memread.c), when this thread can reply from other memory
+ * (sluice_fuse_reply_can_hold), writes an invitation at the start of the buffer it hands to
+ * JavaScript (sluice_view_invite; any other such buffer gets the invitation's bytes cleared, so
+ * a stale one from recycled memory is never seen). JavaScript, seeing it (viewInvited), may
+ * answer without copying: viewReply writes, over the invitation, where the bytes are and a
+ * note to release them by, and the read replies SLUICE_VIEW_CODE instead of a byte count. The
+ * worker, woken by that reply (fuse-native's semaphore orders JavaScript's writes before its
+ * reads), takes the view (sluice_view_take) and replies from those bytes as a lent read does
+ * (fuse_init.c "Replies from lent memory"). Once the reply's writev has returned,
+ * sluice_view_release pushes the note onto a list JavaScript empties (viewsDone) to unpin the
+ * buffer: until then JavaScript keeps it referenced and its pooled slab pinned, so the bytes
+ * cannot be recycled while the kernel copies them.
+ *
+ * The list is a lock-free stack of the notes themselves (allocated by viewReply, freed by
+ * viewsDone): workers push with a compare-and-swap, JavaScript takes the whole stack with an
+ * exchange, so no push is lost and no node is reused while a worker holds it (no ABA).
+ * SLUICE_NO_VIEW=1 (fuse_memread.c) sends no invitations: every read is copied as before.
+ */
+#define VIEW_INVITE 0x3156656369756c73ULL /* "sluiceV1" in memory order (little-endian) */
+#define VIEW_DONE 0x3256656369756c73ULL   /* "sluiceV2" */
+
+struct view_note {
+  struct view_note *next;
+  double id;
+};
+
+/* What viewReply writes over the invitation. */
+struct view_desc {
+  uint64_t magic;
+  const char *at;
+  uint64_t n;
+  struct view_note *note;
+};
+
+static struct view_note *views_done; /* atomic: notes of replies sent, not yet taken by JavaScript */
+
+void sluice_view_invite(char *mem, size_t size, int invite) {
+  if (size < sizeof(struct view_desc)) return;
+  uint64_t m = invite ? VIEW_INVITE : 0;
+  memcpy(mem, &m, sizeof m);
+}
+
+int sluice_view_take(const char *mem, size_t size, const char **at, size_t *n, void **note) {
+  struct view_desc d;
+  if (size < sizeof d) return -1;
+  memcpy(&d, mem, sizeof d);
+  if (d.magic != VIEW_DONE || d.n > size || d.note == NULL) return -1;
+  *at = d.at;
+  *n = (size_t)d.n;
+  *note = d.note;
+  return 0;
+}
+
+void sluice_view_release(void *arg) {
+  struct view_note *note = arg;
+  struct view_note *head = __atomic_load_n(&views_done, __ATOMIC_RELAXED);
+  do note->next = head;
+  while (!__atomic_compare_exchange_n(&views_done, &head, note, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+/* viewInvited(buf: Buffer): boolean. Whether buf (a read's buffer from fuse-native) carries an invitation. */
+static napi_value js_view_invited(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  void *data;
+  size_t len;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || !sluice_buffer_arg(env, argv[0], &data, &len)) {
+    return sluice_bad_args(env, "viewInvited(buf: Buffer)");
+  }
+  uint64_t m = 0;
+  if (len >= sizeof(struct view_desc)) memcpy(&m, data, sizeof m);
+  return sluice_boolean(env, m == VIEW_INVITE);
+}
+
+/*
+ * viewReply(buf: Buffer, bytes: Buffer, id: number): boolean. Answers the invited read whose
+ * buffer is `buf` with `bytes` (1 to buf.length of them): the read must then reply
+ * SLUICE_VIEW_CODE (viewCode), and `id` comes back from viewsDone once the reply is sent.
+ * False (nothing written) when buf has no invitation, bytes do not fit, or out of memory.
+ */
+static napi_value js_view_reply(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  void *data, *bytes;
+  size_t len, n;
+  double id;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || !sluice_buffer_arg(env, argv[0], &data, &len) ||
+      !sluice_buffer_arg(env, argv[1], &bytes, &n) || napi_get_value_double(env, argv[2], &id) != napi_ok) {
+    return sluice_bad_args(env, "viewReply(buf: Buffer, bytes: Buffer, id: number)");
+  }
+  uint64_t m = 0;
+  if (len >= sizeof(struct view_desc)) memcpy(&m, data, sizeof m);
+  if (m != VIEW_INVITE || n == 0 || n > len) return sluice_boolean(env, 0);
+  struct view_note *note = malloc(sizeof *note);
+  if (note == NULL) return sluice_boolean(env, 0);
+  note->next = NULL;
+  note->id = id;
+  struct view_desc d = { VIEW_DONE, bytes, n, note };
+  memcpy(data, &d, sizeof d);
+  return sluice_boolean(env, 1);
+}
+
+/* viewsDone(out: Float64Array): number. The ids of views whose replies were sent since the last call, up to out.length (the rest stay for the next). */
+static napi_value js_views_done(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  double *out = NULL;
+  size_t cap = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || !sluice_f64_arg(env, argv[0], &out, &cap)) {
+    return sluice_bad_args(env, "viewsDone(out: Float64Array)");
+  }
+  size_t k = 0;
+  if (__atomic_load_n(&views_done, __ATOMIC_RELAXED) != NULL) {
+    struct view_note *list = __atomic_exchange_n(&views_done, NULL, __ATOMIC_ACQUIRE);
+    while (list != NULL && k < cap) {
+      struct view_note *next = list->next;
+      out[k++] = list->id;
+      free(list);
+      list = next;
+    }
+    while (list != NULL) { /* more than out holds: back on the stack for the next call */
+      struct view_note *next = list->next;
+      sluice_view_release(list);
+      list = next;
+    }
+  }
+  napi_value r;
+  napi_create_uint32(env, (uint32_t)k, &r);
+  return r;
+}
+
 napi_status sluice_lend_init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"lendSet", NULL, js_lend_set, NULL, NULL, NULL, napi_enumerable, NULL},
     {"lendTake", NULL, js_lend_take, NULL, NULL, NULL, napi_enumerable, NULL},
     {"lendCounts", NULL, js_lend_counts, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"viewInvited", NULL, js_view_invited, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"viewReply", NULL, js_view_reply, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"viewsDone", NULL, js_views_done, NULL, NULL, NULL, napi_enumerable, NULL},
   };
-  return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  napi_status st = napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  if (st != napi_ok) return st;
+  napi_value code;
+  st = napi_create_int32(env, SLUICE_VIEW_CODE, &code);
+  if (st != napi_ok) return st;
+  return napi_set_named_property(env, exports, "viewCode", code);
 }

@@ -338,6 +338,7 @@ struct mount {
   struct fuse *fuse;     /* libfuse's, as requests' contexts name it; NULL once fuse_destroy() freed it (see "Ended mounts") */
   int wrapped;           /* fuse_new() made this thread's mount with our operations (atomic): JavaScript's calls find it by user_data */
   int reply_from_lends;  /* read_buf is ours: reads inside one lent buffer are replied from it (fuse_init.c "Replies from lent memory") */
+  int reply_views;       /* with reply_from_lends: JavaScript may answer a read with a view of its bytes (fuse_lend.c "Views"); not with SLUICE_NO_VIEW=1 */
   void *user_data;       /* fuse-native's fuse_thread_t (its JavaScript _thread Buffer) */
   getattr_fn getattr;    /* fuse-native's */
   read_fn read;
@@ -967,8 +968,27 @@ static int mem_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size
     free(v);
     return -ENOMEM;
   }
+  /* JavaScript may answer with a view of the bytes instead of copying them (fuse_lend.c "Views"). */
+  int invite = m->reply_views && sluice_fuse_reply_can_hold();
+  sluice_view_invite(mem, size, invite);
   /* No lend, as the view just found: the small-file table or JavaScript. Else mem_read, which copies a lent read. */
   int res = lent == -1 ? entry_read(m, path, mem, size, offset, fi) : mem_read(path, mem, size, offset, fi);
+  if (res == SLUICE_VIEW_CODE) {
+    const char *at;
+    size_t n;
+    void *note;
+    int took = invite ? sluice_view_take(mem, size, &at, &n, &note) : -1;
+    free(mem);
+    if (took < 0) { /* cannot happen: JavaScript answers so only an invited read, with a view */
+      free(v);
+      return -EIO;
+    }
+    v->buf[0].size = n;
+    v->buf[0].mem = (void *)at;
+    sluice_fuse_reply_hold(&v->buf[0].mem, at, n, sluice_view_release, note);
+    *bufp = v;
+    return 0;
+  }
   if (res < 0) {
     free(mem);
     free(v);
@@ -1143,6 +1163,8 @@ struct fuse *fuse_new(struct fuse_chan *ch, struct fuse_args *args, const void *
   const char *copy = getenv("SLUICE_LEND_COPY");
   m->reply_from_lends = mine[OP_READ_BUF] == NULL && !(copy != NULL && strcmp(copy, "1") == 0);
   if (m->reply_from_lends) mine[OP_READ_BUF] = (void *)mem_read_buf;
+  const char *no_view = getenv("SLUICE_NO_VIEW");
+  m->reply_views = m->reply_from_lends && !(no_view != NULL && strcmp(no_view, "1") == 0);
   mine[OP_RELEASE] = (void *)mem_release;
   if (mine[OP_OPEN] != NULL) mine[OP_OPEN] = (void *)mem_open;
   struct fuse *f = real(ch, args, mine, mine_size, user_data);

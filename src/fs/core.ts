@@ -58,7 +58,7 @@ import { BlockFetcher } from '../prefetch/block-fetcher.js';
 import { CrossFilePrefetcher } from '../prefetch/cross-file.js';
 import { InflightBudget } from '../prefetch/inflight-budget.js';
 import { RandomFill } from '../prefetch/random-fill.js';
-import { ReadCursor, type CursorStats } from '../prefetch/read-cursor.js';
+import { ReadCursor, type CursorStats, type ReadView } from '../prefetch/read-cursor.js';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { buildTree, lookupPath, newDir, normalizePrefix, unsafeReason, type FileNode, type Node, type SkippedKey, type Tree } from './tree.js';
 import type { Attr, BlockLease, FsCore, StatFs, TierOpensOf } from './types.js';
@@ -483,8 +483,10 @@ export class SluiceFs implements FsCore {
    * Fills dst[0..n) with the file's bytes at `position`; n < length only at end of
    * file. Always settles: with the bytes, or with the S3 client's error (its own
    * deadlines and retries bound the wait), or AbortedError when `opts.signal` fires.
+   * With `view` (ReadCursor.readNow), a read whose bytes lie in one cache buffer leaves dst
+   * alone and hands the caller that buffer's bytes and pins instead.
    */
-  read(fh: number, dst: Buffer, length: number, position: number, opts: ReadOptions = {}): number | Promise<number> {
+  read(fh: number, dst: Buffer, length: number, position: number, opts: ReadOptions = {}, view?: ReadView): number | Promise<number> {
     const h = this.handles.get(fh);
     if (!h) throw new BadHandleError(fh);
     if (!(Number.isSafeInteger(position) && position >= 0 && Number.isSafeInteger(length) && length >= 0)) {
@@ -505,7 +507,7 @@ export class SluiceFs implements FsCore {
         });
       }
     }
-    const r = h.cursor.readNow(dst, length, position, opts.signal);
+    const r = h.cursor.readNow(dst, length, position, opts.signal, view);
     if (typeof r === 'number') return this.served(h, r, false, t0);
     return r.then((res) => this.served(h, res.bytes, res.waited, t0));
   }

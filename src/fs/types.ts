@@ -6,6 +6,9 @@
  * Every method throws (or rejects with) a SluiceError; the adapter turns it
  * into an errno with errnoFor() from ../errors.ts, the only such place.
  */
+import type { ReadView } from '../prefetch/read-cursor.js';
+
+export type { ReadView };
 
 export interface Attr {
   /** Full st_mode: S_IFDIR | 0o555 for folders, S_IFREG | 0o444 for files. */
@@ -71,7 +74,8 @@ export interface FsCore {
   /** Fills `dst[0..n)` with bytes at `position`; n < length only at end of file. */
   /** Sync when every block is cached (no promise on the hot path); a promise when it must wait. */
   /** `opts.signal` settles a waiting read early with AbortedError; it then never writes into `dst` (the FUSE read deadline). */
-  read(fh: number, dst: Buffer, length: number, position: number, opts?: { signal?: AbortSignal }): number | Promise<number>;
+  /** With `view` (optional in a core), a read whose bytes lie in one buffer may leave `dst` alone and hand over that buffer's bytes and pins instead (see ReadView). */
+  read(fh: number, dst: Buffer, length: number, position: number, opts?: { signal?: AbortSignal }, view?: ReadView): number | Promise<number>;
   /** Sync when it can be; failures reject. */
   release(fh: number): void | Promise<void>;
   /** The file's verified bytes when handle `fh` holds them all in memory until release (see core.ts); optional. */

@@ -65,13 +65,18 @@
  * again. A lease is released only after lendTake has returned (then no worker copies from
  * it); at release and at unmount every lend is taken; once a second the counts of lends still
  * held are taken into the metrics (countLends). SLUICE_NO_LEND=1 turns lends off.
+ *
+ * Views (MemReads.views, native/src/fuse_lend.c "Views"): a read that does come here and
+ * whose bytes lie in one cache buffer is not copied into fuse-native's buffer; C replies from
+ * the cache buffer itself, which stays pinned until C reports the reply sent.
+ * SLUICE_NO_VIEW=1 turns views off.
  */
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FuseUnavailableError } from '../errors.js';
-import type { BlockLease } from '../fs/types.js';
+import type { BlockLease, ReadView } from '../fs/types.js';
 import { nativeForcedOff } from '../pipe/native.js';
 
 /** A stat as fuse-native encodes it (dates or epoch ms). */
@@ -194,6 +199,11 @@ export interface FuseFdShim {
   lendSet?(thread: Buffer, fh: number, start: number, stop: number, size: number, parts: readonly Buffer[]): boolean;
   lendTake?(thread: Buffer, fh: number, out: Float64Array): boolean;
   lendCounts?(thread: Buffer, fh: number, out: Float64Array): boolean;
+  /** native/src/fuse_lend.c "Views": a read JavaScript answers replied from the bytes it names (see ReadViews). */
+  viewInvited?(buf: Buffer): boolean;
+  viewReply?(buf: Buffer, bytes: Buffer, id: number): boolean;
+  viewsDone?(out: Float64Array): number;
+  viewCode?: number;
   /** How many mounts of this process have a live libfuse struct fuse: an ended mount's is forgotten (fuse_memread.c "Ended mounts"; tests). */
   memReadLiveMounts?(): number;
   /** native/src/fuse_memread.c: the listing getattr answers from (see MemAttrs). */
@@ -240,6 +250,80 @@ export interface MemReads {
   holds(fh: number): boolean;
   /** The counts of every lend since it was set or last counted, each lend kept (the metrics' periodic catch-up). */
   countLends(each: LendCounts): void;
+  /** Replies from the block cache's buffers to reads answered here (undefined: every read is copied). */
+  readonly views?: ReadViews;
+}
+
+/**
+ * Reads answered in JavaScript without a copy (native/src/fuse_lend.c "Views"): when C invited
+ * it (invited(buf), buf being the read's buffer from fuse-native), a read whose bytes lie in one
+ * cache buffer is answered by reply(): the code it returns is the read's reply (in place of the
+ * byte count), and C replies from view.bytes themselves. The view's pins and bytes are held here
+ * until C reports the reply sent, and released by drain() (called at every read answered here,
+ * and by the adapter's periodic catch-up), so a buffer is never recycled while the kernel copies
+ * from it. SLUICE_NO_VIEW=1 turns views off (C then never invites).
+ */
+export interface ReadViews {
+  invited(buf: Buffer): boolean;
+  /** The code to reply for the invited read of `buf` answered with `view` (bytes and pins set), or undefined when refused: then copy view.bytes into buf and release its pins as usual. */
+  reply(buf: Buffer, view: ReadView): number | undefined;
+  /** Releases the views whose replies C has sent. */
+  drain(): void;
+  /** Views replied and not yet released (tests: 0 once the mount's reads are over and drained). */
+  readonly held: number;
+}
+
+/** Views replied and not yet released, in this process (tests: 0 once reads are over and drained). */
+export function viewsHeld(): number {
+  return viewsOnce ? viewsOnce.held : 0;
+}
+
+/** Ids per viewsDone call: one N-API call releases this many views. */
+const VIEW_DRAIN_BATCH = 64;
+
+/** The views of this process (C's list of sent replies is process-wide): their holds by id. */
+let viewsOnce: ReadViews | null | undefined;
+function viewsOf(shim: FuseFdShim | undefined): ReadViews | undefined {
+  if (viewsOnce !== undefined) return viewsOnce ?? undefined;
+  const { viewInvited, viewReply, viewsDone, viewCode } = shim ?? {};
+  if (!viewInvited || !viewReply || !viewsDone || viewCode === undefined) {
+    viewsOnce = null;
+    return undefined;
+  }
+  const holds = new Map<number, ReadView>();
+  const done = new Float64Array(VIEW_DRAIN_BATCH);
+  let next = 1;
+  const drain = (): void => {
+    for (;;) {
+      const n = viewsDone.call(shim, done);
+      for (let i = 0; i < n; i++) {
+        const id = done[i]!;
+        const v = holds.get(id);
+        if (!v) continue;
+        holds.delete(id);
+        if (v.pins) for (const p of v.pins) p.unref();
+      }
+      if (n < VIEW_DRAIN_BATCH) return;
+    }
+  };
+  viewsOnce = {
+    invited: (buf) => viewInvited.call(shim, buf),
+    reply: (buf, view) => {
+      const id = next;
+      holds.set(id, view);
+      if (!view.bytes || !viewReply.call(shim, buf, view.bytes, id)) {
+        holds.delete(id);
+        return undefined;
+      }
+      next = next === Number.MAX_SAFE_INTEGER ? 1 : next + 1;
+      return viewCode;
+    },
+    drain,
+    get held() {
+      return holds.size;
+    },
+  };
+  return viewsOnce;
 }
 
 /**
@@ -281,7 +365,7 @@ export interface TierOpens {
 const MEM_DRAIN_BATCH = 256;
 
 /** MemReads of the mount whose fuse-native thread buffer is `thread` (see MemReads). */
-function memReadsOf(shim: Required<Pick<FuseFdShim, 'memReadAdd' | 'memReadRemove' | 'memReadDrain' | 'memReadClear'>> & Pick<FuseFdShim, 'lendSet' | 'lendTake' | 'lendCounts'>, thread: Buffer): MemReads {
+function memReadsOf(shim: Required<Pick<FuseFdShim, 'memReadAdd' | 'memReadRemove' | 'memReadDrain' | 'memReadClear'>> & Pick<FuseFdShim, 'lendSet' | 'lendTake' | 'lendCounts'>, thread: Buffer, views: ReadViews | undefined): MemReads {
   const counts = new Float64Array(3);
   const lendCounts = new Float64Array(4);
   /** Leases C answers reads from, by fh: each is released only after lendTake returned. */
@@ -332,6 +416,7 @@ function memReadsOf(shim: Required<Pick<FuseFdShim, 'memReadAdd' | 'memReadRemov
         if (lendCountsOf(thread, fh, lendCounts)) f(fh, lendCounts[0]!, lendCounts[1]!, lendCounts[2]!, lendCounts[3]!);
       }
     },
+    views,
   };
 }
 
@@ -561,7 +646,7 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
       // SLUICE_NO_LEND=1 keeps large files' reads in JavaScript (comparisons, and tests of that path).
       const lend = process.env.SLUICE_NO_LEND !== '1' ? { lendSet, lendTake, lendCounts } : {};
       this.memReadsOnce = direct && !nativeForcedOff() && memReadAdd && memReadRemove && memReadDrain && memReadClear && memReadMounted?.(thread)
-        ? memReadsOf({ memReadAdd, memReadRemove, memReadDrain, memReadClear, ...lend }, thread)
+        ? memReadsOf({ memReadAdd, memReadRemove, memReadDrain, memReadClear, ...lend }, thread, process.env.SLUICE_NO_VIEW !== '1' ? viewsOf(shim) : undefined)
         : null;
       return this.memReadsOnce ?? undefined;
     }

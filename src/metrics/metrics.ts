@@ -355,6 +355,12 @@ export const fuseMemoryReads = new client.Counter({
   registers: [registry],
 });
 
+export const fuseViewReplies = new client.Counter({
+  name: 'sluice_fuse_view_replies_total',
+  help: 'FUSE reads answered in JavaScript whose reply the kernel copied straight from the block cache\'s buffer, with no copy into libfuse\'s buffer first (native/src/fuse_lend.c "Views"; also counted in sluice_fuse_operations_total{op="read"}).',
+  registers: [registry],
+});
+
 export const fuseMemoryOpens = new client.Counter({
   name: 'sluice_fuse_memory_opens_total',
   help: 'FUSE opens of small files answered in libfuse\'s worker thread from the disk tier (read whole and CRC32C-checked there), without a hop to JavaScript; their reads and release are answered there too (all counted in sluice_fuse_operations_total, and the disk reads in sluice_disk_cache_hits_total, once released).',

@@ -59,7 +59,10 @@
  *  5. Copy the blocks' bytes into the caller's buffer. A read settles when its
  *     blocks do; a caller's AbortSignal settles it early (the shared GETs go on).
  *     The blocks' pooled buffers are pinned from lookup until the copy is done (or
- *     the read gave up), so they cannot be recycled under it.
+ *     the read gave up), so they cannot be recycled under it. A caller that can send
+ *     the bytes from where they are (the FUSE adapter: the kernel copies a reply from
+ *     the block cache's buffer itself) passes a ReadView: a read inside one buffer is
+ *     then not copied, and its pins pass to the caller until the bytes were sent.
  *  6. Lend, while sequential (lend()): between two reads that have work to do here, a
  *     sequential reader's reads are only copies out of resident blocks. So the cursor can
  *     hand out the resident blocks from its frontier on, with the largest read end it can
@@ -131,6 +134,17 @@ export interface ReadResult {
   bytes: number;
   /** True when the read had to wait for at least one block still being fetched. */
   waited: boolean;
+}
+
+/**
+ * A read answered without a copy (readNow's `view`, step 5): the caller passes an empty one;
+ * when the read's bytes lie in one buffer, `bytes` is set to them and `pins` to the pooled
+ * buffers they stay valid by. The caller then owns those pins (unref each once the bytes were
+ * used, e.g. written to the kernel) and keeps `bytes` referenced until then.
+ */
+export interface ReadView {
+  bytes?: Buffer;
+  pins?: Slab[];
 }
 
 /** Resident blocks lent to reads answered outside readNow() (step 6). */
@@ -237,8 +251,10 @@ export class ReadCursor {
   /**
    * read() without a promise when it need not wait: the byte count when every block was
    * in the cache (copied already), else a promise of the result once the blocks land.
+   * With `view`, a read whose bytes lie in one buffer is not copied: `view` gets that
+   * buffer's bytes and the pins that keep them (step 5).
    */
-  readNow(dst: Buffer, length: number, position: number, signal?: AbortSignal): number | Promise<ReadResult> {
+  readNow(dst: Buffer, length: number, position: number, signal?: AbortSignal, view?: ReadView): number | Promise<ReadResult> {
     const end = Math.min(this.file.size, position + Math.min(length, dst.length));
     if (!(position >= 0) || position >= end) return 0;
     const kind = this.classify(position, end);
@@ -271,18 +287,24 @@ export class ReadCursor {
       throw err;
     }
     if (blocks.every((b): b is Buffer => Buffer.isBuffer(b))) {
+      let kept = false;
       try {
-        return this.copyOut(blocks, dst, first, position, end);
+        const n = this.copyOut(blocks, dst, first, position, end, view);
+        if (view?.bytes) kept = keep(view, pins);
+        return n;
       } finally {
-        unpin(pins);
+        if (!kept) unpin(pins);
       }
     }
     return settleWithin(Promise.all(blocks), signal).then(
       (ready) => {
+        let kept = false;
         try {
-          return { bytes: this.copyOut(ready, dst, first, position, end), waited: true };
+          const bytes = this.copyOut(ready, dst, first, position, end, view);
+          if (view?.bytes) kept = keep(view, pins);
+          return { bytes, waited: true };
         } finally {
-          unpin(pins);
+          if (!kept) unpin(pins);
         }
       },
       (err: unknown) => {
@@ -292,18 +314,35 @@ export class ReadCursor {
     );
   }
 
-  /** Step 5: copies [position, end) out of the blocks from `first` on; returns the byte count. */
-  private copyOut(ready: Buffer[], dst: Buffer, first: number, position: number, end: number): number {
+  /**
+   * Step 5: copies [position, end) out of the blocks from `first` on; returns the byte count.
+   * With `view`, when the blocks are one run of one buffer (slices of one GET's), nothing is
+   * copied: view.bytes is the read's span of that buffer, set once every block was checked
+   * (readNow sets view.pins).
+   */
+  private copyOut(ready: Buffer[], dst: Buffer, first: number, position: number, end: number, view?: ReadView): number {
     const bs = this.fetcher.blockSize;
+    let oneRun = view !== undefined;
     for (let i = 0; i < ready.length; i++) {
-      const index = first + i;
       const data = ready[i]!;
-      const blockStart = index * bs;
-      const expected = Math.min(bs, this.file.size - blockStart);
-      if (data.length !== expected) throw new BadRangeReplyError(`block ${index} of ${this.file.key} has ${data.length} bytes, expected ${expected}`);
+      const expected = Math.min(bs, this.file.size - (first + i) * bs);
+      if (data.length !== expected) throw new BadRangeReplyError(`block ${first + i} of ${this.file.key} has ${data.length} bytes, expected ${expected}`);
+      if (i > 0) {
+        const prev = ready[i - 1]!;
+        if (data.buffer !== prev.buffer || data.byteOffset !== prev.byteOffset + prev.length) oneRun = false;
+      }
+    }
+    const skip = position - first * bs;
+    if (oneRun) {
+      const head = ready[0]!;
+      view!.bytes = Buffer.from(head.buffer, head.byteOffset + skip, end - position);
+      return end - position;
+    }
+    for (let i = 0; i < ready.length; i++) {
+      const blockStart = (first + i) * bs;
       const from = Math.max(position, blockStart);
       const to = Math.min(end, blockStart + bs);
-      data.copy(dst, from - position, from - blockStart, to - blockStart);
+      ready[i]!.copy(dst, from - position, from - blockStart, to - blockStart);
     }
     return end - position;
   }
@@ -460,6 +499,12 @@ export class ReadCursor {
 
 function unpin(pins: Slab[]): void {
   for (const p of pins) p.unref();
+}
+
+/** The read's pins go to its view: they are the view's caller's to unpin once its bytes are used. */
+function keep(view: ReadView, pins: Slab[]): true {
+  view.pins = pins;
+  return true;
 }
 
 /** Resolves or rejects with `p`, or rejects with AbortedError once `signal` aborts. */

@@ -4,7 +4,7 @@ import { AbortedError } from '../../src/errors.js';
 import { AheadShare } from '../../src/prefetch/ahead-share.js';
 import { BlockFetcher, type FileRef } from '../../src/prefetch/block-fetcher.js';
 import { InflightBudget } from '../../src/prefetch/inflight-budget.js';
-import { FIRST_WINDOW, ReadCursor, SEEK_BACKWARD_TOLERANCE, SEEK_FORWARD_TOLERANCE } from '../../src/prefetch/read-cursor.js';
+import { FIRST_WINDOW, ReadCursor, SEEK_BACKWARD_TOLERANCE, SEEK_FORWARD_TOLERANCE, type ReadView } from '../../src/prefetch/read-cursor.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
 
 const KiB = 1024;
@@ -12,7 +12,7 @@ const MiB = 1024 * KiB;
 const BLOCK = 64 * KiB;
 const PART = 256 * KiB;
 
-function setup(o: { files?: number; size?: number; maxInflight?: number; cache?: number } = {}) {
+function setup(o: { files?: number; size?: number; maxInflight?: number; cache?: number; poolBytes?: number } = {}) {
   const client = new FakeObjectClient();
   const files: FileRef[] = [];
   for (let i = 0; i < (o.files ?? 1); i++) {
@@ -20,7 +20,7 @@ function setup(o: { files?: number; size?: number; maxInflight?: number; cache?:
     const etag = client.put(key, patternBytes(o.size ?? 16 * MiB, i + 1));
     files.push({ key, etag, size: o.size ?? 16 * MiB });
   }
-  const cache = new BlockCache({ capacityBytes: o.cache ?? 256 * MiB, blockSize: BLOCK });
+  const cache = new BlockCache({ capacityBytes: o.cache ?? 256 * MiB, blockSize: BLOCK, ...(o.poolBytes !== undefined ? { poolBytes: o.poolBytes } : {}) });
   const budget = new InflightBudget(o.maxInflight ?? 64 * MiB);
   const fetcher = new BlockFetcher(client, cache, budget, PART);
   return { client, files, cache, budget, fetcher };
@@ -556,4 +556,55 @@ t.test('shared read-ahead: small files read at the same time do not count as rea
   t.ok(share.readers <= 1, `readers counted: ${share.readers}`);
   const furthest = Math.max(...s.client.requests.filter((r) => r.key === s.files[0]!.key).map((r) => r.end));
   t.ok(furthest - 8 * MiB >= max / 2, `the large file is read ahead by its own window (${(furthest - 8 * MiB) / KiB} KiB past the read)`);
+});
+
+t.test('a read with a view: bytes inside one GET\'s buffer are handed over with their pins, not copied; others are copied', async (t) => {
+  const s = setup({ size: 4 * MiB, poolBytes: 64 * MiB });
+  s.client.honourInto = true; // GETs read into pooled buffers, as the real client does
+  const c = new ReadCursor(s.files[0]!, s.fetcher, 2 * MiB);
+  const body = s.client.body(s.files[0]!.key);
+  const pool = s.cache.pool!;
+  const read = async (pos: number, len: number) => {
+    const dst = Buffer.alloc(len);
+    const view: ReadView = {};
+    const v = c.readNow(dst, len, pos, undefined, view);
+    const bytes = typeof v === 'number' ? v : (await v).bytes;
+    return { dst, view, bytes };
+  };
+  // Read the first parts so that they are resident (part-aligned GETs of pooled buffers).
+  for (let pos = 0; pos < 2 * MiB; pos += 128 * KiB) await readAt(c, pos, 128 * KiB);
+  await settle();
+  const inPart = await read(PART + 64 * KiB, 128 * KiB);
+  t.equal(inPart.bytes, 128 * KiB, 'the read\'s length');
+  t.ok(inPart.view.bytes?.equals(body.subarray(PART + 64 * KiB, PART + 192 * KiB)), 'the view holds the file\'s bytes at the offset');
+  t.ok(inPart.dst.every((b) => b === 0), 'nothing was copied into dst');
+  t.ok((inPart.view.pins?.length ?? 0) > 0, 'with the pins of its pooled buffer');
+  for (const p of inPart.view.pins ?? []) t.ok(p.refCount >= 2, `held by the cache and by the view (${p.refCount} references)`);
+  // Across two parts: two GETs' buffers, handed over as one view only where they lie next to
+  // each other in memory (slabs carved one after the other from one region), with both pins.
+  const across = await read(2 * PART - 64 * KiB, 128 * KiB);
+  const want = body.subarray(2 * PART - 64 * KiB, 2 * PART + 64 * KiB);
+  if (across.view.bytes) {
+    t.ok(across.view.bytes.equals(want), 'across two adjacent buffers: the view holds the file\'s bytes');
+    t.equal(across.view.pins?.length, 2, 'and the pins of both');
+  } else t.ok(across.dst.equals(want), 'across two buffers apart: the bytes copied into dst');
+  for (const p of [...(inPart.view.pins ?? []), ...(across.view.pins ?? [])]) p.unref();
+  c.close();
+  s.cache.close();
+  t.equal(pool.heldSize, pool.idleSize, 'once the views\' pins are released, every buffer is back in the pool');
+
+  // Blocks of buffers apart (GETs that resolve with buffers of their own): copied, no view.
+  const own = setup({ size: 4 * MiB });
+  const d = new ReadCursor(own.files[0]!, own.fetcher, 2 * MiB);
+  for (let pos = 0; pos < 2 * MiB; pos += 128 * KiB) await readAt(d, pos, 128 * KiB);
+  await settle();
+  const dst = Buffer.alloc(128 * KiB);
+  const view: ReadView = {};
+  const r = d.readNow(dst, dst.length, 2 * PART - 64 * KiB, undefined, view);
+  t.equal(typeof r === 'number' ? r : (await r).bytes, dst.length, 'read across two GETs\' own buffers');
+  t.equal(view.bytes, undefined, 'no view across buffers apart');
+  t.equal(view.pins, undefined, 'and no pins handed over');
+  t.ok(dst.equals(own.client.body(own.files[0]!.key).subarray(2 * PART - 64 * KiB, 2 * PART + 64 * KiB)), 'the bytes copied into dst');
+  d.close();
+  own.cache.close();
 });
