@@ -3,6 +3,8 @@
  * memory and verified (issue 14: a small file from the disk tier, read whole and CRC-checked
  * at open by src/cache/disk-cache.ts openSmall). A large file's sequential reads are answered
  * here too, from block cache buffers its reader lends (fuse_lend.c, asked first by mem_read).
+ * A read that does reach JavaScript may be answered there with a view of the block cache's
+ * buffer instead of a copy (fuse_lend.c "Views": mem_read_buf invites it and replies from it).
  *
  * Why: through fuse-native every FUSE operation is a hand-off from a libfuse worker to
  * Node's main thread and back (uv_async, JavaScript, a semaphore). A small file costs four
@@ -926,7 +928,8 @@ static int entry_read(struct mount *m, const char *path, char *buf, size_t size,
   return m->read(path, buf, size, offset, fi);
 }
 
-static int mem_read(const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
+/* mem_read's work, for a buffer whose first bytes say whether JavaScript may answer with a view (see mem_read_buf). */
+static int read_into(const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
   struct mount *m = mount_of_request();
   if (m == NULL) return -EIO; /* cannot happen: only our mounts have this read */
   /* A large file's blocks lent by its sequential reader (fuse_lend.c): no handle is in both tables. */
@@ -936,10 +939,21 @@ static int mem_read(const char *path, char *buf, size_t size, off_t offset, stru
 }
 
 /*
+ * libfuse's read, for a mount whose read_buf is not ours: never a view. The buffer is
+ * libfuse's malloc'd memory, which may hold a stale invitation of an earlier read_buf of
+ * another mount, so its first bytes are cleared before JavaScript may look at them.
+ */
+static int mem_read(const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
+  sluice_view_invite(buf, size, 0);
+  int res = read_into(path, buf, size, offset, fi);
+  return res == SLUICE_VIEW_CODE ? -EIO : res; /* cannot happen: nothing invited it */
+}
+
+/*
  * libfuse's read_buf, in place of its own wrapping of read (fuse_fs_read_buf: a malloc'd
  * buffer of `size`, read into it): a read wholly inside one buffer of the handle's lend is
  * answered from that buffer itself, held until its reply is written (fuse_init.c "Replies
- * from lent memory"); every other read is read into a malloc'd buffer by mem_read, as libfuse
+ * from lent memory"); every other read is read into a malloc'd buffer by read_into, as libfuse
  * would. libfuse frees the vector, and the buffer's memory unless the reply cleared it.
  */
 static int mem_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size, off_t offset, struct fuse_file_info *fi) {
@@ -971,8 +985,8 @@ static int mem_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size
   /* JavaScript may answer with a view of the bytes instead of copying them (fuse_lend.c "Views"). */
   int invite = m->reply_views && sluice_fuse_reply_can_hold();
   sluice_view_invite(mem, size, invite);
-  /* No lend, as the view just found: the small-file table or JavaScript. Else mem_read, which copies a lent read. */
-  int res = lent == -1 ? entry_read(m, path, mem, size, offset, fi) : mem_read(path, mem, size, offset, fi);
+  /* No lend, as the view just found: the small-file table or JavaScript. Else read_into, which copies a lent read. */
+  int res = lent == -1 ? entry_read(m, path, mem, size, offset, fi) : read_into(path, mem, size, offset, fi);
   if (res == SLUICE_VIEW_CODE) {
     const char *at;
     size_t n;
