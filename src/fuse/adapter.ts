@@ -48,6 +48,13 @@
  * (prom-client's histogram observe about 1.4%, the block cache's key strings about 1%); the
  * 128 KiB copy (memmove, about 11%) is the floor's too. What sluice adds over the floor per
  * read is roughly 0.5 CPU s/GB (about 60 us per 128 KiB read at 8,192 reads per GB).
+ *
+ * Since then most of a sequential reader's reads are answered in C from lent blocks, and
+ * those that still come here (reads that waited for their GET) are answered with a view of
+ * the cache's buffer when C invited it (native.ts ReadViews): the core copies nothing, the
+ * reply is written to the kernel from the block itself, and the block's pins are released
+ * once C reports it sent. That copy was 12% of a 4-reader daemon's samples; without it user
+ * CPU per GB halved (BENCHMARKS.md "t11-views").
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import type { Attr, FsCore, ReadView } from '../fs/types.js';
@@ -92,10 +99,10 @@ export interface AdapterHooks {
 
 /**
  * The smallest read answered with a view of the cache's buffer instead of a copy (native.ts
- * ReadViews): 32 KiB. A view costs a few N-API calls, a small allocation in C and a Map entry
- * (about 1-2 us); copying 32 KiB costs about as much, so smaller reads (small files, 4 KiB
- * random reads) are copied as before, and the 128 KiB to 1 MiB reads of a sequential reader,
- * where the copy is most of the read's CPU, are not.
+ * ReadViews): 32 KiB. A view costs three N-API calls, a malloc and free in C and a Map entry
+ * per read, whatever its size, while the copy it saves grows with the read: views are for the
+ * 128 KiB to 1 MiB reads of a sequential reader (where the copy was 12% of a 4-reader daemon's
+ * CPU, BENCHMARKS.md "t11-views"); small files and 4 KiB random reads are copied as before.
  */
 const VIEW_MIN_BYTES = 32 * 1024;
 
