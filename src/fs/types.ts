@@ -9,6 +9,7 @@
 import type { ReadView } from '../prefetch/read-cursor.js';
 
 export type { ReadView };
+export { releaseView } from '../prefetch/read-cursor.js';
 
 export interface Attr {
   /** Full st_mode: S_IFDIR | 0o555 for folders, S_IFREG | 0o444 for files. */

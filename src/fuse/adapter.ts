@@ -57,7 +57,7 @@
  * CPU per GB halved (BENCHMARKS.md "t11-views").
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
-import type { Attr, FsCore, ReadView } from '../fs/types.js';
+import { releaseView, type Attr, type FsCore, type ReadView } from '../fs/types.js';
 import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fusePassthroughCheckedAhead, fusePassthroughChecksAhead, fusePassthroughOpens, fuseOpSeconds, fuseReadBytes, fuseViewReplies } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
 import type { LendCounts, MemReads, NativeOps, NativeStat, ReadReply, ReadViews, TierOpens } from './native.js';
@@ -114,14 +114,8 @@ function viewCode(views: ReadViews, buf: Buffer, view: ReadView, n: number): num
     return code;
   }
   view.bytes!.copy(buf, 0, 0, n);
-  dropView(view);
+  releaseView(view);
   return n;
-}
-
-/** Releases a view's pins (its read was not answered with it). */
-function dropView(view: ReadView | undefined): void {
-  if (view?.pins) for (const p of view.pins) p.unref();
-  if (view) view.pins = undefined;
 }
 
 const RELEASE_LABELS = { op: 'release' } as const;
@@ -533,7 +527,7 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
       deadlines.wait(w);
       r.then((n) => {
         if (!deadlines.settled(w)) {
-          dropView(view);
+          releaseView(view); // the read was answered without it
           return;
         }
         readAnswered(n, started, reply, token, buf, views, view);

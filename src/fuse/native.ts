@@ -76,7 +76,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FuseUnavailableError } from '../errors.js';
-import type { BlockLease, ReadView } from '../fs/types.js';
+import { releaseView, type BlockLease, type ReadView } from '../fs/types.js';
 import { nativeForcedOff } from '../pipe/native.js';
 
 /** A stat as fuse-native encodes it (dates or epoch ms). */
@@ -298,10 +298,8 @@ function viewsOf(shim: FuseFdShim | undefined): ReadViews | undefined {
       const n = viewsDone.call(shim, done);
       for (let i = 0; i < n; i++) {
         const id = done[i]!;
-        const v = holds.get(id);
-        if (!v) continue;
+        releaseView(holds.get(id));
         holds.delete(id);
-        if (v.pins) for (const p of v.pins) p.unref();
       }
       if (n < VIEW_DRAIN_BATCH) return;
     }
@@ -309,12 +307,10 @@ function viewsOf(shim: FuseFdShim | undefined): ReadViews | undefined {
   viewsOnce = {
     invited: (buf) => viewInvited.call(shim, buf),
     reply: (buf, view) => {
+      // C reports the id sent only after the read has replied the code, so it is held in time.
       const id = next;
+      if (!view.bytes || !viewReply.call(shim, buf, view.bytes, id)) return undefined;
       holds.set(id, view);
-      if (!view.bytes || !viewReply.call(shim, buf, view.bytes, id)) {
-        holds.delete(id);
-        return undefined;
-      }
       next = next === Number.MAX_SAFE_INTEGER ? 1 : next + 1;
       return viewCode;
     },

@@ -147,6 +147,13 @@ export interface ReadView {
   pins?: Slab[];
 }
 
+/** Ends a view's hold: unrefs its pins (once; a view with none, or already released, is left as it is). */
+export function releaseView(view: ReadView | undefined): void {
+  if (!view?.pins) return;
+  unpin(view.pins);
+  view.pins = undefined;
+}
+
 /** Resident blocks lent to reads answered outside readNow() (step 6). */
 export interface CursorLend {
   /** File offset of blocks[0]; the blocks are contiguous in the file from here. */
