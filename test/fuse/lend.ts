@@ -8,30 +8,24 @@
  * never a mix), a mount unmounted while a handle holds a lend (every lease given back), and
  * the JavaScript-only path (SLUICE_NO_LEND=1).
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
-import path from 'node:path';
 import t from 'tap';
-import type { Test } from '../helpers/tap.js';
 import '../helpers/exit-watch.js';
-import { mountFastFile, type FastFileMount } from '../../src/fuse/fastfile.js';
-import { generateBytes, seedDataset, sourceBytes, type SeededObject } from '../../src/local/dataset.js';
-import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
+import type { FastFileMount } from '../../src/fuse/fastfile.js';
+import { generateBytes, sourceBytes } from '../../src/local/dataset.js';
 import { setLogLevel } from '../../src/log.js';
 import { metricSum } from '../helpers/metrics.js';
 import { until } from '../helpers/poll.js';
-import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { largeFiles } from '../helpers/large-files.js';
 
 setLogLevel('error');
 
 const MiB = 1024 * 1024;
 const BUCKET = 'lend';
 const PREFIX = 'big/';
-/** 4 MiB parts, as a 256 MiB cache lends 32 MiB (8 parts) at most: a 40 MiB file needs several lends. */
-const PART = 4 * MiB;
+/** A 40 MiB file needs several lends (4 MiB parts, 32 MiB a lend at most: helpers/large-files.ts). */
 const SIZE = 40 * MiB + 12_345;
 /** More files than tests, so that each count is taken on a file no earlier test read (no page cache, no resident blocks). */
 const FILES = 8;
@@ -42,15 +36,6 @@ const readOps = () => metricSum('sluice_fuse_operations_total', { op: 'read', re
 const served = () => metricSum('sluice_served_bytes_total');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** stdout of a command as a Buffer (bounded in time). */
-function run(cmd: string, args: string[]): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    execFile(cmd, args, { encoding: 'buffer', maxBuffer: 2 * SIZE, timeout: 120_000 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`${cmd} ${args.join(' ')} failed: ${String(stderr) || err.message}`));
-      else resolve(stdout);
-    });
-  });
-}
 /** Drops the kernel's cached pages of `file`, so its next read asks the mount again. */
 const dropPages = (file: string) => run('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
 
@@ -70,35 +55,8 @@ function sequential(fh: FileHandle, src: Buffer) {
   return r;
 }
 
-let s3: LocalS3;
-let objects: SeededObject[];
-
-t.before(async () => {
-  s3 = await startLocalS3();
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket(BUCKET);
-  objects = await seedDataset(s3, BUCKET, PREFIX, { largeFiles: { count: FILES, size: SIZE } });
-});
-t.teardown(() => s3.stop());
-
-let nextFile = 0;
-/** A file of the dataset that no earlier test read. */
-function freshFile(): SeededObject {
-  const o = objects[nextFile++];
-  if (!o) throw new Error('test/fuse/lend.ts: more tests than files: raise FILES');
-  return o;
-}
-
-async function mount(t: Test, name: string): Promise<{ m: FastFileMount; file: (o: SeededObject) => string }> {
-  const dir = await tempMountpoint(t, name);
-  const m = await mountFastFile({
-    uri: `s3://${BUCKET}/${PREFIX}`, mountpoint: dir,
-    // Cross-file prefetch off: a file's blocks are fetched only by its own reader.
-    options: testMountOptions(s3.endpoint, { cacheSize: 256 * MiB, partSize: PART, maxPrefetch: 16 * MiB, maxInflight: 64 * MiB, crossFilePrefetch: 0 }),
-  });
-  t.teardown(() => m.unmount());
-  return { m, file: (o) => path.join(dir, o.key.slice(PREFIX.length)) };
-}
+const files = largeFiles(t, { bucket: BUCKET, prefix: PREFIX, count: FILES, size: SIZE });
+const { freshFile, mount, run } = files;
 
 /** Counts taken around one read of a file: reads answered in C, FUSE reads in all, bytes served. */
 async function counted(m: FastFileMount, read: () => Promise<void>): Promise<{ inC: number; reads: number; bytes: number }> {
@@ -192,7 +150,7 @@ t.test('an object overwritten while its reader holds a lend: old bytes or an err
   // Read until the handle holds a lend (bounded: a quarter of the file).
   while (r.off < o.size / 4 && (m.core.lent === 0 || r.off < 2 * MiB)) await r.read(step);
   t.ok(m.core.lent > 0, `the reader holds a lend at ${r.off} (${m.core.lent} bytes)`);
-  await s3.putObject(BUCKET, o.key, generateBytes(o.key, o.size, 99));
+  await files.s3.putObject(BUCKET, o.key, generateBytes(o.key, o.size, 99));
   let failed: NodeJS.ErrnoException | undefined;
   while (r.off < o.size && !failed) {
     try {

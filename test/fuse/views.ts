@@ -6,23 +6,18 @@
  * every view's pins released once its reads are over; an object overwritten while it is read
  * (old bytes or an errno, never a mix); and SLUICE_NO_VIEW=1 (no view, same bytes).
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
-import path from 'node:path';
 import t from 'tap';
-import type { Test } from '../helpers/tap.js';
 import '../helpers/exit-watch.js';
-import { mountFastFile, type FastFileMount } from '../../src/fuse/fastfile.js';
+import type { FastFileMount } from '../../src/fuse/fastfile.js';
 import { viewsHeld } from '../../src/fuse/native.js';
-import { generateBytes, seedDataset, sourceBytes, type SeededObject } from '../../src/local/dataset.js';
-import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
+import { generateBytes, sourceBytes } from '../../src/local/dataset.js';
 import { setLogLevel } from '../../src/log.js';
 import { metricSum } from '../helpers/metrics.js';
 import { until } from '../helpers/poll.js';
-import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { largeFiles } from '../helpers/large-files.js';
 
 setLogLevel('error');
 
@@ -36,42 +31,8 @@ const FILES = 8;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const viewReplies = () => metricSum('sluice_fuse_view_replies_total');
 
-function run(cmd: string, args: string[]): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    execFile(cmd, args, { encoding: 'buffer', maxBuffer: 2 * SIZE, timeout: 120_000 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`${cmd} ${args.join(' ')} failed: ${String(stderr) || err.message}`));
-      else resolve(stdout);
-    });
-  });
-}
-
-let s3: LocalS3;
-let objects: SeededObject[];
-
-t.before(async () => {
-  s3 = await startLocalS3();
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket(BUCKET);
-  objects = await seedDataset(s3, BUCKET, PREFIX, { largeFiles: { count: FILES, size: SIZE } });
-});
-t.teardown(() => s3.stop());
-
-let nextFile = 0;
-function freshFile(): SeededObject {
-  const o = objects[nextFile++];
-  if (!o) throw new Error('test/fuse/views.ts: more tests than files: raise FILES');
-  return o;
-}
-
-async function mount(t: Test, name: string): Promise<{ m: FastFileMount; file: (o: SeededObject) => string }> {
-  const dir = await tempMountpoint(t, name);
-  const m = await mountFastFile({
-    uri: `s3://${BUCKET}/${PREFIX}`, mountpoint: dir,
-    options: testMountOptions(s3.endpoint, { cacheSize: 256 * MiB, partSize: 4 * MiB, maxPrefetch: 16 * MiB, maxInflight: 64 * MiB, crossFilePrefetch: 0 }),
-  });
-  t.teardown(() => m.unmount());
-  return { m, file: (o) => path.join(dir, o.key.slice(PREFIX.length)) };
-}
+const files = largeFiles(t, { bucket: BUCKET, prefix: PREFIX, count: FILES, size: SIZE });
+const { freshFile, mount, run } = files;
 
 /** Waits until every view's reply was reported sent and its pins released (the mount's catch-up drains them). */
 async function allReleased(m: FastFileMount): Promise<boolean> {
@@ -129,7 +90,7 @@ t.test('an object overwritten while it is read: old bytes or an errno, never a m
     if (!buf.subarray(0, bytesRead).equals(old.subarray(off, off + bytesRead))) bad++;
   }
   t.ok((await viewReplies()) - v0 > 0, 'reads before the overwrite were replied from views');
-  await s3.putObject(BUCKET, o.key, generateBytes(o.key, o.size, 77));
+  await files.s3.putObject(BUCKET, o.key, generateBytes(o.key, o.size, 77));
   let failed: NodeJS.ErrnoException | undefined;
   for (; off < o.size && !failed; off += step) {
     const buf = Buffer.alloc(step);
