@@ -7,7 +7,11 @@
  *   undici-dispatch  undici Pool.dispatch with a handler: no stream, no promise per chunk;
  *   wire             sluice's own client (src/s3/wire.ts) via S3ObjectClient.getRange(into).
  * Each mode runs in its own process; "fresh" is its first pass over the object, "warm" the second.
- * Every pass is sha256-verified. Usage: node scripts/receive-floor.mjs [--size MiB] [--rounds N] [--modes wire,undici-request,...]
+ * The GETs land in 8 slabs, or with --slabs N in N slabs taken in turn (a larger working set,
+ * each slab's first write in the fresh pass); with --arena the slabs come from the block
+ * cache's pool (populated in its region, src/pipe/native.ts slabPool), else Buffer.alloc.
+ * Every pass is sha256-verified. Usage: node scripts/receive-floor.mjs [--size MiB] [--rounds N]
+ * [--modes wire,undici-request,...] [--slabs N] [--arena]
  */
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -26,7 +30,17 @@ if (process.argv[2] === '--child') {
   const client = createObjectClient({ bucket: 'floor', endpoint, region: 'us-east-1', pathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } });
   const { pool, reader, addressing } = await client.getDataPath();
   const sign = reader.o.sign;
-  const slabs = Array.from({ length: PARALLEL }, () => Buffer.alloc(PART));
+  const count = Number(process.env.RECEIVE_FLOOR_SLABS ?? PARALLEL);
+  const { slabPool } = await import(path.join(dist, 'pipe/native.js'));
+  const arena = process.env.RECEIVE_FLOOR_ARENA === '1' ? slabPool(count * PART, 256 * 1024) : undefined;
+  const all = Array.from({ length: count }, () => (arena ? arena.acquire(PART).buf : Buffer.alloc(PART)));
+  let turn = 0;
+  /** The next PARALLEL slabs, in turn. */
+  const nextSlabs = () => {
+    const out = Array.from({ length: PARALLEL }, (_, i) => all[(turn + i) % count]);
+    turn = (turn + PARALLEL) % count;
+    return out;
+  };
   const getPart = async (start, end, slab) => {
     const p = addressing.pathFor('obj');
     if (mode === 'wire') return client.getRange('obj', start, end, etag, { into: slab.subarray(0, end - start) });
@@ -52,7 +66,7 @@ if (process.argv[2] === '--child') {
     const t0 = performance.now();
     let hashCpu = 0;
     for (let s = 0; s < size; s += PART * PARALLEL) {
-      const got = await Promise.all(slabs.map((slab, i) => {
+      const got = await Promise.all(nextSlabs().map((slab, i) => {
         const a = s + i * PART;
         return a < size ? getPart(a, Math.min(size, a + PART), slab) : undefined;
       }));
@@ -79,6 +93,8 @@ for (let i = 0; i < args.length; i++) {
   if (args[i] === '--size') sizeMiB = Number(args[++i]);
   if (args[i] === '--rounds') rounds = Number(args[++i]);
   if (args[i] === '--modes') modes = args[++i].split(',');
+  if (args[i] === '--slabs') process.env.RECEIVE_FLOOR_SLABS = String(Number(args[++i]));
+  if (args[i] === '--arena') process.env.RECEIVE_FLOOR_ARENA = '1';
 }
 /** Node flags for the measured child processes, e.g. RECEIVE_FLOOR_NODE_ARGS='--cpu-prof --cpu-prof-dir=DIR'. */
 const childArgs = (process.env.RECEIVE_FLOOR_NODE_ARGS ?? '').split(' ').filter(Boolean);
