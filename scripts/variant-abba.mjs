@@ -12,8 +12,10 @@
  * With --proxy, the daemon reaches s3rver through the bench's latency proxy (no added latency,
  * no bandwidth cap; its own process), as `sluice bench`'s no-latency profile does.
  *
- * Usage: node scripts/variant-abba.mjs [--dist DIR] [--rounds N] [--readers N] [--variant NAME:VAR=VAL[,VAR=VAL]] [--proxy]
+ * Usage: node scripts/variant-abba.mjs [--dist DIR] [--rounds N] [--readers N] [--variant NAME:VAR=VAL[,VAR=VAL]] [--variant-dist DIR] [--proxy]
  *   default: dist, 7 rounds (14 runs), 4 readers, off:SLUICE_NO_VIEW=1, no proxy
+ *   --variant-dist runs the variant from another build (its settings may then be empty, e.g.
+ *   `--variant before: --variant-dist /path/to/old/dist`; the build's ../native must hold the addon).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -22,12 +24,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
-const { values: a } = parseArgs({ options: { dist: { type: 'string', default: 'dist' }, rounds: { type: 'string', default: '7' }, readers: { type: 'string', default: '4' }, variant: { type: 'string', default: 'off:SLUICE_NO_VIEW=1' }, proxy: { type: 'boolean', default: false } } });
+const { values: a } = parseArgs({ options: { dist: { type: 'string', default: 'dist' }, rounds: { type: 'string', default: '7' }, readers: { type: 'string', default: '4' }, variant: { type: 'string', default: 'off:SLUICE_NO_VIEW=1' }, proxy: { type: 'boolean', default: false }, 'variant-dist': { type: 'string' } } });
 const dist = path.resolve(a.dist);
 const rounds = Number(a.rounds);
 const readers = Number(a.readers);
 const [vname, vsettings] = a.variant.split(':');
-const venv = Object.fromEntries(vsettings.split(',').map((kv) => kv.split('=')));
+const venv = Object.fromEntries((vsettings ?? '').split(',').filter(Boolean).map((kv) => kv.split('=')));
+// The variant may be another build (e.g. the commit before a change) instead of, or as well as, settings.
+const vdist = a['variant-dist'] ? path.resolve(a['variant-dist']) : dist;
 const MiB = 1024 * 1024;
 const { startLocalS3 } = await import(path.join(dist, 'local/s3-server.js'));
 const s3 = await startLocalS3();
@@ -52,7 +56,7 @@ for (let r = 0; r < rounds; r++) for (const variant of (r % 2 ? [vname, 'default
   const mnt = mkdtempSync(path.join(os.tmpdir(), 'variant-abba-'));
   const out = mkdtempSync('/dev/shm/variant-abba-');
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const child = spawn(process.execPath, [path.join(dist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', String(port), '--log-level', 'warn', '--cache-size', '1GiB'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [path.join(variant === 'default' ? dist : vdist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', endpoint, '--path-style', '--metrics-port', String(port), '--log-level', 'warn', '--cache-size', '1GiB'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     await new Promise((resolve, reject) => { let o = ''; child.stdout.on('data', (d) => { o += d; if (o.includes('ready')) resolve(); }); child.on('exit', (c) => reject(new Error(`mount exited ${c}`))); });
     readdirSync(path.join(mnt, 'set'));
@@ -69,8 +73,11 @@ for (let r = 0; r < rounds; r++) for (const variant of (r % 2 ? [vname, 'default
     results[variant].push(row);
     console.log(`${variant.padEnd(8)} ${row.mbps.toFixed(0)} MB/s  CPU ${row.cpu.toFixed(2)} s/GB (user ${row.user.toFixed(2)})  ${row.faultsK.toFixed(0)}k faults/GB  reads ${row.reads}: ${row.inC} in C, ${row.views} views  ${ok ? 'sha256 ok' : 'SHA256 MISMATCH'}`);
   } finally {
-    child.kill('SIGTERM');
-    await new Promise((r2) => child.on('exit', r2));
+    // A daemon that already exited (it failed to mount) has no exit event left to wait for.
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((r2) => child.on('exit', r2));
+    }
     spawnSync('umount', [mnt]);
     rmSync(out, { recursive: true, force: true });
     rmSync(mnt, { recursive: true, force: true });

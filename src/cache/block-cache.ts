@@ -27,7 +27,8 @@
  * leaves the cache (or the fetch fails); a reader that is handed a block (lookup() or
  * fill() with `pins`) holds another until it has copied the bytes out and unrefs it.
  * A buffer goes back to the pool only when no reference is left, so bytes a reader
- * holds are never overwritten by a later GET.
+ * holds are never overwritten by a later GET. A fill may read into the first part of a
+ * longer slab (fill's `slabBytes`): the size counts the blocks' bytes, the pool the slab.
  *
  * Prefetch accounting: a block fetched ahead of a reader carries its kind
  * ('sequential', 'cross_file' or 'random_fill') until a reader first uses it (counted "used"),
@@ -291,21 +292,25 @@ export class BlockCache implements BlockStore {
    * With a pool and `bytes` (the run's length) poolable, `run` gets a recycled buffer of
    * exactly `bytes` to read into (it may ignore it and resolve with its own), and its
    * Slab (to take references of its own, e.g. for a write that outlives the GET); `pins`
-   * then gets a reference to it, as in lookup().
+   * then gets a reference to it, as in lookup(). With `slabBytes` larger than `bytes`, the
+   * buffer is the first `bytes` of a slab of `slabBytes` (a sequential reader's GET shorter
+   * than a part, ../prefetch/block-fetcher.ts): the slab's length recurs, so it is reused.
    */
   fill(
     key: string, etag: string, first: number, count: number, run: (into?: Buffer, slab?: Slab) => Promise<Buffer>, kind?: PrefetchKind,
-    opts: { bytes?: number; pins?: Slab[] } = {},
+    opts: { bytes?: number; pins?: Slab[]; slabBytes?: number } = {},
   ): Promise<Buffer>[] {
     const keys: string[] = [];
     const records: Inflight[] = [];
     // The cache's own reference, held until the group leaves the cache or the fetch fails.
-    let slab = this.closed || opts.bytes === undefined ? undefined : this.pool?.acquire(opts.bytes);
+    let slab = this.closed || opts.bytes === undefined ? undefined : this.slabFor(opts.bytes, opts.slabBytes);
     pin(slab, opts.pins);
+    // The run reads into the slab's first `bytes` (all of it, unless a larger slab was asked for).
+    const into = slab && slab.buf.length !== opts.bytes ? slab.buf.subarray(0, opts.bytes) : slab?.buf;
     // new Promise(): a run() that throws synchronously becomes a rejection like any other.
-    const stored = new Promise<Buffer>((resolve) => resolve(run(slab?.buf, slab))).then(
+    const stored = new Promise<Buffer>((resolve) => resolve(run(into, slab))).then(
       (buf) => {
-        if (slab && buf !== slab.buf) {
+        if (slab && buf !== into) {
           // The client read into a buffer of its own: ours is not used (pinned readers still hold theirs).
           slab.unref();
           slab = undefined;
@@ -444,6 +449,16 @@ export class BlockCache implements BlockStore {
         prefetchEvictedUnreadBytes.inc({ kind: v.kind }, v.data.length);
       }
     }
+  }
+
+  /**
+   * The pooled slab a fill of `bytes` reads into: one of `slabBytes` when the caller asked for a
+   * larger slab and the pool keeps that length (the run then uses its first `bytes`), else one
+   * of exactly `bytes`, or undefined when neither length is pooled.
+   */
+  private slabFor(bytes: number, slabBytes: number | undefined): Slab | undefined {
+    if (slabBytes !== undefined && slabBytes > bytes) return this.pool?.acquire(slabBytes) ?? this.pool?.acquire(bytes);
+    return this.pool?.acquire(bytes);
   }
 
   private unahead(n: number): void {

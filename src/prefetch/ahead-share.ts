@@ -16,9 +16,11 @@
  *    active reader, which is what every reader had before this budget existed.
  *  - A reader's window is capped at B / n, rounded down to whole parts and never less
  *    than MIN_READER_PARTS parts. n is the number of sequential readers that asked for
- *    read-ahead in the last ACTIVE_MS, with more than that smallest share still to fetch:
- *    small files, and large ones near their end, do not count. While n ≤ FLOOR_WINDOWS (one
- *    reader alone), no reader is capped.
+ *    read-ahead in the last ACTIVE_MS. A reader asks when it has more than the smallest share
+ *    still to fetch (small files do not count), and once it has asked, it goes on asking to
+ *    the end of its file: what it still has ahead there is memory in use, so it keeps to
+ *    its share and the others' shares grow when it closes (leave()). While
+ *    n ≤ FLOOR_WINDOWS (one reader alone), no reader is capped.
  *  - The evidence: every sequential read-ahead GET of a whole part that went to the server
  *    reports how long it took (sample()). All such GETs have the same length, so their
  *    rates compare:

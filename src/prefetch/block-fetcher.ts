@@ -17,6 +17,17 @@
  * the budget refuses, and `onRoom()` tells the waiting prefetchers when either frees up.
  * A GET reads into a recycled buffer when the cache has a pool (the client is given
  * it as `into`); a reader's blocks are pinned through `pins` (see the block cache).
+ * A sequential reader's GET shorter than a part (its window ramping up from FIRST_WINDOW,
+ * or a first read fetching its own blocks) reads into the first bytes of a part-long
+ * slab when the file goes on for at least one more whole part after the GET's own: the
+ * pool reuses only slabs of the same length, and a slab of the ramp's own length (0.5,
+ * 1.25, 2.25, 3.25 MiB...) was never asked for again. Measured with 4 readers of 128 MiB
+ * on a new daemon: 31-40 MiB of such slabs sat idle for the whole read, mapped for one
+ * GET each (BENCHMARKS.md "t11-ramp"). A part's slab is taken up by the reader's
+ * whole-part GETs once its window reaches a part.
+ * A random reader's GETs keep slabs of their own length: the cache may keep their few
+ * blocks for long, and a part-long slab behind each would hold far more memory than
+ * the cache counts.
  * Each sequential read-ahead GET of one whole part reports its duration to `onPartTimed`
  * (the channel's shared read-ahead budget, ./ahead-share.ts, learns from it), unless the
  * client answered some of it locally (RangeOptions.onLocal: the disk tier).
@@ -76,12 +87,12 @@ export class BlockFetcher {
    * Pooled buffers behind the blocks get a reference pushed to `pins`; the caller must
    * unref each once it has copied the bytes out (or given up).
    */
-  demand(file: FileRef, first: number, last: number, pins?: Slab[]): Array<Buffer | Promise<Buffer>> {
+  demand(file: FileRef, first: number, last: number, pins?: Slab[], ramp = false): Array<Buffer | Promise<Buffer>> {
     const out: Array<Buffer | Promise<Buffer>> = [];
     let runStart = -1;
     const flush = (endExclusive: number) => {
       if (runStart < 0) return;
-      const promises = this.startRun(file, runStart, endExclusive - runStart, undefined, undefined, pins);
+      const promises = this.startRun(file, runStart, endExclusive - runStart, undefined, undefined, pins, ramp);
       for (let i = 0; i < promises.length; i++) out[runStart - first + i] = promises[i]!;
       runStart = -1;
     };
@@ -117,7 +128,7 @@ export class BlockFetcher {
       if (!this.cache.roomAhead(bytes)) return i;
       const release = this.budget.tryAcquire(bytes, kind);
       if (!release) return i;
-      this.startRun(file, i, j - i + 1, kind, release);
+      this.startRun(file, i, j - i + 1, kind, release, undefined, kind === 'sequential');
       i = j + 1;
     }
     return last + 1;
@@ -168,9 +179,13 @@ export class BlockFetcher {
     return Math.min(file.size, start + count * this.blockSize) - start;
   }
 
-  private startRun(file: FileRef, first: number, count: number, kind: PrefetchKind | undefined, release?: () => void, pins?: Slab[]): Promise<Buffer>[] {
+  private startRun(file: FileRef, first: number, count: number, kind: PrefetchKind | undefined, release?: () => void, pins?: Slab[], ramp = false): Promise<Buffer>[] {
     const start = first * this.blockSize;
     const end = start + this.runBytes(file, first, count);
+    // A sequential reader's GET shorter than a part, in a file that goes on for at least one
+    // more whole part: read into a part's slab (see the module comment).
+    const partBytes = this.blocksPerPart * this.blockSize;
+    const slabBytes = ramp && count < this.blocksPerPart && end - start === count * this.blockSize && file.size >= (this.part(first) + 2) * partBytes ? partBytes : undefined;
     const done = release ?? this.budget.acquireDemand(end - start);
     this.stats.gets++;
     this.stats.bytes += end - start;
@@ -198,6 +213,6 @@ export class BlockFetcher {
         done();
       }
     };
-    return this.cache.fill(file.key, file.etag, first, count, run, kind, { bytes: end - start, pins });
+    return this.cache.fill(file.key, file.etag, first, count, run, kind, { bytes: end - start, pins, slabBytes });
   }
 }

@@ -89,3 +89,51 @@ t.test('onPartTimed: sequential read-ahead GETs of whole parts only, and not tho
   }
   t.equal(samples.length, 1, 'of two whole-part GETs, only the one from the server is a sample');
 });
+
+t.test('ramp slabs: a sequential GET shorter than a part reads into a part-long slab when the file goes on for another whole part', async (t) => {
+  const part = 256 * KiB;
+  const mk = (size: number) => {
+    const client = new FakeObjectClient();
+    client.honourInto = true; // GETs read into the pooled buffers, as the real client does
+    const etag = client.put('k', patternBytes(size, 11));
+    const cache = new BlockCache({ capacityBytes: 64 * 1024 * KiB, blockSize: 64 * KiB, poolBytes: 64 * 1024 * KiB });
+    const fetcher = new BlockFetcher(client, cache, new InflightBudget(4 * 1024 * KiB), part);
+    return { client, cache, fetcher, file: { key: 'k', etag, size } };
+  };
+  const lengths = (s: ReturnType<typeof mk>) => s.cache.pool!.stats;
+
+  // A 1 MiB file (4 parts): a window ramping up (1 block, then 2, then 1 to the part's end), then whole parts.
+  const s = mk(4 * part);
+  const body = s.client.body('k');
+  const got: Buffer[] = [];
+  got.push(...(await Promise.all(s.fetcher.demand(s.file, 0, 0, undefined, true)))); // a sequential reader's first read
+  t.equal(s.fetcher.prefetch(s.file, 1, 2, 'sequential'), 3);
+  t.equal(s.fetcher.prefetch(s.file, 3, 3, 'sequential'), 4);
+  got.push(...(await Promise.all(s.fetcher.demand(s.file, 1, 3))));
+  t.same(s.client.requests.map((r) => (r.end - r.start) / KiB), [64, 128, 64], 'the ramp GETs as asked for');
+  t.ok(Buffer.concat(got).equals(body.subarray(0, part)), 'their bytes are the object\'s');
+  t.equal(lengths(s).allocated, 3, 'three slabs');
+  t.equal(s.cache.pool!.heldSize, 3 * part, 'each a part long');
+  // The reader passes part 0: its blocks go, and their slabs carry the whole-part GETs that follow.
+  for (let i = 0; i < 4; i++) s.cache.retire('k', s.file.etag, i, 4);
+  t.equal(s.fetcher.prefetch(s.file, 4, 11, 'sequential'), 12);
+  const rest = await Promise.all(s.fetcher.demand(s.file, 4, 11));
+  t.ok(Buffer.concat(rest).equals(body.subarray(part, 3 * part)), 'the whole parts\' bytes are the object\'s');
+  t.equal(lengths(s).allocated, 3, 'no new slab: the ramp\'s were reused');
+  t.equal(lengths(s).reused, 2);
+  t.equal(s.cache.pool!.heldSize, 3 * part);
+
+  // Not for random readers, a short file, or the last part of a file: their GETs keep slabs of their own length.
+  for (const [name, size, run] of [
+    ['random', 4 * part, (x: ReturnType<typeof mk>) => x.fetcher.demand(x.file, 0, 0)],
+    ['file of one part and a half', part + part / 2, (x: ReturnType<typeof mk>) => x.fetcher.demand(x.file, 0, 0, undefined, true)],
+    ['last whole part', 2 * part, (x: ReturnType<typeof mk>) => x.fetcher.demand(x.file, 4, 4, undefined, true)],
+  ] as const) {
+    const u = mk(size);
+    const [b] = await Promise.all(run(u));
+    t.ok(b!.equals(u.client.body('k').subarray(b === undefined ? 0 : u.client.requests[0]!.start, u.client.requests[0]!.end)), `${name}: the bytes`);
+    t.equal(u.cache.pool!.heldSize, 64 * KiB, `${name}: a slab of the GET's own length`);
+    u.cache.close();
+  }
+  s.cache.close();
+});

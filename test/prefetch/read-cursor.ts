@@ -608,3 +608,34 @@ t.test('a read with a view: bytes inside one GET\'s buffer are handed over with 
   d.close();
   own.cache.close();
 });
+
+t.test('shared read-ahead: a large file\'s reader keeps to its share up to its end and counts until it closes', async (t) => {
+  // A window of 4 parts, so two readers' shares (2 parts each) are as small as a share gets: a reader
+  // that fetched the rest of its file once it had no more than that left would read further ahead.
+  const max = 4 * PART;
+  const s = setup({ files: 2, size: 16 * MiB });
+  const share = new AheadShare({ maxPrefetch: max, partSize: PART, channel: 'cursor-share-tail' });
+  const [a, b] = s.files.map((f) => new ReadCursor(f, s.fetcher, max, undefined, 0, 0, share)) as [ReadCursor, ReadCursor];
+  const ahead = (i: number, pos: number) => Math.max(...s.client.requests.filter((r) => r.key === s.files[i]!.key).map((r) => r.end)) - pos;
+  const half = Math.max(share.minShare, Math.floor(share.floor / 2 / PART) * PART);
+  let counted = 0;
+  let worstA = 0;
+  // Both read at the same pace; `a` reads to its end, `b` its first half (it stays counted: well within ACTIVE_MS).
+  for (let pos = 0; pos < 16 * MiB; pos += 128 * KiB) {
+    await readAt(a, pos, 128 * KiB);
+    // From 2 MiB on: `a`'s first read, before `b` counted, read a window of its own ahead.
+    if (pos >= 2 * MiB) worstA = Math.max(worstA, ahead(0, pos + 128 * KiB));
+    if (pos < 8 * MiB) await readAt(b, pos, 128 * KiB);
+    counted = Math.max(counted, share.readers);
+    await settle();
+  }
+  t.equal(counted, 2, 'both counted');
+  t.ok(worstA <= half + PART, `\`a\` kept to its share to the end (at most ${worstA / KiB} KiB ahead, share ${half / KiB} KiB)`);
+  t.equal(share.readers, 2, '`a`, at its end, still counts while it is open');
+  a.close();
+  t.equal(share.readers, 1, 'closed, it counts no more');
+  await readAt(b, 8 * MiB, 128 * KiB);
+  await settle();
+  t.ok(ahead(1, 8 * MiB + 128 * KiB) > half + PART, `and \`b\`, alone, reads a full window ahead (${ahead(1, 8 * MiB + 128 * KiB) / KiB} KiB)`);
+  b.close();
+});
