@@ -27,8 +27,9 @@
  * leaves the cache (or the fetch fails); a reader that is handed a block (lookup() or
  * fill() with `pins`) holds another until it has copied the bytes out and unrefs it.
  * A buffer goes back to the pool only when no reference is left, so bytes a reader
- * holds are never overwritten by a later GET. A fill may read into the first part of a
- * longer slab (fill's `slabBytes`): the size counts the blocks' bytes, the pool the slab.
+ * holds are never overwritten by a later GET. The short GETs of one part may read into one
+ * part-long slab, each at its place (fill's `slabBytes`), each group holding a reference: the
+ * size counts the blocks' bytes, the pool the slab.
  *
  * Prefetch accounting: a block fetched ahead of a reader carries its kind
  * ('sequential', 'cross_file' or 'random_fill') until a reader first uses it (counted "used"),
@@ -67,6 +68,13 @@ export const AHEAD_SHARE = 0.5;
  * cross-file prefetch (../prefetch/cross-file.ts), or the fill of a small file read at random
  * (../prefetch/random-fill.ts). It is the `kind` label of sluice_prefetch_bytes_total.
  */
+/**
+ * Size at which the map of part slabs (slabFor) is swept of slabs gone back to the pool: 64. Each
+ * sequential reader of a large file adds one entry per file, so a sweep, a scan of 64 entries,
+ * runs once per 64 files read in turn; the entries it keeps are the ramps still in the cache.
+ */
+const PART_SLABS_SWEEP = 64;
+
 export type PrefetchKind = 'sequential' | 'cross_file' | 'random_fill';
 
 export interface BlockId {
@@ -165,6 +173,8 @@ export class BlockCache implements BlockStore {
   /** A prefetcher was refused room since the last notification: tell the listeners when room frees up. */
   private aheadStarved = false;
   private readonly aheadListeners = new Set<() => void>();
+  /** The part-long slabs of sequential readers' short GETs, by part of an object version (slabFor). */
+  private readonly partSlabs = new Map<string, { slab: Slab; gen: number; end: number }>();
   /** Set while dropGroup removes the siblings of an evicted block: they count as evicted too. */
   private evictingGroup = false;
 
@@ -292,9 +302,10 @@ export class BlockCache implements BlockStore {
    * With a pool and `bytes` (the run's length) poolable, `run` gets a recycled buffer of
    * exactly `bytes` to read into (it may ignore it and resolve with its own), and its
    * Slab (to take references of its own, e.g. for a write that outlives the GET); `pins`
-   * then gets a reference to it, as in lookup(). With `slabBytes` larger than `bytes`, the
-   * buffer is the first `bytes` of a slab of `slabBytes` (a sequential reader's GET shorter
-   * than a part, ../prefetch/block-fetcher.ts): the slab's length recurs, so it is reused.
+   * then gets a reference to it, as in lookup(). With `slabBytes` larger than `bytes` (a
+   * sequential reader's GET shorter than a part, ../prefetch/block-fetcher.ts), the buffer is
+   * `bytes` of a slab of `slabBytes` that the GETs of one part share, at the GET's place in the
+   * part (slabFor): the slab's length recurs, so it is reused, and one slab serves a ramp.
    */
   fill(
     key: string, etag: string, first: number, count: number, run: (into?: Buffer, slab?: Slab) => Promise<Buffer>, kind?: PrefetchKind,
@@ -303,10 +314,11 @@ export class BlockCache implements BlockStore {
     const keys: string[] = [];
     const records: Inflight[] = [];
     // The cache's own reference, held until the group leaves the cache or the fetch fails.
-    let slab = this.closed || opts.bytes === undefined ? undefined : this.slabFor(opts.bytes, opts.slabBytes);
+    const taken = this.closed || opts.bytes === undefined ? undefined : this.slabFor(key, etag, first, opts.bytes, opts.slabBytes);
+    let slab = taken?.slab;
     pin(slab, opts.pins);
-    // The run reads into the slab's first `bytes` (all of it, unless a larger slab was asked for).
-    const into = slab && slab.buf.length !== opts.bytes ? slab.buf.subarray(0, opts.bytes) : slab?.buf;
+    // The run reads into `bytes` of the slab from `at` (all of it, unless a larger slab was asked for).
+    const into = taken && (taken.at !== 0 || taken.slab.buf.length !== opts.bytes) ? taken.slab.buf.subarray(taken.at, taken.at + opts.bytes!) : slab?.buf;
     // new Promise(): a run() that throws synchronously becomes a rejection like any other.
     const stored = new Promise<Buffer>((resolve) => resolve(run(into, slab))).then(
       (buf) => {
@@ -427,6 +439,7 @@ export class BlockCache implements BlockStore {
     this.ahead = 0;
     this.inflight.clear();
     this.pool?.clear();
+    this.partSlabs.clear();
     this.updateGauge();
     cacheCapacityBytes.dec(this.capacityBytes);
   }
@@ -452,13 +465,44 @@ export class BlockCache implements BlockStore {
   }
 
   /**
-   * The pooled slab a fill of `bytes` reads into: one of `slabBytes` when the caller asked for a
-   * larger slab and the pool keeps that length (the run then uses its first `bytes`), else one
-   * of exactly `bytes`, or undefined when neither length is pooled.
+   * The pooled slab a fill of `bytes` from block `first` reads into, with one reference for the
+   * fill, and where in it: with `slabBytes` larger than `bytes` (a sequential reader's GET shorter
+   * than a part, ../prefetch/block-fetcher.ts), the slab of that length that stands for the
+   * GET's part of the object version, at the GET's offset within the part. The first such GET
+   * of a part takes a slab from the pool; later ones of the same part share it while any of
+   * them still holds it (the GETs of one part never overlap, so they write apart). Else a slab
+   * of exactly `bytes`, or undefined when the length is not pooled.
    */
-  private slabFor(bytes: number, slabBytes: number | undefined): Slab | undefined {
-    if (slabBytes !== undefined && slabBytes > bytes) return this.pool?.acquire(slabBytes) ?? this.pool?.acquire(bytes);
-    return this.pool?.acquire(bytes);
+  private slabFor(key: string, etag: string, first: number, bytes: number, slabBytes: number | undefined): { slab: Slab; at: number } | undefined {
+    if (slabBytes === undefined || slabBytes <= bytes || slabBytes % this.blockSize !== 0) {
+      const slab = this.pool?.acquire(bytes);
+      return slab && { slab, at: 0 };
+    }
+    const perSlab = slabBytes / this.blockSize;
+    const at = (first % perSlab) * this.blockSize;
+    if (at + bytes > slabBytes) {
+      const slab = this.pool?.acquire(slabBytes);
+      return slab && { slab, at: 0 };
+    }
+    const k = cacheKey(key, etag, Math.floor(first / perSlab));
+    const open = this.partSlabs.get(k);
+    // Still held by an earlier GET of this part, not handed out again since, and this GET's bytes
+    // lie past every byte read into it so far: share it. So no GET ever writes where an earlier
+    // one did (a block dropped and fetched again goes to a new slab), even with the same bytes,
+    // and a reader still copying from the slab sees only what was there.
+    if (open && open.slab.refCount > 0 && open.slab.generation === open.gen && at >= open.end) {
+      open.slab.ref();
+      open.end = at + bytes;
+      return { slab: open.slab, at };
+    }
+    const slab = this.pool?.acquire(slabBytes);
+    if (!slab) return undefined;
+    // Entries whose slab went back to the pool are swept once they could be many; a reader's ramp leaves one each.
+    if (this.partSlabs.size >= PART_SLABS_SWEEP) {
+      for (const [pk, e] of this.partSlabs) if (e.slab.refCount === 0 || e.slab.generation !== e.gen) this.partSlabs.delete(pk);
+    }
+    this.partSlabs.set(k, { slab, gen: slab.generation, end: at + bytes });
+    return { slab, at };
   }
 
   private unahead(n: number): void {

@@ -50,6 +50,7 @@ export interface BufferPoolStats {
 export class Slab {
   /** References held; 0 means idle (in the pool) or dropped. */
   private refs = 1;
+  private gen = 0;
 
   constructor(readonly buf: Buffer, private readonly pool: BufferPool) {}
 
@@ -68,9 +69,15 @@ export class Slab {
     if (--this.refs === 0) this.pool.recycle(this);
   }
 
+  /** Times this slab was handed out again: with refCount, tells a holder of a stale pointer that the slab is now someone else's. */
+  get generation(): number {
+    return this.gen;
+  }
+
   /** Used by the pool only: an idle slab handed out again. */
   revive(): void {
     this.refs = 1;
+    this.gen++;
   }
 }
 

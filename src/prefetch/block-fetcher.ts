@@ -18,13 +18,14 @@
  * A GET reads into a recycled buffer when the cache has a pool (the client is given
  * it as `into`); a reader's blocks are pinned through `pins` (see the block cache).
  * A sequential reader's GET shorter than a part (its window ramping up from FIRST_WINDOW,
- * or a first read fetching its own blocks) reads into the first bytes of a part-long
- * slab when the file goes on for at least one more whole part after the GET's own: the
- * pool reuses only slabs of the same length, and a slab of the ramp's own length (0.5,
- * 1.25, 2.25, 3.25 MiB...) was never asked for again. Measured with 4 readers of 128 MiB
- * on a new daemon: 31-40 MiB of such slabs sat idle for the whole read, mapped for one
- * GET each (BENCHMARKS.md "t11-ramp"). A part's slab is taken up by the reader's
- * whole-part GETs once its window reaches a part.
+ * or a first read fetching its own blocks) reads into a part-long slab, at its place in
+ * the part, when the file goes on for at least one more whole part after the GET's own;
+ * the short GETs of one part share that slab (BlockCache.fill). The pool reuses only slabs
+ * of the same length, and a slab of the ramp's own length (0.5, 1.25, 2.25, 3.25 MiB...)
+ * was never asked for again. Measured with 4 readers of 128 MiB on a new daemon: 31-40 MiB
+ * of such slabs sat idle for the whole read, mapped for one GET each; a slab per short GET
+ * instead mapped 16 part-long slabs for the first 30 MiB (BENCHMARKS.md "t11-ramp"). The
+ * part's slab is then taken up by the reader's whole-part GETs.
  * A random reader's GETs keep slabs of their own length: the cache may keep their few
  * blocks for long, and a part-long slab behind each would hold far more memory than
  * the cache counts.

@@ -226,3 +226,17 @@ t.test('an aborted read lets go of its buffers', async (t) => {
   s.cache.close();
   t.equal(pool.heldSize - pool.idleSize, 0, 'nothing referenced once the cache is closed');
 });
+
+t.test('pool: a slab\'s generation changes each time it is handed out again', async (t) => {
+  const pool = new BufferPool({ maxBytes: 1024, unit: 256 });
+  const a = pool.acquire(256)!;
+  const g = a.generation;
+  a.ref();
+  a.unref();
+  t.equal(a.generation, g, 'references alone do not change it');
+  a.unref();
+  const b = pool.acquire(256)!;
+  t.equal(b, a, 'the same slab again');
+  t.not(b.generation, g, 'a holder of the old generation can tell');
+  b.unref();
+});

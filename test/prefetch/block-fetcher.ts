@@ -3,6 +3,7 @@ import { BlockCache } from '../../src/cache/block-cache.js';
 import { BadRangeReplyError, ObjectChangedError } from '../../src/errors.js';
 import { BlockFetcher } from '../../src/prefetch/block-fetcher.js';
 import { InflightBudget } from '../../src/prefetch/inflight-budget.js';
+import type { Slab } from '../../src/cache/buffer-pool.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
 
 const KiB = 1024;
@@ -112,16 +113,43 @@ t.test('ramp slabs: a sequential GET shorter than a part reads into a part-long 
   got.push(...(await Promise.all(s.fetcher.demand(s.file, 1, 3))));
   t.same(s.client.requests.map((r) => (r.end - r.start) / KiB), [64, 128, 64], 'the ramp GETs as asked for');
   t.ok(Buffer.concat(got).equals(body.subarray(0, part)), 'their bytes are the object\'s');
-  t.equal(lengths(s).allocated, 3, 'three slabs');
-  t.equal(s.cache.pool!.heldSize, 3 * part, 'each a part long');
+  t.equal(lengths(s).allocated, 1, 'one slab for the three');
+  t.equal(s.cache.pool!.heldSize, part, 'a part long');
+  const [b0, b1, b3] = [0, 1, 3].map((i) => s.cache.get({ key: 'k', etag: s.file.etag, index: i })!);
+  t.ok(b1!.buffer === b0!.buffer && b1!.byteOffset === b0!.byteOffset + 64 * KiB && b3!.byteOffset === b0!.byteOffset + 192 * KiB, 'each GET at its place in it');
   // The reader passes part 0: its blocks go, and their slabs carry the whole-part GETs that follow.
   for (let i = 0; i < 4; i++) s.cache.retire('k', s.file.etag, i, 4);
   t.equal(s.fetcher.prefetch(s.file, 4, 11, 'sequential'), 12);
   const rest = await Promise.all(s.fetcher.demand(s.file, 4, 11));
   t.ok(Buffer.concat(rest).equals(body.subarray(part, 3 * part)), 'the whole parts\' bytes are the object\'s');
-  t.equal(lengths(s).allocated, 3, 'no new slab: the ramp\'s were reused');
-  t.equal(lengths(s).reused, 2);
-  t.equal(s.cache.pool!.heldSize, 3 * part);
+  t.equal(lengths(s).reused, 1, 'the ramp\'s slab carries one of them');
+  t.equal(lengths(s).allocated, 2);
+  t.equal(s.cache.pool!.heldSize, 2 * part);
+
+  // A short GET never writes where an earlier one of its part did, nor into a slab handed out again.
+  const r = mk(4 * part);
+  await Promise.all(r.fetcher.demand(r.file, 1, 1, undefined, true));
+  const pins: Slab[] = [];
+  const first = r.cache.lookup({ key: 'k', etag: r.file.etag, index: 1 }, pins) as Buffer; // a reader still copying from it
+  t.ok(r.cache.retire('k', r.file.etag, 1, 4), 'block 1 dropped');
+  const pinned = Buffer.from(first);
+  await Promise.all(r.fetcher.demand(r.file, 0, 1, undefined, true)); // blocks 0-1: overlaps what block 1's GET wrote
+  const again = r.cache.get({ key: 'k', etag: r.file.etag, index: 1 })!;
+  t.not(again.buffer === first.buffer && again.byteOffset === first.byteOffset, true, 'the refetched block is not where the first one was');
+  t.ok(again.equals(pinned), 'and holds the same bytes');
+  t.ok(first.equals(pinned), 'the pinned bytes did not change');
+  t.equal(r.cache.pool!.stats.allocated, 2, 'a new slab for it');
+  for (const p of pins) p.unref();
+  for (let i = 0; i < 2; i++) r.cache.retire('k', r.file.etag, i, 4);
+  t.equal(r.cache.pool!.idleSize, 2 * part, 'both slabs idle again');
+  // Part 0's slab goes back to the pool and carries part 1's whole GET; a short GET of part 0 then takes another.
+  await Promise.all(r.fetcher.demand(r.file, 4, 7, undefined, true));
+  await Promise.all(r.fetcher.demand(r.file, 2, 2, undefined, true));
+  const p1 = r.cache.get({ key: 'k', etag: r.file.etag, index: 4 })!;
+  const b2 = r.cache.get({ key: 'k', etag: r.file.etag, index: 2 })!;
+  t.ok(p1.equals(r.client.body('k').subarray(part, part + 64 * KiB)) && b2.equals(r.client.body('k').subarray(128 * KiB, 192 * KiB)), 'neither GET wrote over the other');
+  t.notOk(b2.buffer === p1.buffer && b2.byteOffset - 128 * KiB === p1.byteOffset, 'block 2 is not in part 1\'s slab');
+  r.cache.close();
 
   // Not for random readers, a short file, or the last part of a file: their GETs keep slabs of their own length.
   for (const [name, size, run] of [
