@@ -15,6 +15,13 @@ static inline int sluice_buffer_arg(napi_env env, napi_value v, void **data, siz
   return napi_is_buffer(env, v, &is) == napi_ok && is && napi_get_buffer_info(env, v, data, length) == napi_ok;
 }
 
+/* The call's one argument, a Buffer: its bytes and length; 0 when the call has none or it is not a Buffer. */
+static inline int sluice_only_buffer_arg(napi_env env, napi_callback_info info, void **data, size_t *length) {
+  size_t argc = 1;
+  napi_value argv[1];
+  return napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 1 && sluice_buffer_arg(env, argv[0], data, length);
+}
+
 /* The Float64Array `v` as doubles (its length in *count); 0 when it is not one. */
 static inline int sluice_f64_arg(napi_env env, napi_value v, double **data, size_t *count) {
   bool is;

@@ -362,13 +362,9 @@ void sluice_view_release(void *arg) {
 
 /* viewInvited(buf: Buffer): boolean. Whether buf (a read's buffer from fuse-native) carries an invitation. */
 static napi_value js_view_invited(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
   void *data;
   size_t len;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || !sluice_buffer_arg(env, argv[0], &data, &len)) {
-    return sluice_bad_args(env, "viewInvited(buf: Buffer)");
-  }
+  if (!sluice_only_buffer_arg(env, info, &data, &len)) return sluice_bad_args(env, "viewInvited(buf: Buffer)");
   uint64_t m = 0;
   if (len >= sizeof(struct view_desc)) memcpy(&m, data, sizeof m);
   return sluice_boolean(env, m == VIEW_INVITE);

@@ -1456,13 +1456,9 @@ static napi_value js_clear(napi_env env, napi_callback_info info) { return drain
 
 /* memReadMounted(thread): boolean, whether that mount's reads and releases pass through here. */
 static napi_value js_mounted(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
   void *thread;
   size_t tl;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || !sluice_buffer_arg(env, argv[0], &thread, &tl)) {
-    return sluice_bad_args(env, "memReadMounted(thread: Buffer)");
-  }
+  if (!sluice_only_buffer_arg(env, info, &thread, &tl)) return sluice_bad_args(env, "memReadMounted(thread: Buffer)");
   return sluice_boolean(env, sluice_memread_mounted(thread));
 }
 
