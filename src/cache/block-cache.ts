@@ -64,17 +64,17 @@ import { cacheBytes, cacheCapacityBytes, cacheEvictions, cacheHits, cacheMisses,
 export const AHEAD_SHARE = 0.5;
 
 /**
- * Who fetched a block ahead of a reader: a sequential reader's window (../prefetch/read-cursor.ts),
- * cross-file prefetch (../prefetch/cross-file.ts), or the fill of a small file read at random
- * (../prefetch/random-fill.ts). It is the `kind` label of sluice_prefetch_bytes_total.
- */
-/**
  * Size at which the map of part slabs (slabFor) is swept of slabs gone back to the pool: 64. Each
  * sequential reader of a large file adds one entry per file, so a sweep, a scan of 64 entries,
  * runs once per 64 files read in turn; the entries it keeps are the ramps still in the cache.
  */
 const PART_SLABS_SWEEP = 64;
 
+/**
+ * Who fetched a block ahead of a reader: a sequential reader's window (../prefetch/read-cursor.ts),
+ * cross-file prefetch (../prefetch/cross-file.ts), or the fill of a small file read at random
+ * (../prefetch/random-fill.ts). It is the `kind` label of sluice_prefetch_bytes_total.
+ */
 export type PrefetchKind = 'sequential' | 'cross_file' | 'random_fill';
 
 export interface BlockId {
@@ -317,8 +317,7 @@ export class BlockCache implements BlockStore {
     const taken = this.closed || opts.bytes === undefined ? undefined : this.slabFor(key, etag, first, opts.bytes, opts.slabBytes);
     let slab = taken?.slab;
     pin(slab, opts.pins);
-    // The run reads into `bytes` of the slab from `at` (all of it, unless a larger slab was asked for).
-    const into = taken && (taken.at !== 0 || taken.slab.buf.length !== opts.bytes) ? taken.slab.buf.subarray(taken.at, taken.at + opts.bytes!) : slab?.buf;
+    const into = taken?.into;
     // new Promise(): a run() that throws synchronously becomes a rejection like any other.
     const stored = new Promise<Buffer>((resolve) => resolve(run(into, slab))).then(
       (buf) => {
@@ -466,23 +465,21 @@ export class BlockCache implements BlockStore {
 
   /**
    * The pooled slab a fill of `bytes` from block `first` reads into, with one reference for the
-   * fill, and where in it: with `slabBytes` larger than `bytes` (a sequential reader's GET shorter
-   * than a part, ../prefetch/block-fetcher.ts), the slab of that length that stands for the
-   * GET's part of the object version, at the GET's offset within the part. The first such GET
-   * of a part takes a slab from the pool; later ones of the same part share it while any of
-   * them still holds it (the GETs of one part never overlap, so they write apart). Else a slab
+   * fill, and the bytes of it the fill reads into (`into`): with `slabBytes` larger than `bytes`
+   * (a sequential reader's GET shorter than a part, ../prefetch/block-fetcher.ts, which never
+   * crosses a part), the slab of that length that stands for the GET's part of the object
+   * version, at the GET's offset within the part. The first such GET of a part takes a slab from
+   * the pool; later ones of the same part share it while any of them still holds it. Else a slab
    * of exactly `bytes`, or undefined when the length is not pooled.
    */
-  private slabFor(key: string, etag: string, first: number, bytes: number, slabBytes: number | undefined): { slab: Slab; at: number } | undefined {
-    if (slabBytes === undefined || slabBytes <= bytes || slabBytes % this.blockSize !== 0) {
+  private slabFor(key: string, etag: string, first: number, bytes: number, slabBytes: number | undefined): { slab: Slab; into: Buffer } | undefined {
+    // Blocks per part-long slab, and where the GET starts in its part's slab (-1: no whole number of blocks).
+    const perSlab = (slabBytes ?? 0) / this.blockSize;
+    const at = Number.isInteger(perSlab) && perSlab > 0 ? (first % perSlab) * this.blockSize : -1;
+    // Not a short GET within one part-long slab: a slab of its own length.
+    if (slabBytes === undefined || at < 0 || bytes >= slabBytes || at + bytes > slabBytes) {
       const slab = this.pool?.acquire(bytes);
-      return slab && { slab, at: 0 };
-    }
-    const perSlab = slabBytes / this.blockSize;
-    const at = (first % perSlab) * this.blockSize;
-    if (at + bytes > slabBytes) {
-      const slab = this.pool?.acquire(slabBytes);
-      return slab && { slab, at: 0 };
+      return slab && { slab, into: slab.buf };
     }
     const k = cacheKey(key, etag, Math.floor(first / perSlab));
     const open = this.partSlabs.get(k);
@@ -493,7 +490,7 @@ export class BlockCache implements BlockStore {
     if (open && open.slab.refCount > 0 && open.slab.generation === open.gen && at >= open.end) {
       open.slab.ref();
       open.end = at + bytes;
-      return { slab: open.slab, at };
+      return { slab: open.slab, into: open.slab.buf.subarray(at, at + bytes) };
     }
     const slab = this.pool?.acquire(slabBytes);
     if (!slab) return undefined;
@@ -502,7 +499,7 @@ export class BlockCache implements BlockStore {
       for (const [pk, e] of this.partSlabs) if (e.slab.refCount === 0 || e.slab.generation !== e.gen) this.partSlabs.delete(pk);
     }
     this.partSlabs.set(k, { slab, gen: slab.generation, end: at + bytes });
-    return { slab, at };
+    return { slab, into: slab.buf.subarray(at, at + bytes) };
   }
 
   private unahead(n: number): void {

@@ -101,7 +101,7 @@ t.test('ramp slabs: a sequential GET shorter than a part reads into a part-long 
     const fetcher = new BlockFetcher(client, cache, new InflightBudget(4 * 1024 * KiB), part);
     return { client, cache, fetcher, file: { key: 'k', etag, size } };
   };
-  const lengths = (s: ReturnType<typeof mk>) => s.cache.pool!.stats;
+  const poolStats = (s: ReturnType<typeof mk>) => s.cache.pool!.stats;
 
   // A 1 MiB file (4 parts): a window ramping up (1 block, then 2, then 1 to the part's end), then whole parts.
   const s = mk(4 * part);
@@ -113,7 +113,7 @@ t.test('ramp slabs: a sequential GET shorter than a part reads into a part-long 
   got.push(...(await Promise.all(s.fetcher.demand(s.file, 1, 3))));
   t.same(s.client.requests.map((r) => (r.end - r.start) / KiB), [64, 128, 64], 'the ramp GETs as asked for');
   t.ok(Buffer.concat(got).equals(body.subarray(0, part)), 'their bytes are the object\'s');
-  t.equal(lengths(s).allocated, 1, 'one slab for the three');
+  t.equal(poolStats(s).allocated, 1, 'one slab for the three');
   t.equal(s.cache.pool!.heldSize, part, 'a part long');
   const [b0, b1, b3] = [0, 1, 3].map((i) => s.cache.get({ key: 'k', etag: s.file.etag, index: i })!);
   t.ok(b1!.buffer === b0!.buffer && b1!.byteOffset === b0!.byteOffset + 64 * KiB && b3!.byteOffset === b0!.byteOffset + 192 * KiB, 'each GET at its place in it');
@@ -122,8 +122,8 @@ t.test('ramp slabs: a sequential GET shorter than a part reads into a part-long 
   t.equal(s.fetcher.prefetch(s.file, 4, 11, 'sequential'), 12);
   const rest = await Promise.all(s.fetcher.demand(s.file, 4, 11));
   t.ok(Buffer.concat(rest).equals(body.subarray(part, 3 * part)), 'the whole parts\' bytes are the object\'s');
-  t.equal(lengths(s).reused, 1, 'the ramp\'s slab carries one of them');
-  t.equal(lengths(s).allocated, 2);
+  t.equal(poolStats(s).reused, 1, 'the ramp\'s slab carries one of them');
+  t.equal(poolStats(s).allocated, 2);
   t.equal(s.cache.pool!.heldSize, 2 * part);
 
   // A short GET never writes where an earlier one of its part did, nor into a slab handed out again.
