@@ -19,6 +19,13 @@
  *
  * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] [--no-pipe | --pipe-only] NAME=DIST_DIR ...
  * --no-pipe skips the Pipe case; --pipe-only skips the mount rounds (only the Pipe case).
+ * --pipe-warm runs the Pipe case for 2 epochs and records the second as well ("pipe-warm"): the
+ *   same object again through the same process, its slabs already mapped and its code compiled,
+ *   i.e. what each further GB of a long job costs. Both epochs are sha256-checked.
+ * --pipe-objects N splits the Pipe case's object into N objects of SIZE/N (N <= 10), streamed in
+ *   key order, as `sluice bench` streams its datasets' objects; the stream's sha256 is checked.
+ * --proxy puts `sluice bench`'s latency proxy (its no-latency profile, its own process) between
+ *   the daemon and s3rver, as the bench does (not with --tls).
  * --to-null times mount reads into /dev/null and checks their sha256 right after, untimed
  *   (the Pipe case still hashes as it reads: a FIFO can be read only once).
  * --env NAME:VAR=VALUE sets VAR for variant NAME's mount daemon only (e.g. a GLIBC_TUNABLES
@@ -37,7 +44,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 const args = process.argv.slice(2);
-let rounds = 3, sizeMiB = 512, tls = false, pipe = true, pipeOnly = false, toNull = false;
+let rounds = 3, sizeMiB = 512, tls = false, pipe = true, pipeOnly = false, toNull = false, pipeWarm = false, viaProxy = false, pipeObjects = 1;
 const variants = [];
 /** --env NAME:VAR=VALUE: an environment variable for variant NAME's daemon only (e.g. GLIBC_TUNABLES). */
 const variantEnv = {};
@@ -48,6 +55,9 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--no-pipe') pipe = false;
   else if (args[i] === '--pipe-only') pipeOnly = true;
   else if (args[i] === '--to-null') toNull = true;
+  else if (args[i] === '--pipe-warm') pipeWarm = true;
+  else if (args[i] === '--proxy') viaProxy = true;
+  else if (args[i] === '--pipe-objects') pipeObjects = Number(args[++i]);
   else if (args[i] === '--env') { const [name, kv] = [args[++i].slice(0, args[i].indexOf(':')), args[i].slice(args[i].indexOf(':') + 1)]; (variantEnv[name] ??= {})[kv.slice(0, kv.indexOf('='))] = kv.slice(kv.indexOf('=') + 1); }
   else { const [name, dist] = args[i].split('='); variants.push({ name, dist: path.resolve(dist) }); }
 }
@@ -103,13 +113,29 @@ if (tls) {
   env.NODE_EXTRA_CA_CERTS = `${work}/cert.pem`;
   env.AWS_CA_BUNDLE = `${work}/cert.pem`;
 }
+let benchProxy;
+if (viaProxy && !tls) {
+  benchProxy = spawn(process.execPath, [path.join(variants[0].dist, 'bench/proxy-child.js'), JSON.stringify({ name: 'no-latency', ttfbMs: 0, bytesPerSec: 0, targetPort: Number(new URL(s3.endpoint).port) })], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve) => { let o = ''; benchProxy.stdout.on('data', (d) => { o += d; const nl = o.indexOf('\n'); if (nl >= 0) resolve(JSON.parse(o.slice(0, nl)).port); }); });
+  endpoint = `http://127.0.0.1:${port}`;
+}
 await s3.createBucket('bulk');
 const size = sizeMiB * 1024 * 1024;
 const sums = {};
-for (const key of pipeOnly ? ['pipe/p'] : pipe ? ['a', 'b', 'pipe/p'] : ['a', 'b']) {
+for (const key of pipeOnly ? [] : ['a', 'b']) {
   const body = randomBytes(size);
   sums[key] = createHash('sha256').update(body).digest('hex');
   await s3.putObject('bulk', key, body);
+}
+if (pipe) {
+  // The Pipe channel streams its objects in key order: the stream's sha256 is that of them all, in turn.
+  const whole = createHash('sha256');
+  for (let i = 0; i < pipeObjects; i++) {
+    const body = randomBytes(Math.floor(size / pipeObjects));
+    whole.update(body);
+    await s3.putObject('bulk', pipeObjects === 1 ? 'pipe/p' : `pipe/p${i}`, body);
+  }
+  sums['pipe/p'] = whole.digest('hex');
 }
 const results = {};
 const record = (v, what, secs, cpuS, faults = NaN, userS = NaN, switchCount = NaN) => {
@@ -188,14 +214,23 @@ async function pipeRound(v) {
   const root = mkdtempSync(path.join(work, 'root-'));
   // Per-thread stats (BULK_BENCH_THREADS=1): every task's stat line, before and after the read.
   const tasks = (f) => process.env.BULK_BENCH_THREADS ? `; for t in /proc/$PPID/task/*; do echo "\${t##*/} $(cat $t/stat)"; done > ${root}/${f}` : '';
-  const script = `cat /proc/$PPID/stat > ${root}/s0${tasks('k0')}; date +%s.%N > ${root}/t0; sha256sum < ${root}/input/data/train_0 > ${root}/sum; date +%s.%N > ${root}/t1; cat /proc/$PPID/stat > ${root}/s1${tasks('k1')}`;
-  const r = spawnSync(process.execPath, [...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
+  // BULK_BENCH_PIPE_READER: the reader's command with FIFO where the FIFO goes (default `sha256sum < FIFO`); it must print the digest first.
+  const reader = (fifo) => (process.env.BULK_BENCH_PIPE_READER ?? 'sha256sum < FIFO').replaceAll('FIFO', fifo);
+  const script = `cat /proc/$PPID/stat > ${root}/s0${tasks('k0')}; date +%s.%N > ${root}/t0; ${reader(`${root}/input/data/train_0`)} > ${root}/sum; date +%s.%N > ${root}/t1; cat /proc/$PPID/stat > ${root}/s1${tasks('k1')}` +
+    (pipeWarm ? `; cat /proc/$PPID/stat > ${root}/s2; date +%s.%N > ${root}/t2; ${reader(`${root}/input/data/train_1`)} > ${root}/sum1; date +%s.%N > ${root}/t3; cat /proc/$PPID/stat > ${root}/s3` : '');
+  const r = spawnSync(process.execPath, [...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', pipeWarm ? '2' : '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
   if (r.status !== 0) throw new Error(`pipe run failed: ${r.stderr}`);
   if (runArgs.length > 0) process.stderr.write(r.stderr);
   const got = readFileSync(`${root}/sum`, 'utf8').split(' ')[0];
   if (got !== sums['pipe/p']) throw new Error(`pipe sha256 mismatch: ${got}`);
   const secs = Number(readFileSync(`${root}/t1`, 'utf8')) - Number(readFileSync(`${root}/t0`, 'utf8'));
   record(v.name, 'pipe', secs, cpuOf(readFileSync(`${root}/s1`, 'utf8')) - cpuOf(readFileSync(`${root}/s0`, 'utf8')));
+  if (pipeWarm) {
+    const got1 = readFileSync(`${root}/sum1`, 'utf8').split(' ')[0];
+    if (got1 !== sums['pipe/p']) throw new Error(`pipe epoch 2 sha256 mismatch: ${got1}`);
+    const secs1 = Number(readFileSync(`${root}/t3`, 'utf8')) - Number(readFileSync(`${root}/t2`, 'utf8'));
+    record(v.name, 'pipe-warm', secs1, cpuOf(readFileSync(`${root}/s3`, 'utf8')) - cpuOf(readFileSync(`${root}/s2`, 'utf8')));
+  }
   if (process.env.BULK_BENCH_THREADS) {
     const load = (f) => Object.fromEntries(readFileSync(`${root}/${f}`, 'utf8').trim().split('\n').map((l) => { const st = l.slice(l.indexOf(' ') + 1); const f = st.slice(st.lastIndexOf(')') + 2).split(' '); return [`${st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'))}#${l.slice(0, l.indexOf(' '))}`, { u: Number(f[11]) / TICK, s: Number(f[12]) / TICK }]; }));
     const k0 = load('k0'), k1 = load('k1');
@@ -216,6 +251,7 @@ try {
   }
 } finally {
   tlsProxy?.kill();
+  benchProxy?.kill();
   await s3.stop();
   rmSync(work, { recursive: true, force: true });
 }

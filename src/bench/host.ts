@@ -6,7 +6,9 @@
  * File: list the prefix, download it with the File-mode downloader into
  * <dataDir>/bench, print `{"done":...}`. Pipe: list the prefix, start one Pipe
  * channel per reader (reader i gets its shard of keys, in the order given),
- * print `{"fifos":[...]}`, and keep feeding until every channel is done.
+ * print `{"fifos":[...],"epochFifos":[[...],...]}` (epoch 0's FIFOs, then every epoch's:
+ * a later epoch's FIFO appears once its reader has opened the one before, as in a
+ * SageMaker Pipe channel), and keep feeding until every channel is done.
  * In both cases the process then waits for stdin to close (or SIGTERM), so the
  * runner can read its figures before it exits. `--check MODE` prints whether
  * the mode's modules are present in this build.
@@ -40,6 +42,8 @@ export interface HostArgs {
   maxConnections: number;
   /** Pipe: the keys of each reader's channel, in order. */
   shards?: string[][];
+  /** Pipe: epochs each channel serves, every one the same keys in the same order; default 1. */
+  epochs?: number;
 }
 
 type CreateClient = (o: Record<string, unknown>) => ObjectClient;
@@ -116,14 +120,15 @@ async function main(): Promise<void> {
     const { startPipeChannel } = await load('../pipe/pipe-channel.js') as { startPipeChannel: (o: Record<string, unknown>) => Promise<{ fifoPath(epoch: number): string; done: Promise<void>; stop(): Promise<void> }> };
     const byKey = new Map(objects.map((o) => [o.key, o]));
     const channels = await Promise.all((a.shards ?? []).map((keys, i) => startPipeChannel({
-      client, channel: `bench${i}`, dataDir: a.dataDir, epochs: 1, recordWrapper: 'None', compression: 'None', maxInflight: Math.max(2 * a.partSize, Math.floor(a.maxInflight / (a.shards ?? [[]]).length)), partSize: a.partSize,
+      client, channel: `bench${i}`, dataDir: a.dataDir, epochs: a.epochs ?? 1, recordWrapper: 'None', compression: 'None', maxInflight: Math.max(2 * a.partSize, Math.floor(a.maxInflight / (a.shards ?? [[]]).length)), partSize: a.partSize,
       itemsForEpoch: () => keys.map((k) => {
         const info = byKey.get(k);
         if (!info) throw new Error(`key ${k} is not listed under ${a.prefix}`);
         return { kind: 'object', info };
       }),
     })));
-    say({ fifos: channels.map((c) => c.fifoPath(0)) });
+    const epochs = Array.from({ length: a.epochs ?? 1 }, (_, e) => channels.map((c) => c.fifoPath(e)));
+    say({ fifos: epochs[0], epochFifos: epochs });
     await Promise.all(channels.map((c) => c.done));
     say({ done: true });
   }

@@ -325,9 +325,10 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
     return r;
   }
 
-  // Sequential: each reader gets its batches of the dataset (a warm mount: but the first object).
-  const warm = sc.warm === true && style === 'mount';
-  const shards = assignBatches(warm ? objs.slice(1) : objs, readers).filter((s) => s.length > 0);
+  // Sequential: each reader gets its batches of the dataset (a warm mount: but the first object;
+  // a warm Pipe: all of them, twice, see Scenario.warm).
+  const warm = sc.warm === true && style !== 'download';
+  const shards = assignBatches(warm && style === 'mount' ? objs.slice(1) : objs, readers).filter((s) => s.length > 0);
   const hashing = (i: number) => readerHashing(sc, env.config, shards.length, shards[i]!.reduce((n, x) => n + x.size, 0));
   let startMs: number;
   let results: ReadResult[];
@@ -349,6 +350,7 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
           const w = await runReader({ kind: 'files', paths: [path.join(m.dir, rel(objs[0]!.key))], maxSeconds: sc.maxSeconds, ...readerHashing(sc, env.config, 1, objs[0]!.size) }, 4, killAfter);
           if (w.error || checkHashes([objs[0]!.sha256], w) > 0 || w.items !== 1) throw new Error(`warm-up read of ${objs[0]!.key}: ${w.error ?? 'wrong bytes'}`);
           warmed = m.stats();
+          env.afterWarmUp?.();
         }
         plans = shards.map((s, i) => ({ kind: 'files', paths: s.map((x) => path.join(m.dir, rel(x.key))), maxSeconds: sc.maxSeconds, ...hashing(i) }));
         results = await runAll(plans);
@@ -366,14 +368,24 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
       plans = shards.map((s, i) => ({ kind: 'files', paths: s.map((x) => path.join(d.dir, rel(x.key))), maxSeconds: sc.maxSeconds, ...hashing(i) }));
       results = await runAll(plans);
     } else {
-      const p = await startPipe(env, shards.map((s) => s.map((x) => x.key)));
+      const p = await startPipe(env, shards.map((s) => s.map((x) => x.key)), warm ? 2 : 1);
       const stopP = () => p.stop();
       stops.add(stopP);
       try {
         // As for a mount: CPU from here on (its FIFOs exist) is the bytes'; start-up is apart.
-        const ready = p.stats();
+        let ready = p.stats();
         r.startupCpuSeconds = ready?.cpuSeconds ?? 0;
-        plans = p.fifos.map((f, i) => ({ kind: 'stream', path: f, segments: shards[i]!.map((x) => x.size), maxSeconds: sc.maxSeconds, ...hashing(i) }));
+        const streams = (epoch: number, h: (i: number) => ReaderHashing): ReadPlan[] => p.epochFifos[epoch]!.map((f, i) => ({ kind: 'stream', path: f, segments: shards[i]!.map((x) => x.size), maxSeconds: sc.maxSeconds, ...h(i) }));
+        if (warm) {
+          // Epoch 0, untimed, by readers of its own (a prepared reader runs once) that hash as
+          // they read (nothing kept), every object's bytes checked.
+          const w = await Promise.all(streams(0, () => ({ hash: 'inline' })).map((plan) => runReader(plan, 4, killAfter)));
+          const bad = w.findIndex((x, i) => x.error || x.truncated || checkHashes(shards[i]!.map((o) => o.sha256), x) > 0);
+          if (bad >= 0) throw new Error(`warm-up epoch of Pipe channel ${bad}: ${w[bad]!.error ?? (w[bad]!.truncated ? 'cut off by maxSeconds' : 'wrong bytes')}`);
+          ready = p.stats();
+          env.afterWarmUp?.();
+        }
+        plans = streams(warm ? 1 : 0, hashing);
         results = await runAll(plans);
         startMs = Math.min(...results.map((x) => x.startMs));
         applyStats(r, p.stats(), ready);

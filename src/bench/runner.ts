@@ -45,6 +45,8 @@ export interface Figure {
   scenario: string;
   title: string;
   kind: ScenarioDef['kind'];
+  /** The scenario measured a warm process (ScenarioDef.warm): a mount's later objects, a Pipe host's second epoch. */
+  warm?: boolean;
   profile: string;
   target: TargetName;
   role: 'sluice' | 'peer';
@@ -283,7 +285,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
         for (const target of targets) {
           for (const readers of readerCounts) {
             const fig: Figure = {
-              scenario: sc.name, title: sc.title, kind: sc.kind, profile: profName, target, role: TARGET_ROLE[target], readers, unit, higherIsBetter,
+              scenario: sc.name, title: sc.title, kind: sc.kind, ...(sc.warm ? { warm: true } : {}), profile: profName, target, role: TARGET_ROLE[target], readers, unit, higherIsBetter,
               value: null, mbps: null, fractionOfLimit: null, peakRssBytes: null, cpuSecondsPerGB: null, readerCpuSecondsPerGB: null, serverCpuSecondsPerGB: null, verified: false, runs: [],
             };
             figures.push(fig);
@@ -296,10 +298,12 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
           checkAbort();
           const runDir = path.join(root, `run-${figures.indexOf(fig)}-${rep}`);
           const caFile = caFor(profName);
-          const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials: server.credentials, runDir, config, ...(caFile ? { caFile } : {}) };
+          let serverCpu0 = cpuOf(serverPid);
+          let proxyCpu0 = cpuOf(proxy.pid);
+          // A warm scenario's warm-up is not the figure's: the server's and proxy's CPU count from its end.
+          const afterWarmUp = () => { serverCpu0 = cpuOf(serverPid); proxyCpu0 = cpuOf(proxy.pid); };
+          const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials: server.credentials, runDir, config, afterWarmUp, ...(caFile ? { caFile } : {}) };
           commands[target] ??= describeCommand(target, env);
-          const serverCpu0 = cpuOf(serverPid);
-          const proxyCpu0 = cpuOf(proxy.pid);
           let r: RunResult;
           try {
             r = await runOnce(sc, target, readers, objs, env, rep, stops);

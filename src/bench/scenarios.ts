@@ -38,9 +38,12 @@ export interface ScenarioDef {
   /** Bound on one run's reading time; the figure covers what was read by then. */
   maxSeconds: number;
   /**
-   * sequential, mount targets: a warm daemon. The dataset's first object is read once,
+   * sequential: a warm process. Mount targets: the dataset's first object is read once,
    * untimed, through the fresh mount; the figure (time, bytes and CPU) covers the other
-   * objects only. Other targets start a process per run and ignore it.
+   * objects only. Pipe: the channels serve two epochs of the same objects; the readers
+   * read epoch 0 untimed (its bytes checked too), and the figure covers epoch 1, what
+   * each further epoch of a long job costs once the process has mapped its buffers and
+   * compiled its code. File and aws start a process per run and ignore it.
    */
   warm?: boolean;
   random: { threads: number; blockSize: number; ops: number };
@@ -239,7 +242,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
       cacheSize: size(file, tr.cacheSize, `scenarios.${name}.tier.cacheSize`, sluice.cacheSize),
       cacheDirSize: tr.cacheDirSize === undefined ? undefined : size(file, tr.cacheDirSize, `scenarios.${name}.tier.cacheDirSize`),
     };
-    if (s.warm !== undefined && typeof s.warm !== 'boolean') fail(file, `scenarios.${name}.warm must be true or false`, 'Set warm: true to measure a daemon that has already read the first object');
+    if (s.warm !== undefined && typeof s.warm !== 'boolean') fail(file, `scenarios.${name}.warm must be true or false`, 'Set warm: true to measure a warm process (a mount that has read the first object, a Pipe host in its second epoch)');
     if (s.warm === true) {
       if (sc.kind !== 'sequential') fail(file, `scenarios.${name}: warm applies to sequential scenarios only`, 'Remove warm, or make the scenario sequential');
       if ((spec.largeFiles?.count ?? 0) + (spec.smallFiles?.count ?? 0) < 2) fail(file, `scenarios.${name}: warm needs a dataset of at least 2 objects (one warms the daemon)`, 'Add an object to the dataset');

@@ -48,6 +48,8 @@ export interface TargetEnv {
   caFile?: string;
   /** Issue 15: sluice mounts with --snapshot FILE (written by ensureSnapshot). */
   snapshotFile?: string;
+  /** Called once a warm scenario's untimed warm-up is done: the runner's own CPU samples (s3rver, proxy) start there. */
+  afterWarmUp?: () => void;
 }
 
 export const TARGET_ROLE: Record<TargetName, 'sluice' | 'peer'> = { File: 'sluice', FastFile: 'sluice', Pipe: 'sluice', s3fs: 'peer', rclone: 'peer', aws: 'peer' };
@@ -315,19 +317,25 @@ export async function runDownload(t: 'File' | 'aws', e: TargetEnv, timeoutMs: nu
 
 export interface RunningPipe {
   startMs: number;
+  /** Epoch 0's FIFO of each reader's channel. */
   fifos: string[];
+  /** Each epoch's FIFOs (epochFifos[0] is `fifos`). */
+  epochFifos: string[][];
   stats(): ProcStats | undefined;
   stop(): Promise<void>;
 }
 
-/** Starts sluice's Pipe channels, one per reader; resolves once the FIFOs exist. */
-export async function startPipe(e: TargetEnv, shards: string[][]): Promise<RunningPipe> {
+/**
+ * Starts sluice's Pipe channels, one per reader, each serving `epochs` epochs of its shard;
+ * resolves once epoch 0's FIFOs exist.
+ */
+export async function startPipe(e: TargetEnv, shards: string[][], epochs = 1): Promise<RunningPipe> {
   const dataDir = path.join(e.runDir, 'pipe');
   await mkdir(dataDir, { recursive: true });
   const hostArgs: HostArgs = {
     mode: 'Pipe', bucket: e.bucket, prefix: e.prefix, endpoint: e.endpoint, credentials: e.credentials, dataDir, ...(e.caFile ? { caFile: e.caFile } : {}),
     // 128 MiB in flight in all: Pipe's own default for one channel, shared by the readers' channels.
-    partSize: 8 * MiB, maxInflight: 128 * MiB, maxConnections: DEFAULT_CONNECTIONS, shards,
+    partSize: 8 * MiB, maxInflight: 128 * MiB, maxConnections: DEFAULT_CONNECTIONS, shards, epochs,
   };
   const argsFile = path.join(e.runDir, 'host-pipe.json');
   await writeFile(argsFile, JSON.stringify(hostArgs));
@@ -335,15 +343,15 @@ export async function startPipe(e: TargetEnv, shards: string[][]): Promise<Runni
   const { child, tail } = launch(process.execPath, [HOST_PATH, argsFile], { ...process.env, SLUICE_LOG_LEVEL: 'warn' });
   const sampler = new ProcSampler(child.pid ?? -1);
   const exitedP = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const fifos = await new Promise<string[]>((resolve, reject) => {
+  const epochFifos = await new Promise<string[][]>((resolve, reject) => {
     let buf = '';
     const timer = setTimeout(() => reject(new Error(`Pipe host did not start within ${READY_TIMEOUT_MS} ms: ${tail()}`)), READY_TIMEOUT_MS);
     child.stdout!.on('data', (b: Buffer) => {
       buf += b.toString();
       for (const line of buf.split('\n').slice(0, -1)) {
         try {
-          const m = JSON.parse(line) as { fifos?: string[]; error?: string };
-          if (m.fifos) { clearTimeout(timer); resolve(m.fifos); }
+          const m = JSON.parse(line) as { fifos?: string[]; epochFifos?: string[][]; error?: string };
+          if (m.fifos) { clearTimeout(timer); resolve(m.epochFifos ?? [m.fifos]); }
           if (m.error) { clearTimeout(timer); reject(new Error(`Pipe host: ${m.error}`)); }
         } catch { /* a log line */ }
       }
@@ -353,7 +361,7 @@ export async function startPipe(e: TargetEnv, shards: string[][]): Promise<Runni
   }).catch(async (err: unknown) => { child.kill('SIGKILL'); sampler.stop(); throw err; });
   let last: ProcStats | undefined;
   return {
-    startMs, fifos,
+    startMs, fifos: epochFifos[0]!, epochFifos,
     stats: () => (last = sampler.sample() ?? last),
     async stop() {
       last = sampler.stop() ?? last;

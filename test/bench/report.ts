@@ -125,7 +125,9 @@ t.test('issue 11: FastFile\'s large-read targets get a row per reader count (1 a
   t.equal(row(/CPU s\/GB, FastFile ÷ s3fs/, 'bulk-4 (4 readers)')[0]!.met, false);
   t.equal(row(/FastFile ÷ s3fs$/, 'bulk-4 (4 readers)')[0]!.measured, '0.94×');
   t.equal(checks.filter((c) => c.where === 'bulk-4 (1 reader)').length, 0, 'no "not measured" 1-reader rows for a 4-reader scenario');
-  t.equal(row(/Pipe mode/, 'bulk-1 (1 reader)').length, 1, 'Pipe and File rows stay at 1 reader');
+  t.equal(row(/Pipe mode ≥ 90%/, 'bulk-1 (1 reader)').length, 1, 'Pipe and File rows stay at 1 reader');
+  t.equal(row(/Pipe mode CPU/, 'bulk-1 (1 reader)').length, 1, 'Pipe\'s CPU row too');
+  t.equal(checks.filter((c) => /Pipe mode/.test(c.target) && c.where.startsWith('bulk-4')).length, 0, 'no Pipe rows at 4 readers');
 
   // The same targets under a second profile (no latency, or an HTTPS twin) get their own rows.
   const two = results([
@@ -149,6 +151,7 @@ t.test('issue 11: FastFile\'s large-read targets get a row per reader count (1 a
   const nl1 = targetChecks(three).filter((c) => c.where === 'bulk-1 (1 reader), no-latency' && /Pipe|File mode/.test(c.target));
   t.same(nl1.map((c) => [c.target, c.measured, c.met]), [
     ['Pipe mode ≥ 90% of the link limit', '85%', false],
+    ['Pipe mode CPU s/GB', '2.50 (a new process\'s first epoch)', false],
     ['File mode download ÷ aws s3 cp --recursive', '1.20× (with the first read of the files: 1.20×)', false],
   ], 'Pipe and File rows for the second profile');
   t.equal(targetChecks(three).filter((c) => /Memory/.test(c.target) && c.where.includes('no-latency')).length, 0, 'the memory target stays one row');
@@ -180,4 +183,15 @@ t.test('how busy the machine was is shown beside the link and every figure, and 
   t.equal(checks.find((c) => /FastFile ≥ 95% of the link/.test(c.target))!.measured, '75% (machine: 1.93 of 2 cores busy; 1.25 for the limit)');
   t.equal(checks.find((c) => /Pipe mode ≥ 90%/.test(c.target))!.measured, '85% (machine: 1.50 of 2 cores busy; 1.25 for the limit)');
   t.equal(checks.find((c) => /FastFile ≥ 95% of the link/.test(c.target))!.met, false, 'a note, not an excuse: the target is still missed');
+});
+
+t.test('issue 11: Pipe\'s CPU per GB is a target row, said to be a new process\'s or a warm one\'s', async (t) => {
+  const { targetChecks } = await import('../../src/bench/report.js');
+  const res = results([
+    fig({ target: 'Pipe', value: 190, scenario: 'pipe-fresh', cpuSecondsPerGB: 0.95 }),
+    fig({ target: 'Pipe', value: 195, scenario: 'pipe-warm', warm: true, cpuSecondsPerGB: 0.55 }),
+  ]);
+  const cpu = (where: string) => targetChecks(res).find((c) => c.target === 'Pipe mode CPU s/GB' && c.where === where)!;
+  t.same([cpu('pipe-fresh (1 reader)').measured, cpu('pipe-fresh (1 reader)').met], ['0.95 (a new process\'s first epoch)', false]);
+  t.same([cpu('pipe-warm (1 reader)').measured, cpu('pipe-warm (1 reader)').met], ['0.55 (epoch 2 of the same process)', true]);
 });

@@ -51,7 +51,7 @@ t.test('smoke run: table, JSON and SVG, bytes verified', async (t) => {
   t.ok(jsonPath && existsSync(jsonPath), 'JSON written');
   const res = JSON.parse(readFileSync(jsonPath!, 'utf8')) as {
     limits: { mbps: number; runs: { verified: boolean }[] }[];
-    figures: { scenario: string; target: string; value: number | null; verified: boolean; unavailable?: string; downloadValue?: number | null }[];
+    figures: { scenario: string; target: string; value: number | null; verified: boolean; unavailable?: string; downloadValue?: number | null; warm?: boolean; runs: { bytes: number }[] }[];
   };
   t.ok(res.limits[0]!.runs.every((x) => x.verified), 'limit bytes verified');
   t.ok(res.limits[0]!.mbps > 0);
@@ -65,7 +65,14 @@ t.test('smoke run: table, JSON and SVG, bytes verified', async (t) => {
   t.ok(file.downloadValue! > file.value!, `File mode: the download alone (${file.downloadValue}) is faster than the download and the first read (${file.value})`);
   const svgDir = path.join(out, path.basename(jsonPath!, '.json'));
   const svgs = readdirSync(svgDir).filter((f) => f.endsWith('.svg'));
-  t.same(svgs.sort(), ['random.svg', 'small.svg', 'ttfb.svg']);
+  t.same(svgs.sort(), ['random.svg', 'small.svg', 'ttfb.svg', 'warm.svg']);
+  // Warm: a mount reads all but the first object (read once before), a Pipe host its second epoch of them all.
+  const warm = (target: string) => ran.find((f) => f.scenario === 'warm' && f.target === target);
+  const total = 24 * 40_000;
+  t.ok(warm('FastFile')?.verified && warm('Pipe')?.verified, 'warm FastFile and Pipe measured, bytes verified');
+  t.equal(warm('FastFile')!.warm, true, 'the figure says it is warm');
+  t.same(warm('FastFile')!.runs.map((x) => x.bytes), [total - 40_000], 'a warm mount: every object but the first');
+  t.same(warm('Pipe')!.runs.map((x) => x.bytes), [total], 'a warm Pipe host: one whole epoch, the second');
   for (const s of svgs) t.match(readFileSync(path.join(svgDir, s), 'utf8'), /^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"[\s\S]*<\/svg>\n$/);
   t.notMatch(readFileSync('/proc/mounts', 'utf8'), new RegExp(os.tmpdir() + '/sluice-bench-'), 'no mount left behind');
 });
