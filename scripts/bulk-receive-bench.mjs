@@ -25,7 +25,8 @@
  * --pipe-objects N splits the Pipe case's object into N objects of SIZE/N (N <= 10), streamed in
  *   key order, as `sluice bench` streams its datasets' objects; the stream's sha256 is checked.
  * --proxy puts `sluice bench`'s latency proxy (its no-latency profile, its own process) between
- *   the daemon and s3rver, as the bench does (not with --tls).
+ *   the daemon and s3rver, as the bench does (not with --tls). --ttfb MS and --bandwidth MB/s
+ *   (per connection) shape it as the bench's s3-like profile does (25 and 80); each implies --proxy.
  * --to-null times mount reads into /dev/null and checks their sha256 right after, untimed
  *   (the Pipe case still hashes as it reads: a FIFO can be read only once).
  * --env NAME:VAR=VALUE sets VAR for variant NAME's mount daemon only (e.g. a GLIBC_TUNABLES
@@ -44,7 +45,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 const args = process.argv.slice(2);
-let rounds = 3, sizeMiB = 512, tls = false, pipe = true, pipeOnly = false, toNull = false, pipeWarm = false, viaProxy = false, pipeObjects = 1;
+let rounds = 3, sizeMiB = 512, tls = false, pipe = true, pipeOnly = false, toNull = false, pipeWarm = false, viaProxy = false, pipeObjects = 1, ttfbMs = 0, bandwidthMBps = 0;
 const variants = [];
 /** --env NAME:VAR=VALUE: an environment variable for variant NAME's daemon only (e.g. GLIBC_TUNABLES). */
 const variantEnv = {};
@@ -57,6 +58,8 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--to-null') toNull = true;
   else if (args[i] === '--pipe-warm') pipeWarm = true;
   else if (args[i] === '--proxy') viaProxy = true;
+  else if (args[i] === '--ttfb') { ttfbMs = Number(args[++i]); viaProxy = true; }
+  else if (args[i] === '--bandwidth') { bandwidthMBps = Number(args[++i]); viaProxy = true; }
   else if (args[i] === '--pipe-objects') pipeObjects = Number(args[++i]);
   else if (args[i] === '--env') { const [name, kv] = [args[++i].slice(0, args[i].indexOf(':')), args[i].slice(args[i].indexOf(':') + 1)]; (variantEnv[name] ??= {})[kv.slice(0, kv.indexOf('='))] = kv.slice(kv.indexOf('=') + 1); }
   else { const [name, dist] = args[i].split('='); variants.push({ name, dist: path.resolve(dist) }); }
@@ -115,7 +118,7 @@ if (tls) {
 }
 let benchProxy;
 if (viaProxy && !tls) {
-  benchProxy = spawn(process.execPath, [path.join(variants[0].dist, 'bench/proxy-child.js'), JSON.stringify({ name: 'no-latency', ttfbMs: 0, bytesPerSec: 0, targetPort: Number(new URL(s3.endpoint).port) })], { stdio: ['pipe', 'pipe', 'inherit'] });
+  benchProxy = spawn(process.execPath, [path.join(variants[0].dist, 'bench/proxy-child.js'), JSON.stringify({ name: 'shaped', ttfbMs, bytesPerSec: bandwidthMBps * 1e6, targetPort: Number(new URL(s3.endpoint).port) })], { stdio: ['pipe', 'pipe', 'inherit'] });
   const port = await new Promise((resolve) => { let o = ''; benchProxy.stdout.on('data', (d) => { o += d; const nl = o.indexOf('\n'); if (nl >= 0) resolve(JSON.parse(o.slice(0, nl)).port); }); });
   endpoint = `http://127.0.0.1:${port}`;
 }
@@ -218,9 +221,12 @@ async function pipeRound(v) {
   const reader = (fifo) => (process.env.BULK_BENCH_PIPE_READER ?? 'sha256sum < FIFO').replaceAll('FIFO', fifo);
   const script = `cat /proc/$PPID/stat > ${root}/s0${tasks('k0')}; date +%s.%N > ${root}/t0; ${reader(`${root}/input/data/train_0`)} > ${root}/sum; date +%s.%N > ${root}/t1; cat /proc/$PPID/stat > ${root}/s1${tasks('k1')}` +
     (pipeWarm ? `; cat /proc/$PPID/stat > ${root}/s2; date +%s.%N > ${root}/t2; ${reader(`${root}/input/data/train_1`)} > ${root}/sum1; date +%s.%N > ${root}/t3; cat /proc/$PPID/stat > ${root}/s3` : '');
-  const r = spawnSync(process.execPath, [...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', pipeWarm ? '2' : '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
+  // BULK_BENCH_PERF_STAT=EVENTS: `perf stat -e EVENTS` around the whole `sluice run` (its start-up and both epochs too); printed.
+  const perfStat = process.env.BULK_BENCH_PERF_STAT ? ['perf', 'stat', '-x,', '-e', process.env.BULK_BENCH_PERF_STAT, '--'] : [];
+  const r = spawnSync(perfStat[0] ?? process.execPath, [...perfStat.slice(1), ...(perfStat.length ? [process.execPath] : []), ...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', pipeWarm ? '2' : '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
   if (r.status !== 0) throw new Error(`pipe run failed: ${r.stderr}`);
   if (runArgs.length > 0) process.stderr.write(r.stderr);
+  if (perfStat.length) process.stderr.write(`${v.name} perf stat: ${r.stderr.trim().split('\n').filter((l) => /^\d/.test(l)).map((l) => `${l.split(',')[2]}=${l.split(',')[0]}`).join(' ')}\n`);
   const got = readFileSync(`${root}/sum`, 'utf8').split(' ')[0];
   if (got !== sums['pipe/p']) throw new Error(`pipe sha256 mismatch: ${got}`);
   const secs = Number(readFileSync(`${root}/t1`, 'utf8')) - Number(readFileSync(`${root}/t0`, 'utf8'));
