@@ -380,8 +380,11 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
           // Epoch 0, untimed, by readers of its own (a prepared reader runs once) that hash as
           // they read (nothing kept), every object's bytes checked.
           const w = await Promise.all(streams(0, () => ({ hash: 'inline' })).map((plan) => runReader(plan, 4, killAfter)));
-          const bad = w.findIndex((x, i) => x.error || x.truncated || checkHashes(shards[i]!.map((o) => o.sha256), x) > 0);
-          if (bad >= 0) throw new Error(`warm-up epoch of Pipe channel ${bad}: ${w[bad]!.error ?? (w[bad]!.truncated ? 'cut off by maxSeconds' : 'wrong bytes')}`);
+          const bad = w.findIndex((x, i) => x.error || x.truncated || x.items !== shards[i]!.length || checkHashes(shards[i]!.map((o) => o.sha256), x) > 0);
+          if (bad >= 0) {
+            const x = w[bad]!;
+            throw new Error(`warm-up epoch of Pipe channel ${bad}: ${x.error ?? (x.truncated ? 'cut off by maxSeconds' : x.items !== shards[bad]!.length ? `${x.items} of ${shards[bad]!.length} objects` : 'wrong bytes')}`);
+          }
           ready = p.stats();
           env.afterWarmUp?.();
         }
