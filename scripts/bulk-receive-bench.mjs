@@ -118,9 +118,9 @@ if (tls) {
 }
 let benchProxy;
 if (viaProxy && !tls) {
-  benchProxy = spawn(process.execPath, [path.join(variants[0].dist, 'bench/proxy-child.js'), JSON.stringify({ name: 'shaped', ttfbMs, bytesPerSec: bandwidthMBps * 1e6, targetPort: Number(new URL(s3.endpoint).port) })], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve) => { let o = ''; benchProxy.stdout.on('data', (d) => { o += d; const nl = o.indexOf('\n'); if (nl >= 0) resolve(JSON.parse(o.slice(0, nl)).port); }); });
-  endpoint = `http://127.0.0.1:${port}`;
+  const { startProxyProcess } = await import(path.join(variants[0].dist, 'bench/runner.js'));
+  benchProxy = await startProxyProcess({ name: 'shaped', ttfbMs, bytesPerSec: bandwidthMBps * 1e6 }, Number(new URL(s3.endpoint).port), undefined);
+  endpoint = benchProxy.endpoint;
 }
 await s3.createBucket('bulk');
 const size = sizeMiB * 1024 * 1024;
@@ -220,8 +220,10 @@ async function pipeRound(v) {
   // BULK_BENCH_PIPE_READER: the reader's command with FIFO where the FIFO goes (default `sha256sum < FIFO`); it must print the digest first.
   const reader = (fifo) => (process.env.BULK_BENCH_PIPE_READER ?? 'sha256sum < FIFO').replaceAll('FIFO', fifo);
   const script = `cat /proc/$PPID/stat > ${root}/s0${tasks('k0')}; date +%s.%N > ${root}/t0; ${reader(`${root}/input/data/train_0`)} > ${root}/sum; date +%s.%N > ${root}/t1; cat /proc/$PPID/stat > ${root}/s1${tasks('k1')}` +
-    (pipeWarm ? `; cat /proc/$PPID/stat > ${root}/s2; date +%s.%N > ${root}/t2; ${reader(`${root}/input/data/train_1`)} > ${root}/sum1; date +%s.%N > ${root}/t3; cat /proc/$PPID/stat > ${root}/s3` : '');
-  // BULK_BENCH_PERF_STAT=EVENTS: `perf stat -e EVENTS` around the whole `sluice run` (its start-up and both epochs too); printed.
+    // Epoch 2 is timed from epoch 1's end stamps (t1, s1), taken right before its reader starts.
+    (pipeWarm ? `; ${reader(`${root}/input/data/train_1`)} > ${root}/sum1; date +%s.%N > ${root}/t2; cat /proc/$PPID/stat > ${root}/s2` : '');
+  // BULK_BENCH_PERF_STAT=EVENTS: `perf stat -e EVENTS` around the whole `sluice run` (its start-up and both epochs too,
+  // and, as perf follows children, the training command's reader: compare counts only between runs with the same reader); printed.
   const perfStat = process.env.BULK_BENCH_PERF_STAT ? ['perf', 'stat', '-x,', '-e', process.env.BULK_BENCH_PERF_STAT, '--'] : [];
   const r = spawnSync(perfStat[0] ?? process.execPath, [...perfStat.slice(1), ...(perfStat.length ? [process.execPath] : []), ...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', pipeWarm ? '2' : '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
   if (r.status !== 0) throw new Error(`pipe run failed: ${r.stderr}`);
@@ -234,8 +236,8 @@ async function pipeRound(v) {
   if (pipeWarm) {
     const got1 = readFileSync(`${root}/sum1`, 'utf8').split(' ')[0];
     if (got1 !== sums['pipe/p']) throw new Error(`pipe epoch 2 sha256 mismatch: ${got1}`);
-    const secs1 = Number(readFileSync(`${root}/t3`, 'utf8')) - Number(readFileSync(`${root}/t2`, 'utf8'));
-    record(v.name, 'pipe-warm', secs1, cpuOf(readFileSync(`${root}/s3`, 'utf8')) - cpuOf(readFileSync(`${root}/s2`, 'utf8')));
+    const secs1 = Number(readFileSync(`${root}/t2`, 'utf8')) - Number(readFileSync(`${root}/t1`, 'utf8'));
+    record(v.name, 'pipe-warm', secs1, cpuOf(readFileSync(`${root}/s2`, 'utf8')) - cpuOf(readFileSync(`${root}/s1`, 'utf8')));
   }
   if (process.env.BULK_BENCH_THREADS) {
     const load = (f) => Object.fromEntries(readFileSync(`${root}/${f}`, 'utf8').trim().split('\n').map((l) => { const st = l.slice(l.indexOf(' ') + 1); const f = st.slice(st.lastIndexOf(')') + 2).split(' '); return [`${st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'))}#${l.slice(0, l.indexOf(' '))}`, { u: Number(f[11]) / TICK, s: Number(f[12]) / TICK }]; }));
@@ -257,7 +259,7 @@ try {
   }
 } finally {
   tlsProxy?.kill();
-  benchProxy?.kill();
+  await benchProxy?.stop();
   await s3.stop();
   rmSync(work, { recursive: true, force: true });
 }

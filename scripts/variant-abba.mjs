@@ -12,7 +12,7 @@
  * With --proxy, the daemon reaches s3rver through the bench's latency proxy (no added latency,
  * no bandwidth cap; its own process), as `sluice bench`'s no-latency profile does. --ttfb MS and
  * --bandwidth MB/s (per connection) give the proxy the s3-like profile's shape (25 and 80) and
- * imply --proxy. --syscalls counts the daemon's read and epoll_wait calls over the span (perf stat);
+ * imply --proxy. --syscalls counts the daemon's read and epoll_pwait calls over the span (perf stat);
  * every run also reports the daemon's context switches per MB (all its threads, from /proc).
  *
  * Usage: node scripts/variant-abba.mjs [--dist DIR] [--rounds N] [--readers N] [--variant NAME:VAR=VAL[,VAR=VAL]] [--variant-dist DIR] [--proxy] [--ttfb MS] [--bandwidth MBPS] [--syscalls]
@@ -46,9 +46,9 @@ for (const key of keys) { const body = randomBytes(128 * MiB); sums[key] = creat
 let endpoint = s3.endpoint;
 let proxy;
 if (a.proxy) {
-  proxy = spawn(process.execPath, [path.join(dist, 'bench/proxy-child.js'), JSON.stringify({ name: 'shaped', ttfbMs: Number(a.ttfb), bytesPerSec: Number(a.bandwidth) * 1e6, targetPort: Number(new URL(s3.endpoint).port) })], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve) => { let o = ''; proxy.stdout.on('data', (d) => { o += d; const nl = o.indexOf('\n'); if (nl >= 0) resolve(JSON.parse(o.slice(0, nl)).port); }); });
-  endpoint = `http://127.0.0.1:${port}`;
+  const { startProxyProcess } = await import(path.join(dist, 'bench/runner.js'));
+  proxy = await startProxyProcess({ name: 'shaped', ttfbMs: Number(a.ttfb), bytesPerSec: Number(a.bandwidth) * 1e6 }, Number(new URL(s3.endpoint).port), undefined);
+  endpoint = proxy.endpoint;
 }
 const env0 = { ...process.env, AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey, AWS_REGION: 'us-east-1' };
 const stat = (pid) => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' '); return { minflt: Number(f[7]), user: Number(f[11]) / 100, cpu: (Number(f[11]) + Number(f[12])) / 100 }; };
@@ -85,7 +85,7 @@ for (let r = 0; r < rounds; r++) for (const variant of (r % 2 ? [vname, 'default
     const gb = readers * 128 * MiB / 1e9;
     const row = { mbps: gb * 1000 / secs, cpu: (s1.cpu - s0.cpu) / gb, user: (s1.user - s0.user) / gb, faultsK: (s1.minflt - s0.minflt) / gb / 1000, switchesPerMB: (x1 - x0) / (gb * 1000), readsPerMB: perfCount('sys_enter_read') / (gb * 1000), waitsPerMB: perfCount('sys_enter_epoll_pwait') / (gb * 1000), views: metric(m, 'sluice_fuse_view_replies_total'), inC: metric(m, 'sluice_fuse_memory_reads_total'), reads: metric(m, 'sluice_fuse_operations_total{op="read"'), ok };
     results[variant].push(row);
-    console.log(`${variant.padEnd(8)} ${row.mbps.toFixed(0)} MB/s  CPU ${row.cpu.toFixed(2)} s/GB (user ${row.user.toFixed(2)})  ${row.faultsK.toFixed(0)}k faults/GB  ${row.switchesPerMB.toFixed(1)} switches/MB${a.syscalls ? ` ${row.readsPerMB.toFixed(1)} read()/MB ${row.waitsPerMB.toFixed(1)} epoll_wait/MB` : ''}  reads ${row.reads}: ${row.inC} in C, ${row.views} views  ${ok ? 'sha256 ok' : 'SHA256 MISMATCH'}`);
+    console.log(`${variant.padEnd(8)} ${row.mbps.toFixed(0)} MB/s  CPU ${row.cpu.toFixed(2)} s/GB (user ${row.user.toFixed(2)})  ${row.faultsK.toFixed(0)}k faults/GB  ${row.switchesPerMB.toFixed(1)} switches/MB${a.syscalls ? ` ${row.readsPerMB.toFixed(1)} read()/MB ${row.waitsPerMB.toFixed(1)} epoll_pwait/MB` : ''}  reads ${row.reads}: ${row.inC} in C, ${row.views} views  ${ok ? 'sha256 ok' : 'SHA256 MISMATCH'}`);
   } finally {
     // A daemon that already exited (it failed to mount) has no exit event left to wait for.
     if (child.exitCode === null && child.signalCode === null) {
@@ -99,9 +99,9 @@ for (let r = 0; r < rounds; r++) for (const variant of (r % 2 ? [vname, 'default
 }
 const med = (xs) => { const s = [...xs].sort((x, y) => x - y); const n = s.length; return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2; };
 for (const [k, rows] of Object.entries(results)) {
-  console.log(`median ${k.padEnd(8)} ${med(rows.map((x) => x.mbps)).toFixed(0)} MB/s  CPU ${med(rows.map((x) => x.cpu)).toFixed(2)} s/GB (range ${Math.min(...rows.map((x) => x.cpu)).toFixed(2)}-${Math.max(...rows.map((x) => x.cpu)).toFixed(2)})  user ${med(rows.map((x) => x.user)).toFixed(2)}  ${med(rows.map((x) => x.faultsK)).toFixed(0)}k faults/GB  ${med(rows.map((x) => x.switchesPerMB)).toFixed(1)} switches/MB${a.syscalls ? `  ${med(rows.map((x) => x.readsPerMB)).toFixed(1)} read()/MB  ${med(rows.map((x) => x.waitsPerMB)).toFixed(1)} epoll_wait/MB` : ''}  (${rows.length} runs)`);
+  console.log(`median ${k.padEnd(8)} ${med(rows.map((x) => x.mbps)).toFixed(0)} MB/s  CPU ${med(rows.map((x) => x.cpu)).toFixed(2)} s/GB (range ${Math.min(...rows.map((x) => x.cpu)).toFixed(2)}-${Math.max(...rows.map((x) => x.cpu)).toFixed(2)})  user ${med(rows.map((x) => x.user)).toFixed(2)}  ${med(rows.map((x) => x.faultsK)).toFixed(0)}k faults/GB  ${med(rows.map((x) => x.switchesPerMB)).toFixed(1)} switches/MB${a.syscalls ? `  ${med(rows.map((x) => x.readsPerMB)).toFixed(1)} read()/MB  ${med(rows.map((x) => x.waitsPerMB)).toFixed(1)} epoll_pwait/MB` : ''}  (${rows.length} runs)`);
 }
-proxy?.kill('SIGTERM');
+await proxy?.stop();
 await s3.stop?.();
 if (failed) { console.error('variant-abba: a read did not match its source'); process.exit(1); }
 process.exit(0);

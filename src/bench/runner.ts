@@ -120,7 +120,7 @@ export interface RunnerOptions {
   signal?: AbortSignal;
 }
 
-interface ProxyHandle {
+export interface ProxyHandle {
   endpoint: string;
   pid: number;
   /** The proxy's counts so far (requests, object GETs, bytes). */
@@ -128,7 +128,11 @@ interface ProxyHandle {
   stop(): Promise<void>;
 }
 
-function startProxyProcess(profile: LatencyProfile, targetPort: number, ca: RunCa | undefined): Promise<ProxyHandle> {
+/**
+ * The latency proxy in its own process (proxy-child.ts) in front of 127.0.0.1:`targetPort`,
+ * resolved once it listens. Also what scripts/ use to put the bench's proxy in their runs.
+ */
+export function startProxyProcess(profile: LatencyProfile, targetPort: number, ca: RunCa | undefined): Promise<ProxyHandle> {
   const tls = profile.https && ca ? { tls: { key: ca.key, cert: ca.cert } } : {};
   const child = spawn(process.execPath, [PROXY_PATH, JSON.stringify({ ...profile, targetPort, ...tls })], { stdio: ['pipe', 'pipe', 'pipe'] });
   const waiting: ((s: LatencyProxyStats) => void)[] = [];
