@@ -219,16 +219,27 @@ static napi_value js_unlock(napi_env env, napi_callback_info info) {
  * page fault per 4 KiB on its first write; on the paravirtualised guests we run on a fault
  * costs more than copying the page (measured: ~0.45 daemon CPU s/GB of Pipe mode). Here the
  * mapping is populated in one call (MADV_POPULATE_WRITE, Linux 5.14; older kernels just fault
- * later, as before), in 4 KiB pages: MADV_NOHUGEPAGE, also where THP is "always".
- * Why not huge pages (what this did until 2026-12-02): on a guest that hands free memory back
- * to its host (virtio-balloon free page reporting, as on the Firecracker VMs we run on), a
- * free 2 MiB block has usually been handed back, and every 4 KiB of it costs a host fault when
- * first written; 4 KiB pages come from smaller free blocks that were not. Populating an 8 MiB
- * slab took 31-100 ms in huge pages and 2.3-7.8 ms in 4 KiB pages in a new process here, and a
- * fresh daemon's first 128 MiB read cost 3.87 daemon CPU s/GB against 1.83 (medians of 4, the
- * later files the same or less: BENCHMARKS.md "t11-slab"). Where memory is not handed back the
- * two cost about the same (a slab is populated once per process, then reused by the pool).
- * The mapping stays 2 MiB aligned (harmless, and a huge page experiment is one flag away).
+ * later, as before). Its whole 2 MiB blocks are in transparent huge pages where the kernel
+ * has them (huge_inside: MADV_HUGEPAGE; the rest in 4 KiB pages, MADV_NOHUGEPAGE).
+ * Why huge pages (BENCHMARKS.md "t11-huge", 2026-12-05): on these guests the kernel's own copies
+ * into and out of user memory (a socket read into a slab, a FUSE reply or a Pipe write from one)
+ * cost more the more 4 KiB pages they cycle through: 0.2 CPU s/GB within 8 MiB, 0.5 within
+ * 128 MiB, 1.4 within 512 MiB, and 0.1-0.23 at any size in huge pages, both ways
+ * (scripts/copy-working-set.c; copies by user code cost the same either way). A daemon's
+ * slabs are such a working set: 4 readers at once hold ~200 MiB of them, a warm block cache all
+ * of it. Measured side by side (4 KiB -> huge):
+ * 4 readers through a new mount 1.43 -> 0.99 daemon CPU s/GB, re-reads from the block cache
+ * 1.75 -> 0.37, Pipe 0.93 -> 0.86 (TLS: 1.73 -> 1.30).
+ * What they cost: on a guest that hands free memory back to its host (virtio-balloon free page
+ * reporting, as on the Firecracker VMs we run on), a free 2 MiB block has usually been handed
+ * back, and each 4 KiB of it costs a host fault when first written; 4 KiB pages come from
+ * smaller free blocks that were not. Populating an 8 MiB slab then takes 13-100 ms in huge
+ * pages against 1.4-7.8 ms in 4 KiB pages (0.5 ms either way when a process freed huge pages a
+ * moment before): once per slab per process (the pool reuses its slabs), a few tenths of a
+ * second for a daemon's whole working set, against the ~0.4-1.4 CPU s saved on every GB after.
+ * (From 2026-12-02 to 12-05 slabs were in 4 KiB pages for that first cost alone, "t11-slab":
+ * measured one reader at a time, whose working set is small enough that the copies cost little.)
+ * SLUICE_SLAB_SMALL_PAGES=1 puts every slab in 4 KiB pages, to measure one against the other.
  * Freed with munmap when V8 collects the Buffer.
  * Returns undefined when this Node forbids external buffers: the caller then allocates as usual.
  */
@@ -248,7 +259,7 @@ static void free_mapping(napi_env env, void *data, void *hint) {
   munmap(data, (size_t)(uintptr_t)hint);
 }
 
-/* A mapping of `len` bytes (page-rounded), 2 MiB aligned, in 4 KiB pages; NULL with errno set. */
+/* A mapping of `len` bytes (page-rounded), 2 MiB aligned, in 4 KiB pages until huge_inside() says otherwise; NULL with errno set. */
 static char *map_aligned(size_t len, int flags) {
   size_t span = len + SLUICE_HUGE_PAGE; /* room to align the start */
   char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
@@ -259,6 +270,25 @@ static char *map_aligned(size_t len, int flags) {
   if (tail > 0) munmap(start + len, tail);
   (void)madvise(start, len, MADV_NOHUGEPAGE); /* EINVAL without THP is fine: 4 KiB pages either way */
   return start;
+}
+
+/*
+ * madvise(advice) over the whole 2 MiB blocks inside [p, p+len), MADV_HUGEPAGE before a slab's
+ * pages are mapped and MADV_NOHUGEPAGE after they are given back; nothing when the slab holds
+ * no whole block, or when SLUICE_SLAB_SMALL_PAGES=1 (every slab in 4 KiB pages, as before
+ * 2026-12-05: kept to measure one against the other). Only whole blocks, because a huge page
+ * fault maps the whole aligned block: advice over a slab's partial head or tail would map
+ * memory that belongs to no slab (or to a neighbour). The advice splits the mapping's VMA
+ * around the slab; taking it back lets the kernel merge them again, so a region holds about
+ * one VMA per live slab at most (a 1 GiB pool of 8 MiB slabs: ~260, far below
+ * vm.max_map_count's 65,530).
+ */
+static void huge_inside(char *p, size_t len, int advice) {
+  const char *off = getenv("SLUICE_SLAB_SMALL_PAGES");
+  if (off != NULL && off[0] == '1') return;
+  uintptr_t from = ((uintptr_t)p + SLUICE_HUGE_PAGE - 1) & ~(uintptr_t)(SLUICE_HUGE_PAGE - 1);
+  uintptr_t to = ((uintptr_t)p + len) & ~(uintptr_t)(SLUICE_HUGE_PAGE - 1);
+  if (to > from) (void)madvise((void *)from, (size_t)(to - from), advice); /* EINVAL without THP: 4 KiB pages */
 }
 
 /* The mapping as an external Buffer freed by munmap, or undefined (and the mapping gone) when this Node forbids external buffers. */
@@ -286,6 +316,7 @@ static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
   size_t len = page_round((size_t)bytes);
   char *start = map_aligned(len, 0);
   if (start == NULL) return throw_errno(env, -errno, "mmap", NULL);
+  huge_inside(start, len, MADV_HUGEPAGE);
   (void)madvise(start, len, MADV_POPULATE_WRITE);  /* EINVAL before 5.14: pages fault in later */
   /*
    * No napi_adjust_external_memory here: V8 counts an external buffer's bytes itself, as it
@@ -327,8 +358,12 @@ static napi_value js_reserve_region(napi_env env, napi_callback_info info) {
   return mapping_buffer(env, start, (size_t)bytes, len);
 }
 
-/* madvise(advice) over the whole pages inside the Buffer argument; undefined. */
-static napi_value advise_pages(napi_env env, napi_callback_info info, int advice) {
+/*
+ * madvise(advice) over the whole pages inside the Buffer argument; undefined. `huge` (when
+ * not 0) is given first to the whole 2 MiB blocks inside it (huge_inside). A slab given back
+ * loses its huge advice before its pages go, so khugepaged never sees a free range it may fill.
+ */
+static napi_value advise_pages(napi_env env, napi_callback_info info, int advice, int huge) {
   size_t argc = 1;
   napi_value argv[1];
   CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
@@ -341,13 +376,14 @@ static napi_value advise_pages(napi_env env, napi_callback_info info, int advice
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   uintptr_t from = ((uintptr_t)data + page - 1) & ~(uintptr_t)(page - 1);
   uintptr_t to = ((uintptr_t)data + length) & ~(uintptr_t)(page - 1);
+  if (huge != 0) huge_inside((char *)data, length, huge);
   if (to > from) (void)madvise((void *)from, (size_t)(to - from), advice);
   return NULL;
 }
 
-/* populateSlab(buf): maps the whole pages inside buf (a slab of a reserved region) before its first write, in one call (as allocPrefaulted does). */
+/* populateSlab(buf): maps the whole pages inside buf (a slab of a reserved region) before its first write, in one call, its whole 2 MiB blocks in huge pages (as allocPrefaulted does). */
 static napi_value js_populate_slab(napi_env env, napi_callback_info info) {
-  return advise_pages(env, info, MADV_POPULATE_WRITE);
+  return advise_pages(env, info, MADV_POPULATE_WRITE, MADV_HUGEPAGE);
 }
 
 /*
@@ -358,7 +394,7 @@ static napi_value js_populate_slab(napi_env env, napi_callback_info info) {
  * slabs no one holds).
  */
 static napi_value js_discard_pages(napi_env env, napi_callback_info info) {
-  return advise_pages(env, info, MADV_DONTNEED);
+  return advise_pages(env, info, MADV_DONTNEED, MADV_NOHUGEPAGE);
 }
 
 /*

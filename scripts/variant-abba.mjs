@@ -33,7 +33,7 @@ const dist = path.resolve(a.dist);
 const rounds = Number(a.rounds);
 const readers = Number(a.readers);
 const [vname, vsettings] = a.variant.split(':');
-const venv = Object.fromEntries((vsettings ?? '').split(',').filter(Boolean).map((kv) => kv.split('=')));
+const venv = Object.fromEntries((vsettings ?? '').split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
 // The variant may be another build (e.g. the commit before a change) instead of, or as well as, settings.
 const vdist = a['variant-dist'] ? path.resolve(a['variant-dist']) : dist;
 const MiB = 1024 * 1024;

@@ -18,6 +18,11 @@
  *    sorted by offset), split off; its pages are mapped in one call (populateSlab), as the
  *    addon's per-slab allocation does. A pool asks for few distinct lengths and rarely (its
  *    slabs are reused), so a linear scan costs nothing that matters.
+ *  - A slab of HUGE_BLOCK or more starts on a HUGE_BLOCK boundary of its region (regions are
+ *    mapped so aligned) where a free range has room for it there, else where it fits: the addon
+ *    maps the whole 2 MiB blocks inside a slab in huge pages, and an aligned 8 MiB slab is
+ *    four of them, where an unaligned one would be three and two 4 KiB-paged ends. The gap
+ *    left in front stays free for smaller slabs. Why huge pages: BENCHMARKS.md "t11-huge".
  *  - release(buf): the slab's pages go back to the kernel at once (discardPages), and its range
  *    is free again, merged with free neighbours. The pool releases only slabs no one holds
  *    (refCount 0), the same rule under which it reuses them, so no view of a released range
@@ -29,6 +34,8 @@
 
 /** 1 GiB: Node 20's largest Buffer is 4 GiB; a bound of several GiB (a large --cache-size) takes several regions. */
 export const REGION_MAX = 1024 * 1024 * 1024;
+/** 2 MiB: a transparent huge page on x86-64 and arm64 (4 KiB granule), as native/binding.c's SLUICE_HUGE_PAGE. */
+export const HUGE_BLOCK = 2 * 1024 * 1024;
 
 export interface ArenaOps {
   /** A mapping of n bytes with no page yet (undefined when not possible here). */
@@ -69,18 +76,38 @@ export class SlabArena {
 
   /** A slab of n bytes with its pages mapped, or undefined when no region has room. */
   alloc(n: number): Buffer | undefined {
+    if (n >= HUGE_BLOCK) {
+      for (const r of this.regions) {
+        for (let i = 0; i < r.free.length; i++) {
+          const f = r.free[i]!;
+          const at = Math.ceil(f.start / HUGE_BLOCK) * HUGE_BLOCK;
+          if (at + n > f.end) continue;
+          if (at > f.start) {
+            // Keep the gap in front free: [f.start, at), then what follows the slab.
+            r.free.splice(i + 1, 0, { start: at, end: f.end });
+            f.end = at;
+            i++;
+          }
+          return this.take(r, i, n);
+        }
+      }
+    }
     for (const r of this.regions) {
       const i = r.free.findIndex((f) => f.end - f.start >= n);
-      if (i < 0) continue;
-      const f = r.free[i]!;
-      const slab = r.buf.subarray(f.start, f.start + n);
-      f.start += n;
-      if (f.start === f.end) r.free.splice(i, 1);
-      this.ops.populate(slab);
-      this.used += n;
-      return slab;
+      if (i >= 0) return this.take(r, i, n);
     }
     return undefined;
+  }
+
+  /** The first n bytes of free range i of r, handed out with their pages mapped. */
+  private take(r: Region, i: number, n: number): Buffer {
+    const f = r.free[i]!;
+    const slab = r.buf.subarray(f.start, f.start + n);
+    f.start += n;
+    if (f.start === f.end) r.free.splice(i, 1);
+    this.ops.populate(slab);
+    this.used += n;
+    return slab;
   }
 
   /** Whether buf is a slab of this arena. */

@@ -55,8 +55,8 @@
  * CPU s/GB with a fresh part buffer per part (a page fault per 4 KiB), ~8 with undici's
  * body chunks kept as received, ~5 with pooled getRange buffers; BENCHMARKS.md "Bulk
  * receive path (issue 11)" has the figures of this path. The pool's slabs come from the
- * addon's allocPrefaulted (native.ts): 4 KiB pages (cheaper to come by than huge ones on a VM
- * that hands free memory back: native/binding.c), mapped in one call. A malloc'd slab instead
+ * addon's allocPrefaulted (native.ts), mapped in one call, their whole 2 MiB blocks in huge
+ * pages (the kernel's copies into and out of them cost less: native/binding.c). A malloc'd slab instead
  * faults once per 4 KiB on its first fill, inside the socket read: measured 0.6 CPU s per
  * 136 MiB window here (0.02 prefaulted), about 0.45 of Pipe mode's daemon CPU s/GB on a
  * 512 MiB object. Without `recycleParts` (a

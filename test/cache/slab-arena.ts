@@ -1,5 +1,5 @@
 import t from 'tap';
-import { REGION_MAX, SlabArena, type ArenaOps } from '../../src/cache/slab-arena.js';
+import { HUGE_BLOCK, REGION_MAX, SlabArena, type ArenaOps } from '../../src/cache/slab-arena.js';
 
 /** Ops over plain buffers, recording what was populated and discarded (by offset in its region). */
 function fakeOps(): ArenaOps & { reserved: number[]; populated: string[]; discarded: string[]; refuse: boolean } {
@@ -57,4 +57,35 @@ t.test('a bound larger than REGION_MAX takes several regions; a refused reservat
   const none = new SlabArena(100, ops);
   t.equal(none.alloc(10), undefined, 'the pool then allocates slabs of its own');
   t.throws(() => none.release(Buffer.alloc(10)), /did not hand out/);
+});
+
+t.test('a slab of a huge block or more starts on a huge block boundary where a free range has room for it there, else where it fits; the gap in front serves smaller slabs', async (t) => {
+  const MiB = 1024 * 1024;
+  t.equal(HUGE_BLOCK, 2 * MiB);
+  const ops = fakeOps();
+  const arena = new SlabArena(20 * MiB, ops);
+  const small = arena.alloc(MiB)!;
+  t.equal(small.byteOffset, 0, 'a small slab: first fit');
+  const a = arena.alloc(8 * MiB)!;
+  t.equal(a.byteOffset, 2 * MiB, 'an 8 MiB slab skips to the next 2 MiB boundary');
+  const gap = arena.alloc(MiB / 2)!;
+  t.equal(gap.byteOffset, MiB, 'the gap in front of it stays free, for a smaller slab');
+  const b = arena.alloc(8 * MiB)!;
+  t.equal(b.byteOffset, 10 * MiB, 'the next one right behind, aligned');
+  t.equal(arena.alloc(4 * MiB), undefined, 'no room left for 4 MiB (2.5 MiB free, in two ranges)');
+  t.equal(arena.usedBytes, 17.5 * MiB);
+  arena.release(a);
+  arena.release(gap);
+  // Free now: [1, 10) MiB, merged from the gap's slab, the rest of the gap and a.
+  const c = arena.alloc(8 * MiB)!;
+  t.equal(c.byteOffset, 2 * MiB, 'freed ranges merge; an 8 MiB slab takes the aligned start again');
+  t.same(ops.populated.slice(-1), [`0:${2 * MiB}+${8 * MiB}`]);
+  arena.release(c);
+  t.equal(arena.alloc(9 * MiB)!.byteOffset, MiB, '9 MiB has no aligned room in [1, 10): it starts at 1 MiB');
+
+  const tight = new SlabArena(9 * MiB, fakeOps());
+  tight.alloc(MiB);
+  const d = tight.alloc(8 * MiB)!;
+  t.equal(d.byteOffset, MiB, 'with no aligned room, first fit as before: the slab is still handed out');
+  t.equal(tight.alloc(1), undefined);
 });
