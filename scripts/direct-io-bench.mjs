@@ -14,7 +14,7 @@
  * --s3fs adds s3fs (when installed) with and without its direct_io option, same settings as
  * bench/scenarios/bulk.yaml (parallel_count=16, multipart_size=8): with direct I/O on both
  * sides, neither daemon fills a page cache, so the CPU compared is each daemon's own work.
- * --proxy puts `sluice bench`'s latency proxy (its own process, dist/bench/proxy-child.js) in
+ * --proxy puts `sluice bench`'s latency proxy (its own process, started as the bench starts it) in
  * front of s3rver with the no-latency profile, as bench/scenarios/bulk.yaml's no-latency rows.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -53,10 +53,9 @@ for (const key of new Set(reads)) {
 let endpoint = s3.endpoint;
 let proxy;
 if (viaProxy) {
-  const opts = { name: 'no-latency', ttfbMs: 0, bytesPerSec: 0, targetHost: '127.0.0.1', targetPort: Number(new URL(s3.endpoint).port) };
-  proxy = spawn(process.execPath, [path.join(dist, 'bench', 'proxy-child.js'), JSON.stringify(opts)], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve) => proxy.stdout.once('data', (d) => resolve(JSON.parse(String(d).split('\n')[0]).port)));
-  endpoint = `http://127.0.0.1:${port}`;
+  const { startProxyProcess } = await import(path.join(dist, 'bench/runner.js'));
+  proxy = await startProxyProcess({ name: 'no-latency', ttfbMs: 0, bytesPerSec: 0 }, Number(new URL(s3.endpoint).port), undefined);
+  endpoint = proxy.endpoint;
 }
 const variants = [{ name: 'page cache', args: [] }, { name: '--direct-io', args: ['--direct-io'] }];
 if (withS3fs && spawnSync('sh', ['-c', 'command -v s3fs']).status === 0) {
@@ -118,8 +117,7 @@ try {
     process.stderr.write(`round ${r}/${rounds} done\n`);
   }
 } finally {
-  // The proxy prints its stats and exits when its stdin closes: let it, before this process exits.
-  if (proxy) await new Promise((r) => { proxy.on('exit', r); proxy.stdin.end(); });
+  await proxy?.stop();
   await s3.close?.();
   rmSync(work, { recursive: true, force: true });
 }

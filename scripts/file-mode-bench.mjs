@@ -18,7 +18,9 @@
  * bytes discarded), measured in each round.
  *
  * Usage: node scripts/file-mode-bench.mjs [--rounds N] [--count N] [--size MiB]
- *          [--profile s3-like|no-latency] [--tls] [--no-limit] NAME=DIST_DIR ... [aws]
+ *          [--profile s3-like|no-latency] [--tls] [--no-limit] [--env NAME:VAR=VALUE] NAME=DIST_DIR ... [aws]
+ * --env NAME:VAR=VALUE sets VAR for variant NAME's File-mode host only (e.g.
+ *   small:SLUICE_SLAB_SMALL_PAGES=1 against the same dist as another name); repeatable.
  * FILE_BENCH_NODE_ARGS: node flags for the File-mode host, e.g. '--cpu-prof --cpu-prof-dir=DIR'.
  * FILE_BENCH_LOG_LEVEL: the host's SLUICE_LOG_LEVEL (default warn; debug prints part timelines).
  */
@@ -34,6 +36,8 @@ const dist = path.join(here, '..', 'dist');
 const args = process.argv.slice(2);
 let rounds = 3, count = 4, sizeMiB = 64, profile = 's3-like', useTls = false, limit = true;
 const variants = [];
+/** --env NAME:VAR=VALUE: an environment variable for variant NAME's host only. */
+const variantEnv = {};
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--rounds') rounds = Number(args[++i]);
   else if (args[i] === '--count') count = Number(args[++i]);
@@ -41,6 +45,7 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--profile') profile = args[++i];
   else if (args[i] === '--tls') useTls = true;
   else if (args[i] === '--no-limit') limit = false;
+  else if (args[i] === '--env') { const a = args[++i]; const kv = a.slice(a.indexOf(':') + 1); (variantEnv[a.slice(0, a.indexOf(':'))] ??= {})[kv.slice(0, kv.indexOf('='))] = kv.slice(kv.indexOf('=') + 1); }
   else if (args[i] === 'aws') variants.push({ name: 'aws' });
   else { const [name, d] = args[i].split('='); variants.push({ name, dist: path.resolve(d) }); }
 }
@@ -58,20 +63,18 @@ const { createRunCa } = await import(path.join(dist, 'bench/tls-ca.js'));
 const root = mkdtempSync(path.join(os.tmpdir(), 'file-mode-bench-'));
 const s3 = await startLocalS3({ dir: path.join(root, 's3rver') });
 const children = [];
+/** What to stop at the end besides the children (the proxy). */
+const stops = [];
 try {
   const bucket = 'sluice-bench', prefix = 'large-d/';
   await s3.createBucket(bucket);
   const objs = await writeS3rverObjects(s3, bucket, benchLayout(prefix, { largeFiles: { count, size: sizeMiB * MiB } }), 1);
   const total = objs.reduce((n, o) => n + o.size, 0);
   const ca = useTls ? await createRunCa((mkdirSync(path.join(root, 'ca')), path.join(root, 'ca'))) : undefined;
-  const proxy = spawn(process.execPath, [path.join(dist, 'bench/proxy-child.js'), JSON.stringify({ name: profile, ...PROFILES[profile], targetPort: s3.port, ...(ca ? { https: true, tls: { key: ca.key, cert: ca.cert } } : {}) })], { stdio: ['pipe', 'pipe', 'inherit'] });
-  children.push(proxy);
-  const port = await new Promise((resolve, reject) => {
-    let buf = '';
-    proxy.stdout.on('data', (b) => { buf += b; const m = buf.match(/\{"port":(\d+)\}/); if (m) resolve(Number(m[1])); });
-    proxy.once('exit', () => reject(new Error('proxy exited')));
-  });
-  const endpoint = `${ca ? 'https' : 'http'}://127.0.0.1:${port}`;
+  const { startProxyProcess } = await import(path.join(dist, 'bench/runner.js'));
+  const proxy = await startProxyProcess({ name: profile, ...PROFILES[profile], ...(ca ? { https: true } : {}) }, s3.port, ca);
+  stops.push(() => proxy.stop());
+  const endpoint = proxy.endpoint;
   const results = {};
   const record = (name, secs, cpu, extra = '') => {
     (results[name] ??= []).push({ secs, cpu });
@@ -132,7 +135,7 @@ try {
         writeFileSync(argsFile, JSON.stringify(host));
         const nodeArgs = (process.env.FILE_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
         const t0 = performance.now();
-        const c = spawn(process.execPath, [...nodeArgs, path.join(v.dist, 'bench/host.js'), argsFile], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, SLUICE_LOG_LEVEL: process.env.FILE_BENCH_LOG_LEVEL ?? 'warn' } });
+        const c = spawn(process.execPath, [...nodeArgs, path.join(v.dist, 'bench/host.js'), argsFile], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, SLUICE_LOG_LEVEL: process.env.FILE_BENCH_LOG_LEVEL ?? 'warn', ...variantEnv[v.name] } });
         children.push(c);
         const exited = new Promise((res) => c.once('exit', res));
         await new Promise((res, rej) => {
@@ -174,6 +177,7 @@ try {
   }
 } finally {
   for (const c of children) if (c.exitCode === null) { c.stdin?.end(); c.kill('SIGTERM'); }
+  for (const stop of stops) await stop();
   await s3.stop();
   rmSync(root, { recursive: true, force: true });
 }
