@@ -14,7 +14,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -32,9 +32,11 @@ for (let i = 0; i < n; i++) {
   await s3.putObject('bulk', `set/f${i}`, body);
 }
 const env = { ...process.env, AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey, AWS_REGION: 'us-east-1' };
+const { readProcStats } = await import(path.join(dist, 'bench/proc-stats.js'));
+/** The daemon's user and system CPU seconds and minor faults (the bench's own /proc reader). */
 const stat = (pid) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return { minflt: Number(f[7]), user: Number(f[11]) / 100, sys: Number(f[12]) / 100 };
+  const p = readProcStats(pid);
+  return { minflt: p.minorFaults, user: p.userCpuSeconds, sys: p.cpuSeconds - p.userCpuSeconds };
 };
 const mnt = mkdtempSync(path.join(os.tmpdir(), 'sequential-files-'));
 const child = spawn(process.execPath, [path.join(dist, 'cli.js'), 'mount', 's3://bulk/', mnt, '--endpoint', s3.endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...mountArgs], { env, stdio: ['ignore', 'pipe', 'inherit'] });

@@ -51,7 +51,8 @@ if (a.proxy) {
   endpoint = proxy.endpoint;
 }
 const env0 = { ...process.env, AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey, AWS_REGION: 'us-east-1' };
-const stat = (pid) => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' '); return { minflt: Number(f[7]), user: Number(f[11]) / 100, cpu: (Number(f[11]) + Number(f[12])) / 100 }; };
+const { readProcStats } = await import(path.join(dist, 'bench/proc-stats.js'));
+const stat = (pid) => { const p = readProcStats(pid); return { minflt: p.minorFaults, user: p.userCpuSeconds, cpu: p.cpuSeconds }; };
 /** Context switches of all the daemon's threads (voluntary + involuntary). */
 const switches = (pid) => { let n = 0; for (const t of readdirSync(`/proc/${pid}/task`)) { try { for (const l of readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8').split('\n')) if (l.includes('ctxt_switches')) n += Number(l.split(/\s+/).pop()); } catch { /* thread gone */ } } return n; };
 const metric = (text, name) => text.split('\n').filter((l) => l.startsWith(name)).reduce((s, l) => s + Number(l.split(' ').pop()), 0);
