@@ -3,7 +3,7 @@
  * grows only while GETs still run at close to their best speed, after TCP Vegas, which
  * compares the rate it gets with the best rate it has seen.
  *
- * Why: each reader's window (./read-cursor.ts, step 3) doubles up to --max-prefetch,
+ * Why: each reader's window (./read-cursor.ts, step 3) grows (x4 per batch) up to --max-prefetch,
  * whatever the other readers do, so N readers hold N full windows ahead. On a link that
  * one window already fills, the extra windows add no throughput. They only add
  * memory, and in a new daemon that memory is new to the process. t11-lend measured 4

@@ -30,11 +30,10 @@
  *  3. Read ahead, while sequential. The window starts at FIRST_WINDOW (or at the
  *     mount's kernel readahead window when that is larger: the kernel asks that far
  *     ahead of the reader anyway, and a smaller window would leave its requests to
- *     demand-fetch odd pieces of parts) and doubles
- *     up to maxPrefetch each time a new batch is issued. A sequential read
- *     that starts past what was requested ahead is read ahead of (from where the
- *     requests stopped) before its own blocks are demanded, so it is served by the
- *     batch's GETs instead of cutting a part with a GET of its own. A handle given a carried
+ *     demand-fetch odd pieces of parts) and grows by RAMP_GROWTH each time a new batch
+ *     is issued, up to maxPrefetch. A sequential read that starts past what was requested ahead is read
+ *     ahead of (from where the requests stopped) before its own blocks are demanded, so
+ *     it is served by the batch's GETs instead of cutting a part with a GET of its own. A handle given a carried
  *     window (a sibling file was just read sequentially to its end, see CARRY_MS in
  *     fs/core.ts) starts its first run from offset 0 at that window instead: a loader
  *     reading large files one after another keeps its parallel GETs from one file to
@@ -93,6 +92,21 @@ const MiB = 1024 * KiB;
  * instead of each waiting on its own GET.
  */
 export const FIRST_WINDOW = MiB + 128 * KiB;
+/**
+ * Growth of the window per batch: 4 (mountpoint-s3 doubles). While the window is below a
+ * part, a batch is one GET on one connection, so each step costs a round trip at one
+ * connection's speed while the reader waits; above it, each step adds parts in flight, and
+ * until there are enough of them for the link the reader waits too. With doubling, a 128 MiB
+ * file read from 0 spent its first ~150 ms in five steps before two parts were in flight and
+ * reached a full 64 MiB window after seven; by 4 that takes three (1.125 -> 4.5 -> 18 -> 64
+ * MiB). Measured on the s3-like shape (scripts/ramp-bench.mjs: 4 files of 128 MiB read in turn
+ * by one `dd`, a new daemon per round, 10 rounds each, alternated): the first file 239 -> 291
+ * MB/s, all four 358 -> 375 (BENCHMARKS.md "t11-growth"; 4 below a part and 2 above was in
+ * between). The cost: the window gets large sooner, so a reader that stops early may leave up
+ * to a window fetched and unread, and a new daemon maps its receive slabs sooner;
+ * --max-prefetch bounds both.
+ */
+export const RAMP_GROWTH = 4;
 
 /**
  * How far behind the last read a read may start and still count as sequential.
@@ -506,7 +520,7 @@ export class ReadCursor {
     const next = this.fetcher.prefetch(this.file, firstBlock, lastBlock, 'sequential');
     this.aheadTo = Math.max(this.aheadTo, Math.min(size, next * bs));
     if (next > lastBlock) {
-      this.window = Math.min(this.window * 2, this.maxPrefetch);
+      this.window = Math.min(this.window * RAMP_GROWTH, this.maxPrefetch);
       this.eff = Math.min(this.window, cap);
     }
   }

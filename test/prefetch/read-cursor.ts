@@ -4,7 +4,7 @@ import { AbortedError } from '../../src/errors.js';
 import { AheadShare } from '../../src/prefetch/ahead-share.js';
 import { BlockFetcher, type FileRef } from '../../src/prefetch/block-fetcher.js';
 import { InflightBudget } from '../../src/prefetch/inflight-budget.js';
-import { FIRST_WINDOW, ReadCursor, SEEK_BACKWARD_TOLERANCE, SEEK_FORWARD_TOLERANCE, type ReadView } from '../../src/prefetch/read-cursor.js';
+import { FIRST_WINDOW, ReadCursor, SEEK_BACKWARD_TOLERANCE, SEEK_FORWARD_TOLERANCE, RAMP_GROWTH, type ReadView } from '../../src/prefetch/read-cursor.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
 
 const KiB = 1024;
@@ -34,13 +34,13 @@ async function readAt(c: ReadCursor, pos: number, len: number, signal?: AbortSig
 
 const settle = () => new Promise((r) => setImmediate(r));
 
-t.test('sequential reads: small first request, window doubles up to max-prefetch, part-aligned GETs', async (t) => {
+t.test('sequential reads: small first request, window grows up to max-prefetch, part-aligned GETs', async (t) => {
   const s = setup();
   const max = 4 * MiB;
   const c = new ReadCursor(s.files[0]!, s.fetcher, max);
   const body = s.client.body(s.files[0]!.key);
   await readAt(c, 0, 128 * KiB);
-  t.equal(c.currentWindow, 2 * FIRST_WINDOW, 'first batch issued with FIRST_WINDOW, then doubled');
+  t.equal(c.currentWindow, Math.min(RAMP_GROWTH * FIRST_WINDOW, max), 'first batch issued with FIRST_WINDOW, then grown');
   const firstBytes = s.client.requests.reduce((n, r) => n + r.end - r.start, 0);
   t.ok(firstBytes <= FIRST_WINDOW + 128 * KiB + BLOCK, `first request is small (${firstBytes} bytes)`);
   t.equal(s.client.requests[0]!.end - s.client.requests[0]!.start, 128 * KiB, 'the demand GET covers only the read: first byte fast');
@@ -62,6 +62,30 @@ t.test('sequential reads: small first request, window doubles up to max-prefetch
   s.cache.close();
   t.equal(s.cache.stats.prefetchWasted.sequential, 0, 'nothing read ahead was wasted');
   t.ok(s.cache.stats.prefetchUsed.sequential > 12 * MiB, 'most bytes came from read-ahead');
+});
+
+t.test('the window grows by RAMP_GROWTH per batch up to max-prefetch, with S3-sized parts', async (t) => {
+  // Below a part each batch is a single GET at one connection's speed, and above it each step
+  // adds parts in flight: the ramp takes few, large steps (1.125 -> 4.5 -> 18 -> 64 MiB).
+  const part = 8 * MiB, size = 128 * MiB, max = 64 * MiB;
+  const client = new FakeObjectClient();
+  const etag = client.put('data/big', patternBytes(size, 7));
+  const cache = new BlockCache({ capacityBytes: 256 * MiB, blockSize: BLOCK });
+  const fetcher = new BlockFetcher(client, cache, new InflightBudget(128 * MiB), part);
+  const c = new ReadCursor({ key: 'data/big', etag, size }, fetcher, max);
+  const body = client.body('data/big');
+  const windows: number[] = [];
+  for (let pos = 0; pos < size; pos += 128 * KiB) {
+    const got = await readAt(c, pos, 128 * KiB);
+    t.ok(got.equals(body.subarray(pos, pos + 128 * KiB)), `bytes at ${pos}`) || t.bailout();
+    if (windows.at(-1) !== c.currentWindow) windows.push(c.currentWindow);
+    await settle();
+  }
+  t.equal(RAMP_GROWTH, 4);
+  t.same(windows, [FIRST_WINDOW * 4, FIRST_WINDOW * 16, max], 'x4 per batch, then max-prefetch');
+  t.equal(client.getBytes, size, 'every byte fetched exactly once');
+  for (const r of client.requests.filter((q) => q.start >= 2 * part)) t.equal(r.end - r.start, part, `whole-part GETs once the window is a part (${r.start})`);
+  cache.close();
 });
 
 t.test('seek tolerance: small backward and forward seeks stay sequential, a long jump turns random', async (t) => {
@@ -90,7 +114,7 @@ t.test('seek tolerance: small backward and forward seeks stay sequential, a long
   // contiguous again: sequential, from the first window
   await readAt(c, back + 4096, 4096);
   t.equal(c.stats.randomReads, 2, 'contiguous read after random is sequential');
-  t.equal(c.currentWindow, Math.min(2 * FIRST_WINDOW, 2 * MiB), 'restarts from the first window');
+  t.equal(c.currentWindow, Math.min(RAMP_GROWTH * FIRST_WINDOW, 2 * MiB), 'restarts from the first window');
 });
 
 t.test('random reads fetch only the blocks they touch: no read-ahead', async (t) => {
@@ -363,7 +387,7 @@ t.test('a carried window is ignored by a handle whose first run starts past 0, a
   const seek = new ReadCursor(s.files[0]!, s.fetcher, max, undefined, 0, max);
   await readAt(seek, 8 * MiB, 128 * KiB);
   await readAt(seek, 8 * MiB + 128 * KiB, 128 * KiB);
-  t.ok(seek.currentWindow <= 2 * FIRST_WINDOW, `a run from 8 MiB ramps from the first window (${seek.currentWindow})`);
+  t.ok(seek.currentWindow <= RAMP_GROWTH * FIRST_WINDOW, `a run from 8 MiB ramps from the first window (${seek.currentWindow})`);
   const short = new ReadCursor(s.files[1]!, s.fetcher, max);
   for (let pos = 0; pos < 2 * MiB; pos += 128 * KiB) await readAt(short, pos, 128 * KiB);
   t.same(short.carry(), { window: 0, read: true }, 'stopped short: nothing to carry, and the folder\'s carry ends');
@@ -434,7 +458,7 @@ t.test('lend: nothing while the cursor must see every read, and never more than 
   t.equal(c.lend(Number.MAX_SAFE_INTEGER), undefined, 'undecided (a first read inside the reorder span)');
   await readAt(c, 0, 128 * KiB);
   await settle();
-  // Right after the window doubled, the next batch is due at once: the cursor must see the next read.
+  // Right after the window grew, the next batch is due at once: the cursor must see the next read.
   t.equal(c.lend(Number.MAX_SAFE_INTEGER), undefined, 'a batch due at the frontier: no lend');
   let l: ReturnType<ReadCursor['lend']>;
   for (let pos = 640 * KiB; pos < 8 * MiB && !l; pos += 128 * KiB) {
