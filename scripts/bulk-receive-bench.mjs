@@ -35,7 +35,9 @@
  * '--cpu-prof --cpu-prof-dir=DIR'. BULK_BENCH_THREADS=1: per-thread CPU of each read on stderr;
  * =faults: per-thread minor faults (hundreds); =switches: per-thread context switches (voluntary
  * + involuntary) of each mount read.
- * BULK_BENCH_RUN_ARGS: extra `sluice run` flags for the Pipe case, e.g. '--log-level debug'.)
+ * BULK_BENCH_RUN_ARGS: extra `sluice run` flags for the Pipe case, e.g. '--log-level debug'.
+ * BULK_BENCH_PERF_RECORD=FILE: `perf record -g` of the Pipe case's `sluice run` and its children into FILE.)
+ * The Pipe case also reports its reader's CPU per GB (the training command's shell's cutime + cstime).
  * Variants are interleaved round by round, so they see the same machine load.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -141,9 +143,11 @@ if (pipe) {
   sums['pipe/p'] = whole.digest('hex');
 }
 const results = {};
-const record = (v, what, secs, cpuS, faults = NaN, userS = NaN, switchCount = NaN) => {
-  ((results[v] ??= {})[what] ??= []).push({ mbps: size / 1e6 / secs, cpuPerGB: cpuS / (size / 1e9), faultsPerMiB: faults / sizeMiB, userPerGB: userS / (size / 1e9), switchesPerMiB: switchCount / sizeMiB });
+const record = (v, what, secs, cpuS, faults = NaN, userS = NaN, switchCount = NaN, readerS = NaN) => {
+  ((results[v] ??= {})[what] ??= []).push({ mbps: size / 1e6 / secs, cpuPerGB: cpuS / (size / 1e9), faultsPerMiB: faults / sizeMiB, userPerGB: userS / (size / 1e9), switchesPerMiB: switchCount / sizeMiB, readerPerGB: readerS / (size / 1e9) });
 };
+/** CPU seconds of a process's waited-for children (cutime + cstime): the Pipe case's reader, from its shell's stat. */
+const childCpuOf = (stat) => { const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); return (Number(f[13]) + Number(f[14])) / TICK; };
 
 function readThrough(file, key) {
   const t0 = process.hrtime.bigint();
@@ -219,25 +223,29 @@ async function pipeRound(v) {
   const tasks = (f) => process.env.BULK_BENCH_THREADS ? `; for t in /proc/$PPID/task/*; do echo "\${t##*/} $(cat $t/stat)"; done > ${root}/${f}` : '';
   // BULK_BENCH_PIPE_READER: the reader's command with FIFO where the FIFO goes (default `sha256sum < FIFO`); it must print the digest first.
   const reader = (fifo) => (process.env.BULK_BENCH_PIPE_READER ?? 'sha256sum < FIFO').replaceAll('FIFO', fifo);
-  const script = `cat /proc/$PPID/stat > ${root}/s0${tasks('k0')}; date +%s.%N > ${root}/t0; ${reader(`${root}/input/data/train_0`)} > ${root}/sum; date +%s.%N > ${root}/t1; cat /proc/$PPID/stat > ${root}/s1${tasks('k1')}` +
+  // r0..r2: the shell's own stat, whose cutime + cstime is the CPU of the readers it has waited for (and of cat and date, ~0).
+  const script = `cat /proc/$PPID/stat > ${root}/s0${tasks('k0')}; cat /proc/$$/stat > ${root}/r0; date +%s.%N > ${root}/t0; ${reader(`${root}/input/data/train_0`)} > ${root}/sum; date +%s.%N > ${root}/t1; cat /proc/$PPID/stat > ${root}/s1${tasks('k1')}; cat /proc/$$/stat > ${root}/r1` +
     // Epoch 2 is timed from epoch 1's end stamps (t1, s1), taken right before its reader starts.
-    (pipeWarm ? `; ${reader(`${root}/input/data/train_1`)} > ${root}/sum1; date +%s.%N > ${root}/t2; cat /proc/$PPID/stat > ${root}/s2` : '');
+    (pipeWarm ? `; ${reader(`${root}/input/data/train_1`)} > ${root}/sum1; date +%s.%N > ${root}/t2; cat /proc/$PPID/stat > ${root}/s2; cat /proc/$$/stat > ${root}/r2` : '');
   // BULK_BENCH_PERF_STAT=EVENTS: `perf stat -e EVENTS` around the whole `sluice run` (its start-up and both epochs too,
   // and, as perf follows children, the training command's reader: compare counts only between runs with the same reader); printed.
-  const perfStat = process.env.BULK_BENCH_PERF_STAT ? ['perf', 'stat', '-x,', '-e', process.env.BULK_BENCH_PERF_STAT, '--'] : [];
+  // BULK_BENCH_PERF_RECORD=FILE: `perf record -g -o FILE` around the same (with BULK_BENCH_NODE_ARGS=--perf-basic-prof for JS names).
+  const perfStat = process.env.BULK_BENCH_PERF_STAT ? ['perf', 'stat', '-x,', '-e', process.env.BULK_BENCH_PERF_STAT, '--']
+    : process.env.BULK_BENCH_PERF_RECORD ? ['perf', 'record', '-q', '-g', '-F', '999', '-o', process.env.BULK_BENCH_PERF_RECORD, '--'] : [];
   const r = spawnSync(perfStat[0] ?? process.execPath, [...perfStat.slice(1), ...(perfStat.length ? [process.execPath] : []), ...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', pipeWarm ? '2' : '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
   if (r.status !== 0) throw new Error(`pipe run failed: ${r.stderr}`);
   if (runArgs.length > 0) process.stderr.write(r.stderr);
-  if (perfStat.length) process.stderr.write(`${v.name} perf stat: ${r.stderr.trim().split('\n').filter((l) => /^\d/.test(l)).map((l) => `${l.split(',')[2]}=${l.split(',')[0]}`).join(' ')}\n`);
+  if (process.env.BULK_BENCH_PERF_STAT) process.stderr.write(`${v.name} perf stat: ${r.stderr.trim().split('\n').filter((l) => /^\d/.test(l)).map((l) => `${l.split(',')[2]}=${l.split(',')[0]}`).join(' ')}\n`);
   const got = readFileSync(`${root}/sum`, 'utf8').split(' ')[0];
   if (got !== sums['pipe/p']) throw new Error(`pipe sha256 mismatch: ${got}`);
   const secs = Number(readFileSync(`${root}/t1`, 'utf8')) - Number(readFileSync(`${root}/t0`, 'utf8'));
-  record(v.name, 'pipe', secs, cpuOf(readFileSync(`${root}/s1`, 'utf8')) - cpuOf(readFileSync(`${root}/s0`, 'utf8')));
+  const readerCpu = (a, b) => childCpuOf(readFileSync(`${root}/${b}`, 'utf8')) - childCpuOf(readFileSync(`${root}/${a}`, 'utf8'));
+  record(v.name, 'pipe', secs, cpuOf(readFileSync(`${root}/s1`, 'utf8')) - cpuOf(readFileSync(`${root}/s0`, 'utf8')), NaN, NaN, NaN, readerCpu('r0', 'r1'));
   if (pipeWarm) {
     const got1 = readFileSync(`${root}/sum1`, 'utf8').split(' ')[0];
     if (got1 !== sums['pipe/p']) throw new Error(`pipe epoch 2 sha256 mismatch: ${got1}`);
     const secs1 = Number(readFileSync(`${root}/t2`, 'utf8')) - Number(readFileSync(`${root}/t1`, 'utf8'));
-    record(v.name, 'pipe-warm', secs1, cpuOf(readFileSync(`${root}/s2`, 'utf8')) - cpuOf(readFileSync(`${root}/s1`, 'utf8')));
+    record(v.name, 'pipe-warm', secs1, cpuOf(readFileSync(`${root}/s2`, 'utf8')) - cpuOf(readFileSync(`${root}/s1`, 'utf8')), NaN, NaN, NaN, readerCpu('r1', 'r2'));
   }
   if (process.env.BULK_BENCH_THREADS) {
     const load = (f) => Object.fromEntries(readFileSync(`${root}/${f}`, 'utf8').trim().split('\n').map((l) => { const st = l.slice(l.indexOf(' ') + 1); const f = st.slice(st.lastIndexOf(')') + 2).split(' '); return [`${st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'))}#${l.slice(0, l.indexOf(' '))}`, { u: Number(f[11]) / TICK, s: Number(f[12]) / TICK }]; }));
@@ -265,9 +273,9 @@ try {
 }
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
 console.log(`${tls ? 'HTTPS' : 'HTTP'}, ${sizeMiB} MiB, ${rounds} rounds, medians (loadavg ${readFileSync('/proc/loadavg', 'utf8').trim()})`);
-console.log('| variant | read | daemon CPU s/GB | of it user | MB/s | page faults/MiB | context switches/MiB | runs (CPU s/GB) |');
-console.log('|---|---|---|---|---|---|---|---|');
+console.log('| variant | read | daemon CPU s/GB | of it user | MB/s | page faults/MiB | context switches/MiB | Pipe reader CPU s/GB | runs (CPU s/GB) |');
+console.log('|---|---|---|---|---|---|---|---|---|');
 const fmt = (x, d) => (Number.isNaN(x) ? '–' : x.toFixed(d));
 for (const v of variants) for (const [what, xs] of Object.entries(results[v.name] ?? {})) {
-  console.log(`| ${v.name} | ${what} | ${median(xs.map((x) => x.cpuPerGB)).toFixed(2)} | ${fmt(median(xs.map((x) => x.userPerGB)), 2)} | ${median(xs.map((x) => x.mbps)).toFixed(0)} | ${fmt(median(xs.map((x) => x.faultsPerMiB)), 0)} | ${fmt(median(xs.map((x) => x.switchesPerMiB)), 1)} | ${xs.map((x) => x.cpuPerGB.toFixed(2)).join(' ')} |`);
+  console.log(`| ${v.name} | ${what} | ${median(xs.map((x) => x.cpuPerGB)).toFixed(2)} | ${fmt(median(xs.map((x) => x.userPerGB)), 2)} | ${median(xs.map((x) => x.mbps)).toFixed(0)} | ${fmt(median(xs.map((x) => x.faultsPerMiB)), 0)} | ${fmt(median(xs.map((x) => x.switchesPerMiB)), 1)} | ${fmt(median(xs.map((x) => x.readerPerGB)), 2)} | ${xs.map((x) => x.cpuPerGB.toFixed(2)).join(' ')} |`);
 }

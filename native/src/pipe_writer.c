@@ -19,10 +19,19 @@
  * it waits), and measures the rate again with one short probe sleep (PW_PROBE_NS).
  *
  * Bytes. write(2) copies into the pipe's own pages, so a buffer may be reused as soon as its
- * bytes are reported written (no vmsplice: a gifted page must stay untouched until the
- * reader consumed it, which a recycled receive slab cannot promise). Buffers are written in
- * push order; the JS side keeps every pushed buffer referenced until the written total passes
- * its end, or until the writer reports that it finished, and only then reuses it.
+ * bytes are reported written. Buffers are written in push order; the JS side keeps every
+ * pushed buffer referenced until the written total passes its end, or until the writer
+ * reports that it finished, and only then reuses it.
+ * Why not vmsplice(2) (tried 2026-12-05, BENCHMARKS.md "t11-growth"): the pipe would hold
+ * references to a receive slab's pages, and not only while the bytes sit in this pipe: a
+ * reader that splices the FIFO onward (pv, tee, a socket) passes them on where FIONREAD cannot
+ * see them, so a slab could only be refilled safely after dropping its pages (MADV_DONTNEED)
+ * and faulting in new ones. Measured in the daemon (scripts/bulk-receive-bench.mjs --pipe-only
+ * --pipe-warm, 4 runs of 3 rounds, variants alternated), that refault costs what the copy
+ * saves: daemon CPU s/GB (new process / warm) 0.63-0.75 / 0.47-0.50 copying, 0.78-0.93 /
+ * 0.50-0.75 splicing, 0.61-0.71 / 0.47-0.48 splicing with the dropped pages mapped again at
+ * once on the writer's thread; the reader's CPU the same. scripts/pipe-splice.c measures the
+ * two alone, where splicing does win (its refills come at once, in pages just freed).
  *
  * Life. pipeWriterOpen(fd, pipeSize, onProgress) takes over `fd` (O_NONBLOCK, write end): the
  * thread closes it when it exits, after end() once the queue is written, at once after
