@@ -104,7 +104,8 @@ export interface BenchResults {
   finishedAt: string;
   config: string;
   /** `memory`: what first-touched memory costs here (./memory-probe.ts), measured before anything else runs; absent when the probe failed. */
-  machine: { nproc: number; memoryBytes: number; kernel: string; node: string; cpu: string; memory?: MemoryProbe };
+  /** openssl: the version Node's TLS uses (HTTPS costs depend on it: BENCHMARKS.md "t11-growth"); absent from older result files. */
+  machine: { nproc: number; memoryBytes: number; kernel: string; node: string; openssl?: string; cpu: string; memory?: MemoryProbe };
   profiles: (LatencyProfile & { description: string })[];
   repetitions: number;
   cacheBudgetBytes: number;
@@ -339,7 +340,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     }
 
     const machine = {
-      nproc: os.availableParallelism(), memoryBytes: os.totalmem(), kernel: os.release(), node: process.version,
+      nproc: os.availableParallelism(), memoryBytes: os.totalmem(), kernel: os.release(), node: process.version, openssl: process.versions.openssl,
       cpu: os.cpus()[0]?.model ?? 'unknown', ...(memory ? { memory } : {}),
     };
     const datasets = Object.fromEntries(Object.entries(data).map(([k, v]) => [k, { objects: v.length, bytes: v.reduce((n, x) => n + x.size, 0) }]));

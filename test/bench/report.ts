@@ -195,3 +195,10 @@ t.test('issue 11: Pipe\'s CPU per GB is a target row, said to be a new process\'
   t.same([cpu('pipe-fresh (1 reader)').measured, cpu('pipe-fresh (1 reader)').met], ['0.95 (a new process\'s first epoch)', false]);
   t.same([cpu('pipe-warm (1 reader)').measured, cpu('pipe-warm (1 reader)').met], ['0.55 (epoch 2 of the same process)', true]);
 });
+
+t.test('the table names the runtime first: Node, the OpenSSL its TLS uses, the kernel and the cores', async (t) => {
+  const res = results([fig({ target: 'FastFile', value: 190 })]);
+  t.match(markdownTable(res).split('\n')[0], /^Run on Node v20 \(OpenSSL 3\.0\.19\), Linux 6\.1, 2 × cpu\.$/);
+  delete res.machine.openssl; // a result file from before the field
+  t.match(markdownTable(res).split('\n')[0], /^Run on Node v20, Linux 6\.1, 2 × cpu\.$/);
+});

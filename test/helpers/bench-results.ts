@@ -13,7 +13,7 @@ export function fig(p: Partial<Figure> & Pick<Figure, 'target' | 'value'>): Figu
 export function results(figures: Figure[]): BenchResults {
   return {
     startedAt: '2026-11-30T09:00:00.000Z', finishedAt: '2026-11-30T09:10:00.000Z', config: 'x.yaml',
-    machine: { nproc: 2, memoryBytes: 8e9, kernel: '6.1', node: 'v20', cpu: 'cpu' },
+    machine: { nproc: 2, memoryBytes: 8e9, kernel: '6.1', node: 'v20', openssl: '3.0.19', cpu: 'cpu' },
     profiles: [{ name: 's3-like', ttfbMs: 25, bytesPerSec: 80e6, description: 's3-like: +25 ms to first byte per request, 80 MB/s per connection' }],
     repetitions: 3, cacheBudgetBytes: 1 << 30, datasets: {}, commands: {},
     limits: [{ profile: 's3-like', client: 'curl', mbps: 200, runs: [{ retries: 0, bytes: 1, seconds: 1, mbps: 200, requests: 1, verified: true, mismatches: [] }], connections: 16, partSize: 8 * 1024 * 1024 }],
