@@ -27,24 +27,24 @@
  *        last RECENT_ENDS reads ended (contiguous, whatever came in between).
  *  2. Demand. The blocks covering [position, end) are looked up in the cache; the
  *     missing ones are fetched at once (never waiting on the in-flight budget).
- *  3. Read ahead, while sequential. The window starts at FIRST_WINDOW (or at the
- *     mount's kernel readahead window when that is larger: the kernel asks that far
- *     ahead of the reader anyway, and a smaller window would leave its requests to
- *     demand-fetch odd pieces of parts) and grows by RAMP_GROWTH each time a new batch
- *     is issued, up to maxPrefetch. A sequential read that starts past what was requested ahead is read
- *     ahead of (from where the requests stopped) before its own blocks are demanded, so
- *     it is served by the batch's GETs instead of cutting a part with a GET of its own. A handle given a carried
- *     window (a sibling file was just read sequentially to its end, see CARRY_MS in
- *     fs/core.ts) starts its first run from offset 0 at that window instead: a loader
- *     reading large files one after another keeps its parallel GETs from one file to
- *     the next, instead of ramping up from single small GETs at every file. A batch is issued when less
- *     than half a window is requested ahead of the reader, and covers up to
- *     end + window, as part-aligned parallel GETs within the in-flight budget; a
- *     batch the budget refuses is retried on the next read. Once the window is at
- *     least a part, a batch ends on a part boundary, so read-ahead GETs are whole
+ *  3. Read ahead, while sequential. The window starts at FIRST_WINDOW (or at the mount's
+ *     kernel readahead window when that is larger: the kernel asks that far ahead of the
+ *     reader anyway, and a smaller window would leave its requests to demand-fetch odd
+ *     pieces of parts) and grows by RAMP_GROWTH each time a new batch is issued, up to
+ *     maxPrefetch. A sequential read that starts past what was requested ahead is read
+ *     ahead of (from where the requests stopped) before its own blocks are demanded, so it
+ *     is served by the batch's GETs instead of cutting a part with a GET of its own. A
+ *     handle given a carried window (a sibling file was just read sequentially to its end,
+ *     see CARRY_MS in fs/core.ts) starts its first run from offset 0 at that window
+ *     instead: a loader reading large files one after another keeps its parallel GETs from
+ *     one file to the next, instead of ramping up from single small GETs at every file. A
+ *     batch is issued when less than half a window is requested ahead of the reader, and
+ *     covers up to end + window, as part-aligned parallel GETs within the in-flight
+ *     budget; a batch the budget refuses is retried on the next read. Once the window is
+ *     at least a part, a batch ends on a part boundary, so read-ahead GETs are whole
  *     parts: one GET length recurs, and its buffers are recycled (block cache pool).
- *     Random reads fetch only the blocks they touch: no read-ahead of the window kind.
- *     A random read of a small file asks the random fill (./random-fill.ts) to fetch the
+ *     Random reads fetch only the blocks they touch: no read-ahead of the window kind. A
+ *     random read of a small file asks the random fill (./random-fill.ts) to fetch the
  *     rest of the file in the background, after its own blocks' GET has started; the
  *     cursor holds the fill's ticket until close().
  *  4. Retire, while sequential: blocks more than R behind the
@@ -93,8 +93,9 @@ const MiB = 1024 * KiB;
  */
 export const FIRST_WINDOW = MiB + 128 * KiB;
 /**
- * Growth of the window per batch: 4 (mountpoint-s3 doubles). While the window is below a
- * part, a batch is one GET on one connection, so each step costs a round trip at one
+ * Growth of the window per batch: 4 (it doubled until 2026-12-05; mountpoint-s3's
+ * sequential_prefetch_multiplier is 8, from a smaller first request). While the window is
+ * below a part, a batch is one GET on one connection, so each step costs a round trip at one
  * connection's speed while the reader waits; above it, each step adds parts in flight, and
  * until there are enough of them for the link the reader waits too. With doubling, a 128 MiB
  * file read from 0 spent its first ~150 ms in five steps before two parts were in flight and
