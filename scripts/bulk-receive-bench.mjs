@@ -74,10 +74,12 @@ const mountArgs = (process.env.BULK_BENCH_MOUNT_ARGS ?? '').split(' ').filter(Bo
 /** Extra `sluice run` flags for the Pipe case, e.g. BULK_BENCH_RUN_ARGS='--log-level debug' (its log is then shown). */
 const runArgs = (process.env.BULK_BENCH_RUN_ARGS ?? '').split(' ').filter(Boolean);
 const TICK = 100; // CLOCK_TICKS_PER_SEC on Linux
-const cpuOf = (stat) => { const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); return (Number(f[11]) + Number(f[12])) / TICK; };
+/** The fields of a /proc stat line after the command name (which may hold ') '): index 0 is the state, 7 minflt, 11 utime, 12 stime, 13 cutime, 14 cstime. */
+const statFields = (stat) => stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+const cpuOf = (stat) => { const f = statFields(stat); return (Number(f[11]) + Number(f[12])) / TICK; };
 const cpu = (pid) => cpuOf(readFileSync(`/proc/${pid}/stat`, 'utf8'));
 /** User CPU seconds alone: on a VM that hands free memory back to its host, first writes to such memory land mostly in sys time (BENCHMARKS.md t14-folio), so user time is the steadier figure of the daemon's own work. */
-const userCpu = (pid) => { const s = readFileSync(`/proc/${pid}/stat`, 'utf8'), f = s.slice(s.lastIndexOf(')') + 2).split(' '); return Number(f[11]) / TICK; };
+const userCpu = (pid) => Number(statFields(readFileSync(`/proc/${pid}/stat`, 'utf8'))[11]) / TICK;
 /** Voluntary + involuntary context switches of every thread of `pid` (each FUSE request handed to JavaScript costs a few). */
 const switches = (pid) => { let n = 0; for (const t of readdirSync(`/proc/${pid}/task`)) { try { const m = readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8').match(/^voluntary_ctxt_switches:\s*(\d+)\nnonvoluntary_ctxt_switches:\s*(\d+)/m); if (m) n += Number(m[1]) + Number(m[2]); } catch { /* gone */ } } return n; };
 /** Per-thread CPU (name: s), or with `since` the change since then, as text (BULK_BENCH_THREADS=1). */
@@ -93,7 +95,7 @@ function threadCpu(pid, since) {
   return Object.entries(by).filter(([, v]) => v > 0).map(([n, v]) => `${n}=${process.env.BULK_BENCH_THREADS === 'switches' ? v : v.toFixed(2)}`).join(' ');
 }
 /** Minor page faults so far: first touches of new memory (costly on a VM guest). */
-const minflt = (pid) => { const s = readFileSync(`/proc/${pid}/stat`, 'utf8'); return Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[7]); };
+const minflt = (pid) => Number(statFields(readFileSync(`/proc/${pid}/stat`, 'utf8'))[7]);
 
 const { startLocalS3 } = await import(path.join(variants[0].dist, 'local/s3-server.js'));
 const s3 = await startLocalS3();
@@ -147,7 +149,7 @@ const record = (v, what, secs, cpuS, faults = NaN, userS = NaN, switchCount = Na
   ((results[v] ??= {})[what] ??= []).push({ mbps: size / 1e6 / secs, cpuPerGB: cpuS / (size / 1e9), faultsPerMiB: faults / sizeMiB, userPerGB: userS / (size / 1e9), switchesPerMiB: switchCount / sizeMiB, readerPerGB: readerS / (size / 1e9) });
 };
 /** CPU seconds of a process's waited-for children (cutime + cstime): the Pipe case's reader, from its shell's stat. */
-const childCpuOf = (stat) => { const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); return (Number(f[13]) + Number(f[14])) / TICK; };
+const childCpuOf = (stat) => { const f = statFields(stat); return (Number(f[13]) + Number(f[14])) / TICK; };
 
 function readThrough(file, key) {
   const t0 = process.hrtime.bigint();
@@ -230,9 +232,9 @@ async function pipeRound(v) {
   // BULK_BENCH_PERF_STAT=EVENTS: `perf stat -e EVENTS` around the whole `sluice run` (its start-up and both epochs too,
   // and, as perf follows children, the training command's reader: compare counts only between runs with the same reader); printed.
   // BULK_BENCH_PERF_RECORD=FILE: `perf record -g -o FILE` around the same (with BULK_BENCH_NODE_ARGS=--perf-basic-prof for JS names).
-  const perfStat = process.env.BULK_BENCH_PERF_STAT ? ['perf', 'stat', '-x,', '-e', process.env.BULK_BENCH_PERF_STAT, '--']
+  const perfWrap = process.env.BULK_BENCH_PERF_STAT ? ['perf', 'stat', '-x,', '-e', process.env.BULK_BENCH_PERF_STAT, '--']
     : process.env.BULK_BENCH_PERF_RECORD ? ['perf', 'record', '-q', '-g', '-F', '999', '-o', process.env.BULK_BENCH_PERF_RECORD, '--'] : [];
-  const r = spawnSync(perfStat[0] ?? process.execPath, [...perfStat.slice(1), ...(perfStat.length ? [process.execPath] : []), ...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', pipeWarm ? '2' : '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
+  const r = spawnSync(perfWrap[0] ?? process.execPath, [...perfWrap.slice(1), ...(perfWrap.length ? [process.execPath] : []), ...daemonNodeArgs, path.join(v.dist, 'cli.js'), 'run', '--channel', 'train=s3://bulk/pipe/,mode=Pipe', '--epochs', pipeWarm ? '2' : '1', '--root', root, '--endpoint', endpoint, '--path-style', '--metrics-port', '-1', '--log-level', 'warn', ...runArgs, '--', 'sh', '-c', script], { env: { ...env, ...variantEnv[v.name] }, encoding: 'utf8', timeout: 300_000 });
   if (r.status !== 0) throw new Error(`pipe run failed: ${r.stderr}`);
   if (runArgs.length > 0) process.stderr.write(r.stderr);
   if (process.env.BULK_BENCH_PERF_STAT) process.stderr.write(`${v.name} perf stat: ${r.stderr.trim().split('\n').filter((l) => /^\d/.test(l)).map((l) => `${l.split(',')[2]}=${l.split(',')[0]}`).join(' ')}\n`);
@@ -248,7 +250,7 @@ async function pipeRound(v) {
     record(v.name, 'pipe-warm', secs1, cpuOf(readFileSync(`${root}/s2`, 'utf8')) - cpuOf(readFileSync(`${root}/s1`, 'utf8')), NaN, NaN, NaN, readerCpu('r1', 'r2'));
   }
   if (process.env.BULK_BENCH_THREADS) {
-    const load = (f) => Object.fromEntries(readFileSync(`${root}/${f}`, 'utf8').trim().split('\n').map((l) => { const st = l.slice(l.indexOf(' ') + 1); const f = st.slice(st.lastIndexOf(')') + 2).split(' '); return [`${st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'))}#${l.slice(0, l.indexOf(' '))}`, { u: Number(f[11]) / TICK, s: Number(f[12]) / TICK }]; }));
+    const load = (f) => Object.fromEntries(readFileSync(`${root}/${f}`, 'utf8').trim().split('\n').map((l) => { const st = l.slice(l.indexOf(' ') + 1); const f = statFields(st); return [`${st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'))}#${l.slice(0, l.indexOf(' '))}`, { u: Number(f[11]) / TICK, s: Number(f[12]) / TICK }]; }));
     const k0 = load('k0'), k1 = load('k1');
     const total = cpuOf(readFileSync(`${root}/s1`, 'utf8')) - cpuOf(readFileSync(`${root}/s0`, 'utf8'));
     const live = Object.entries(k1).map(([k, c]) => [k, c.u + c.s - (k0[k] ? k0[k].u + k0[k].s : 0), c.u - (k0[k]?.u ?? 0), c.s - (k0[k]?.s ?? 0)]).filter(([, d]) => d > 0);

@@ -1,9 +1,9 @@
 /*
  * What Pipe mode's copy into the FIFO costs against vmsplice(2), and what vmsplice costs once it
  * is made safe (issue 11, BENCHMARKS.md "t11-growth"). The writer sends 1 GiB through a 1 MiB
- * pipe out of a ring of RING MiB in huge pages, refilling each 1 MiB of the ring before it sends
- * it (as a receive slab is refilled by its next GET, 2 MiB at a time); a child reads 128 KiB at a time and checks
- * one word per 4 KiB against what the writer put there. Both print their CPU per GB.
+ * pipe out of a ring of RING MiB in huge pages, refilling each 2 MiB of the ring before it sends
+ * it (as a receive slab is refilled by its next GET); a child reads 128 KiB at a time and
+ * checks one word per 4 KiB against what the writer put there. Both print their CPU per GB.
  *
  *   MODE 0: write(2), the kernel copies into pages of the pipe's own.
  *   MODE 1: vmsplice(2) without SPLICE_F_GIFT: the pipe references the ring's pages. Before a

@@ -36,6 +36,7 @@ for (const e of a.env) { const [name, kv] = [e.slice(0, e.indexOf(':')), e.slice
 const rounds = Number(a.rounds), files = Number(a.files), size = Number(a.size) * 1024 * 1024;
 const { startLocalS3 } = await import(path.join(variants[0].dist, 'local/s3-server.js'));
 const { startProxyProcess } = await import(path.join(variants[0].dist, 'bench/runner.js'));
+const { median } = await import(path.join(variants[0].dist, 'bench/stats.js'));
 const s3 = await startLocalS3();
 const env = { ...process.env, AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey, AWS_REGION: 'us-east-1' };
 await s3.createBucket('ramp');
@@ -91,7 +92,6 @@ try {
   await s3.stop();
   rmSync(work, { recursive: true, force: true });
 }
-const median = (xs) => { const s = [...xs].sort((x, y) => x - y); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
 console.log(`${files} x ${a.size} MiB read in turn, +${a.ttfb} ms, ${a.bandwidth} MB/s per connection, ${rounds} rounds, medians (loadavg ${os.loadavg().map((x) => x.toFixed(2)).join(' ')})`);
 console.log('| variant | MB/s, all files | MB/s, first file | runs (all / first) |');
 console.log('|---|---|---|---|');

@@ -89,7 +89,7 @@ export function markdownTable(res: BenchResults): string {
   // The runtime first: over HTTPS, sluice's CPU per GB depends on the OpenSSL its Node carries.
   lines.push(`Run on Node ${m.node}${m.openssl ? ` (OpenSSL ${m.openssl})` : ''}, Linux ${m.kernel}, ${m.nproc} × ${m.cpu}.`, '');
   lines.push('**Link limit** (raw parallel ranged GETs through the proxy, no filesystem; median of runs):', '');
-  const nproc = res.machine.nproc;
+  const nproc = m.nproc;
   lines.push('| Profile | Settings | Limit | Client: connections × part | Machine busy (cores) | Bytes |');
   lines.push('|---|---|---:|---|---:|---|');
   for (const l of res.limits) {
