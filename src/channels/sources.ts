@@ -122,13 +122,14 @@ function infoOf(o: ChannelObject): ObjectInfo {
   return { key: o.key, size: o.size, etag: o.etag, lastModified: o.lastModified };
 }
 
-/** The whole body of one object (a manifest). */
+/**
+ * The whole body of one object (a manifest), as one ranged GET pinned to the ETag its HEAD
+ * gave: the data path's own sockets, so a manifest channel does not load undici for it.
+ */
 export async function readObject(client: ObjectClient, key: string, signal?: AbortSignal): Promise<Buffer> {
   const info = await client.head(key, signal ? { signal } : {});
   if (info.size === 0) return Buffer.alloc(0);
-  const parts: Buffer[] = [];
-  for await (const b of client.getStream(key, info.etag, { size: info.size, ...(signal ? { signal } : {}) })) parts.push(b);
-  return Buffer.concat(parts);
+  return client.getRange(key, 0, info.size, info.etag, signal ? { signal } : {});
 }
 
 /**

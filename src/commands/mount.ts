@@ -150,12 +150,6 @@ export async function run(argv: string[]): Promise<number> {
         if (options.readyFile) await writeReadyFile(options.readyFile, mountpoint);
         process.stdout.write(`ready ${mountpoint}\n`);
         steps.ready = performance.now();
-        // The data path's HTTP library (undici, ~0.1-0.2 CPU s to load and compile) is
-        // imported by the first GET (src/s3/s3-client.ts), which is usually the training
-        // script's first read right after "ready". Load it now, while the process would
-        // otherwise wait for that read: the GET then finds it loaded (import() shares the
-        // one module), and a read that comes first simply waits for the same load.
-        setImmediate(() => { import('undici').catch(() => undefined); });
         log.info({ startupMs: Object.fromEntries(Object.entries(steps).map(([k, v]) => [k, Math.round(v)])), timeOrigin: Math.round(performance.timeOrigin) }, 'start-up steps (ms since the process started)');
       }
       // Stay mounted until a signal, until the mount is removed from outside, or until the

@@ -1,5 +1,6 @@
 /**
- * Ranged GETs over an undici Pool: exact bytes of one pinned object version, or a typed error.
+ * Ranged GETs, through our own sockets (./wire.ts) or an undici Pool: the exact bytes of one
+ * pinned object version, or a typed error.
  *
  * `read(key, start, end, etag)` is an async generator of the bytes of [start, end):
  *  - Each attempt asks for `bytes=pos-(end-1)` with `If-Match: <etag>`, SigV4-signed
@@ -43,10 +44,14 @@ import { exhausted, judgeError, judgeReply, TransientError, type FailureContext,
 export interface RangeReaderOptions {
   bucket: string;
   addressing: Addressing;
-  pool: Pool;
+  /**
+   * The undici pool that read() (streams) requests through, asked for by each attempt, so
+   * that a caller may create it (and import undici) only when a stream first needs it.
+   */
+  pool: () => Pool | Promise<Pool>;
   /**
    * The data path's own HTTP client (./wire.ts). When given, getRange() reads through it,
-   * bodies landing in the caller's buffer; read() (streams) keeps the undici pool.
+   * bodies landing in the caller's buffer, and never asks for `pool`.
    */
   wire?: WirePool;
   sign: SignGet;
@@ -473,7 +478,8 @@ export class RangeReader {
     try {
       watchdog = new Watchdog(this.o.requestTimeoutMs, () => ctrl.abort());
       const { path, headers } = await this.signedGet(key, pos, end, etag);
-      const res = await this.o.pool.request({ path, method: 'GET', headers, signal: ctrl.signal });
+      const pool = await this.o.pool();
+      const res = await pool.request({ path, method: 'GET', headers, signal: ctrl.signal });
       body = res.body;
       status = String(res.statusCode);
       if (this.o.reachability) this.o.reachability.answered = true;

@@ -108,7 +108,9 @@ export class S3ObjectClient implements ObjectClient {
   private readonly listConcurrency: number;
   private readonly noSignRequest: boolean;
   private readonly ca: string | undefined;
-  private dataPath: Promise<{ addressing: Addressing; pool: Pool; wire: WirePool; reader: RangeReader }> | undefined;
+  private dataPath: Promise<{ addressing: Addressing; wire: WirePool; reader: RangeReader }> | undefined;
+  /** The undici pool behind streams (getStream without `into`), made by the first such stream. */
+  private streamPool: Promise<Pool> | undefined;
   /** AIMD bound on concurrent GET attempts, at most --max-connections (./concurrency-limiter.ts). */
   readonly limiter: ConcurrencyLimiter;
   /** Set once the endpoint answered any request, SDK or data path (./outage.ts). */
@@ -156,18 +158,25 @@ export class S3ObjectClient implements ObjectClient {
 
   private getDataPath() {
     this.dataPath ??= (async () => {
-      // undici (~0.2 CPU s to load) is imported with the first GET, not at start-up: the
-      // first request of a listing run is a LIST, which goes through the SDK (issue 15).
-      const [region, { Pool: UndiciPool }] = await Promise.all([this.region, import('undici')]);
+      const region = await this.region;
       const addressing = addressingFor(this.bucket, this.endpoint, region, this.pathStyle);
-      const pool: Pool = new UndiciPool(addressing.origin, {
-        connections: this.maxConnections,
-        keepAliveTimeout: KEEP_ALIVE_MS,
-        headersTimeout: 0, // the reader's own watchdog handles stalls (and pauses for slow consumers)
-        bodyTimeout: 0,
-        ...(this.ca !== undefined ? { connect: { ca: this.ca } } : {}),
-      });
-      // Ranged GETs read through our own sockets into their buffers (./wire.ts); streams keep the pool.
+      // Ranged GETs read through our own sockets into their buffers (./wire.ts): every GET of
+      // FastFile, File mode, uncompressed Pipe and manifests. Only streams without a buffer
+      // (a gzip Pipe channel) use undici's pool, so undici is imported by the first of them,
+      // not by the first GET, and a process that makes none never loads it. Measured: loading
+      // undici at the first GET cost a new Pipe process ~0.1 CPU s inside its first epoch,
+      // 0.2 CPU s/GB of a 0.54 GB epoch (BENCHMARKS.md "t11-lazy"), for a pool it never used.
+      const streamPool = (): Promise<Pool> => {
+        if (this.closed) return Promise.reject(new AbortedError('the S3 client is closed'));
+        this.streamPool ??= import('undici').then(({ Pool: UndiciPool }) => new UndiciPool(addressing.origin, {
+          connections: this.maxConnections,
+          keepAliveTimeout: KEEP_ALIVE_MS,
+          headersTimeout: 0, // the reader's own watchdog handles stalls (and pauses for slow consumers)
+          bodyTimeout: 0,
+          ...(this.ca !== undefined ? { connect: { ca: this.ca } } : {}),
+        }));
+        return this.streamPool;
+      };
       const wire = new WirePool(addressing.origin, { connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, stallMs: this.requestTimeoutMs, ...(this.ca !== undefined ? { ca: this.ca } : {}) });
       const sign: SignGet = this.noSignRequest ? async (_path, headers) => headers : createGetSigner({
         origin: addressing.origin, region,
@@ -175,11 +184,11 @@ export class S3ObjectClient implements ObjectClient {
         sha256: this.sdk.config.sha256,
       });
       const reader = new RangeReader({
-        bucket: this.bucket, addressing, pool, wire, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
+        bucket: this.bucket, addressing, pool: streamPool, wire, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
         limiter: this.limiter, reachability: this.reachability,
       });
       reader.pinVersions(this.versions);
-      return { addressing, pool, wire, reader };
+      return { addressing, wire, reader };
     })();
     return this.dataPath;
   }
@@ -423,8 +432,8 @@ export class S3ObjectClient implements ObjectClient {
     const dp = this.dataPath;
     this.sdk.destroy();
     if (dp) {
-      const { pool, wire } = await dp;
-      await Promise.all([pool.close(), wire.close()]);
+      const { wire } = await dp;
+      await Promise.all([this.streamPool?.then((pool) => pool.close()), wire.close()]);
     }
   }
 }

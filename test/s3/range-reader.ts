@@ -37,7 +37,7 @@ t.before(async () => {
   const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const addressing = addressingFor('bkt', endpoint, 'us-east-1', true);
   pool = new Pool(addressing.origin, { connections: 2 });
-  reader = new RangeReader({ bucket: 'bkt', addressing, pool, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 10_000 });
+  reader = new RangeReader({ bucket: 'bkt', addressing, pool: () => pool, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 10_000 });
 });
 t.teardown(async () => {
   await pool.close();
@@ -150,7 +150,7 @@ t.test('a consumer that stops early releases the request', async (t) => {
 });
 
 t.test('the watchdog: a consumer holding a chunk is not a stall; a body that stops is, and resumes', async (t) => {
-  const quick = new RangeReader({ bucket: 'bkt', addressing: addressingFor('bkt', `http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'us-east-1', true), pool, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 400 });
+  const quick = new RangeReader({ bucket: 'bkt', addressing: addressingFor('bkt', `http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'us-east-1', true), pool: () => pool, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 400 });
   const timeouts = async () => (await s3Retries.get()).values.filter((v) => v.labels.reason === 'timeout').reduce((x, v) => x + v.value, 0);
   const before = await timeouts();
   handler = (_req, res, [a, b]) => {

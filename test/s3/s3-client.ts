@@ -3,7 +3,9 @@
  */
 import t from 'tap';
 import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import net from 'node:net';
+import path from 'node:path';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { seedDataset, sourceBytes, type SeededObject } from '../../src/local/dataset.js';
 import { createObjectClient, S3ObjectClient, type S3ClientOptions } from '../../src/s3/s3-client.js';
@@ -78,6 +80,26 @@ t.test('stopping a listing early is clean', async (t) => {
   let n = 0;
   for await (const _ of client().list('data/')) if (++n === 5) break;
   t.equal(n, 5);
+});
+
+// Before any test that streams: it checks that this process has not loaded undici yet.
+t.test('ranged GETs never load undici; the first stream does', async (t) => {
+  // undici is a CommonJS package, so Node's require cache holds it once anything imports it.
+  const undiciLoaded = () => Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes(`${path.sep}node_modules${path.sep}undici${path.sep}`));
+  t.notOk(undiciLoaded(), 'not loaded before the first GET');
+  const c = client();
+  const o = objects.find((o) => o.key.includes('/large/'))!;
+  const src = sourceBytes(o);
+  t.ok((await c.getRange(o.key, 0, o.size, o.etag)).equals(src), 'a whole object by getRange');
+  const into = Buffer.alloc(1_000_000);
+  const streamed: Buffer[] = [];
+  for await (const b of c.getStream(o.key, o.etag, { size: o.size, start: 17, end: 1_000_017, into })) streamed.push(b);
+  t.ok(Buffer.concat(streamed).equals(src.subarray(17, 1_000_017)), 'a range streamed into a buffer');
+  t.notOk(undiciLoaded(), 'not loaded by GETs into buffers');
+  streamed.length = 0;
+  for await (const b of c.getStream(o.key, o.etag, { size: o.size })) streamed.push(b);
+  t.ok(Buffer.concat(streamed).equals(src), 'a stream without a buffer');
+  t.ok(undiciLoaded(), 'loaded by the first stream without a buffer');
 });
 
 t.test('200 random ranges over the large objects equal the source bytes', async (t) => {

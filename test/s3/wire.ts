@@ -48,7 +48,7 @@ t.before(async () => {
   const addressing = addressingFor('bkt', `http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'us-east-1', true);
   wire = new WirePool(addressing.origin, { connections: 2, keepAliveMs: 5_000 });
   pool = new Pool(addressing.origin, { connections: 1 });
-  reader = new RangeReader({ bucket: 'bkt', addressing, pool, wire, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 10_000 });
+  reader = new RangeReader({ bucket: 'bkt', addressing, pool: () => pool, wire, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 10_000 });
 });
 t.teardown(async () => {
   await wire.close();
@@ -151,7 +151,7 @@ t.test('a stalled body is caught by the connection\'s timer; the rest is asked f
   const addressing = addressingFor('bkt', `http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'us-east-1', true);
   const quickWire = new WirePool(addressing.origin, { connections: 2, keepAliveMs: 5_000, stallMs: 400 });
   t.teardown(() => quickWire.close());
-  const quick = new RangeReader({ bucket: 'bkt', addressing, pool, wire: quickWire, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 400 });
+  const quick = new RangeReader({ bucket: 'bkt', addressing, pool: () => pool, wire: quickWire, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 400 });
   const timeouts = async () => (await s3Retries.get()).values.filter((v) => v.labels.reason === 'timeout').reduce((x, v) => x + v.value, 0);
   const before = await timeouts();
   let first = true;
