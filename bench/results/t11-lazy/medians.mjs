@@ -2,12 +2,14 @@
 //   node bench/results/t11-lazy/medians.mjs http|https
 // Per scenario, profile and build: daemon CPU s/GB per run (all runs of both files of that
 // build, in file order), MB/s, × link per file, start-up CPU s, minor faults per GB.
+// Medians are the bench's own (dist/bench/stats.js): run `npm run build` first.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 const dir = path.dirname(new URL(import.meta.url).pathname);
+const { median } = await import(path.join(dir, '../../../dist/bench/stats.js'));
+
 const which = process.argv[2] ?? 'http';
-const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const rows = new Map();
 for (const build of ['before', 'after']) {
   for (const f of readdirSync(dir).filter((n) => n.startsWith(`pipe-warm-${which}-${build}-`)).sort()) {
