@@ -14,6 +14,9 @@
  *              lands bodies), each read written to the FIFO with fs.writeSync.
  *   node-tls   the same over TLS (tls.connect honours `onread`; records are decrypted into
  *              the buffer): what decryption adds in Node's TLS stack.
+ *   c-tls      C against the system's OpenSSL (scripts/pipe-floor-tls.c, built here with cc
+ *              -lssl -lcrypto): SSL_read with read_ahead into one 8 MiB buffer, written to the
+ *              FIFO a MiB at a time. The floor of any user-space TLS receiver, Node or not.
  * The sender is this process: a plain or TLS server that writes the bytes from one buffer
  * (its CPU is not counted; s3rver, in the real runs, costs far more per byte).
  * Readers: `cat FIFO > /dev/null` (fast, frees the pipe's pages in large runs) and `sha256sum
@@ -23,7 +26,7 @@
  * Also printed: `openssl speed` for AES-256-GCM on 16 KiB records, the cipher's own cost per
  * GB on this CPU, which every HTTPS design pays on top of its copies.
  *
- * Usage: node scripts/pipe-floor.mjs [--size MiB] [--rounds N] [--receivers c-copy,c-splice,node,node-tls]
+ * Usage: node scripts/pipe-floor.mjs [--size MiB] [--rounds N] [--receivers c-copy,c-splice,node,node-tls,c-tls]
  *        [--readers cat,sha256sum]
  * Rounds interleave every receiver and reader, so they see the same load; figures are medians.
  */
@@ -62,7 +65,7 @@ if (process.argv[2] === '--child') {
       if (got >= total) {
         const cpu = process.cpuUsage(c0), seconds = Number(process.hrtime.bigint() - t0) / 1e9;
         closeSync(out);
-        process.stdout.write(JSON.stringify({ bytes: got, seconds, user: cpu.user / 1e6, sys: cpu.system / 1e6 }) + '\n');
+        process.stdout.write(JSON.stringify({ bytes: got, seconds, user: cpu.user / 1e6, sys: cpu.system / 1e6, cipher: sock.getCipher?.()?.standardName }) + '\n');
         process.exit(0);
       }
       return true;
@@ -81,21 +84,23 @@ if (process.argv[2] === '--child') {
 async function main() {
   const args = process.argv.slice(2);
   let sizeMiB = 1024, rounds = 3;
-  let receivers = ['c-copy', 'c-splice', 'node', 'node-tls'], readers = ['cat', 'sha256sum'];
+  let receivers = ['c-copy', 'c-splice', 'node', 'node-tls', 'c-tls'], readers = ['cat', 'sha256sum'];
   for (let i = 0; i < args.length; i++) {
     if (args[i] === '--size') sizeMiB = Number(args[++i]);
     else if (args[i] === '--rounds') rounds = Number(args[++i]);
     else if (args[i] === '--receivers') receivers = args[++i].split(',');
     else if (args[i] === '--readers') readers = args[++i].split(',');
-    else { console.error('usage: pipe-floor.mjs [--size MiB] [--rounds N] [--receivers c-copy,c-splice,node,node-tls] [--readers cat,sha256sum]'); process.exit(2); }
+    else { console.error('usage: pipe-floor.mjs [--size MiB] [--rounds N] [--receivers c-copy,c-splice,node,node-tls,c-tls] [--readers cat,sha256sum]'); process.exit(2); }
   }
   const total = sizeMiB * 1024 * 1024;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'pipe-floor-'));
   try {
     const cBin = path.join(dir, 'pipe-floor');
-    if (receivers.some((r) => r.startsWith('c-'))) execFileSync('cc', ['-O2', '-o', cBin, path.join(here, 'pipe-floor.c')], { stdio: 'inherit' });
+    const cTlsBin = path.join(dir, 'pipe-floor-tls');
+    if (receivers.some((r) => r === 'c-copy' || r === 'c-splice')) execFileSync('cc', ['-O2', '-o', cBin, path.join(here, 'pipe-floor.c')], { stdio: 'inherit' });
+    if (receivers.includes('c-tls')) execFileSync('cc', ['-O2', '-o', cTlsBin, path.join(here, 'pipe-floor-tls.c'), '-lssl', '-lcrypto'], { stdio: 'inherit' });
     const { createRunCa } = await import(path.join(here, '..', 'dist', 'bench', 'tls-ca.js'));
-    const ca = receivers.includes('node-tls') ? await createRunCa(dir) : undefined;
+    const ca = receivers.some((r) => r.endsWith('-tls')) ? await createRunCa(dir) : undefined;
 
     // The stream: one 1 MiB block of pseudo-random bytes repeated (its digest is known).
     const block = createHash('sha512').update('pipe-floor').digest();
@@ -122,6 +127,7 @@ async function main() {
     const tlsPort = secure ? await listen(secure) : 0;
 
     const results = {};
+    const ciphers = new Set();
     for (let round = 1; round <= rounds; round++) {
       for (const reader of readers) {
         for (const recv of receivers) {
@@ -132,7 +138,9 @@ async function main() {
           let digest = '';
           rd.stdout.on('data', (d) => { digest += d; });
           const readerDone = new Promise((r) => rd.on('close', r));
-          const argv = recv.startsWith('c-')
+          const argv = recv === 'c-tls'
+            ? [cTlsBin, [String(tlsPort), String(total), fifo, ca.caFile]]
+            : recv.startsWith('c-')
             ? [cBin, [recv.slice(2), String(plainPort), String(total), fifo]]
             : [process.execPath, [fileURLToPath(import.meta.url), '--child', recv, String(recv === 'node-tls' ? tlsPort : plainPort), String(total), fifo, ca?.caFile ?? '']];
           const child = spawn(argv[0], argv[1], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -146,6 +154,7 @@ async function main() {
           if (reader === 'sha256sum' && digest.split(' ')[0] !== want) throw new Error(`${recv}: sha256 of what the reader got does not match what was sent`);
           const gb = m.bytes / 1e9;
           (results[`${recv} ${reader}`] ??= []).push({ cpu: (m.user + m.sys) / gb, user: m.user / gb, mbs: m.bytes / 1e6 / m.seconds });
+          if (m.cipher) ciphers.add(`${recv}: ${m.cipher}`);
         }
       }
       console.error(`round ${round}/${rounds} done`);
@@ -161,6 +170,7 @@ async function main() {
       const [recv, reader] = k.split(' ');
       console.log(`| ${recv} | ${reader}${reader === 'sha256sum' ? ' (verified)' : ''} | ${median(rs.map((r) => r.cpu)).toFixed(2)} | ${median(rs.map((r) => r.user)).toFixed(2)} | ${median(rs.map((r) => r.mbs)).toFixed(0)} | ${rs.map((r) => r.cpu.toFixed(2)).join(' ')} |`);
     }
+    if (ciphers.size) console.log(`negotiated: ${[...ciphers].join('; ')}`);
     const speed = spawnSync('openssl', ['speed', '-evp', 'aes-256-gcm', '-seconds', '2', '-bytes', '16384'], { encoding: 'utf8' });
     const line = speed.stdout?.split('\n').find((l) => /^AES-256-GCM/i.test(l));
     const kbs = line ? Number(line.trim().split(/\s+/).pop().replace(/k$/, '')) : NaN;
