@@ -17,6 +17,7 @@
  *   c-tls      C against the system's OpenSSL (scripts/pipe-floor-tls.c, built here with cc
  *              -lssl -lcrypto): SSL_read with read_ahead into one 8 MiB buffer, written to the
  *              FIFO a MiB at a time. The floor of any user-space TLS receiver, Node or not.
+ *              Needs OpenSSL's headers (Debian: apt-get install -y libssl-dev).
  * The sender is this process: a plain or TLS server that writes the bytes from one buffer
  * (its CPU is not counted; s3rver, in the real runs, costs far more per byte).
  * Readers: `cat FIFO > /dev/null` (fast, frees the pipe's pages in large runs) and `sha256sum
