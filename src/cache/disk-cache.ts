@@ -125,7 +125,7 @@ import {
   diskCacheReadBytes, diskCacheUsedBytes, diskCacheWriteSkipped, diskCacheWrittenBytes,
 } from '../metrics/metrics.js';
 import { DiskLock, pidAlive } from './disk-lock.js';
-import { tierOpenPairOp, tierWriteSmallOp, type TierOpenPair, type TierWriteSmall } from '../pipe/native.js';
+import { tierOpenPairOp, tierWriteSmallOp, type TierOpenPair, type TierWriteSmall } from '../native/addon.js';
 
 /** Block size of the tier: the memory cache's largest block (src/fs/core.ts MAX_BLOCK_SIZE). */
 export const DISK_BLOCK_SIZE = 256 * 1024;
@@ -418,7 +418,7 @@ function preadFullSync(fd: number, buf: Buffer, pos: number): number {
 }
 
 /**
- * TierOpenPair (src/pipe/native.ts) through Node's fs, for when the addon is absent: cache
+ * TierOpenPair (src/native/addon.ts) through Node's fs, for when the addon is absent: cache
  * file `file` and its sidecar opened O_RDWR into fds, up to HEADER_BYTES of the header read;
  * the bytes read, or -1 with nothing left open.
  */

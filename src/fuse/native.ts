@@ -72,12 +72,9 @@
  * SLUICE_NO_VIEW=1 turns views off.
  */
 import { createRequire } from 'node:module';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { FuseUnavailableError } from '../errors.js';
 import { releaseView, type BlockLease, type ReadView } from '../fs/types.js';
-import { nativeForcedOff } from '../pipe/native.js';
+import { fuseNativeBinding, loadAddonGlobal, nativeForcedOff } from '../native/addon.js';
 
 /** A stat as fuse-native encodes it (dates or epoch ms). */
 export interface NativeStat {
@@ -500,25 +497,20 @@ export function negotiatedFuseMaxRead(): number {
   return pages > 0 ? pages * FUSE_PAGE : LIBFUSE2_MAX_READ;
 }
 
-/** native/ sits two levels above both src/fuse/ (tests) and dist/fuse/ (the CLI). */
-const NATIVE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native');
-
 /**
- * Loads our addon into the global symbol scope (RTLD_GLOBAL), where its fuse_mount and
- * fuse_unmount take precedence over libfuse's for fuse-native. Must run before
- * fuse-native is loaded. Throws FuseUnavailableError when the addon is missing or old.
+ * Loads our addon into the global symbol scope (RTLD_GLOBAL; src/native/addon.ts
+ * loadAddonGlobal), where its fuse_mount and fuse_unmount take precedence over libfuse's for
+ * fuse-native. Must run before fuse-native is loaded. Throws FuseUnavailableError when the
+ * addon is missing or old.
  */
 export function loadFuseFdShim(): FuseFdShim {
   if (fdShim) return fdShim;
   const fix = 'Build the addon (needs a C compiler, make and python3): npm run build:native';
-  let file: string;
-  try {
-    file = (createRequire(import.meta.url)('node-gyp-build') as { path(dir: string): string }).path(NATIVE_DIR);
-  } catch {
+  const exports = loadAddonGlobal() as Partial<FuseFdShim> | undefined;
+  if (exports === undefined) {
     throw new FuseUnavailableError("mounting from a /dev/fd/N descriptor needs sluice's native addon, which is not built", { hint: fix });
   }
-  const mod = { exports: {} as Partial<FuseFdShim> };
-  process.dlopen(mod, file, os.constants.dlopen.RTLD_NOW | os.constants.dlopen.RTLD_GLOBAL);
+  const mod = { exports };
   if (typeof mod.exports.checkFuseFd !== 'function') {
     throw new FuseUnavailableError("sluice's native addon was built before it could mount from a /dev/fd/N descriptor", { hint: fix });
   }
@@ -577,11 +569,10 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
   if (cached) return cached;
   const req = createRequire(import.meta.url);
   const Fuse = req('fuse-native') as new (...a: any[]) => any;
-  // fuse-native's own addon (node-gyp-build resolves the same file, so require's cache
-  // hands back the instance fuse-native uses).
-  const index = req.resolve('fuse-native');
-  const binding = createRequire(index)('node-gyp-build')(path.dirname(index)) as FuseBinding;
-  const version = (req('fuse-native/package.json') as { version: string }).version;
+  // fuse-native's own addon: the instance fuse-native uses (src/native/addon.ts).
+  const loaded = fuseNativeBinding();
+  const binding = loaded.binding as FuseBinding;
+  const version = loaded.version;
   const direct = DIRECT_READ_VERSIONS.has(version) && typeof binding.fuse_native_signal_read === 'function' && binding.op_read === 23;
   const directMeta = direct && typeof binding.fuse_native_signal_getattr === 'function' && typeof binding.fuse_native_signal_open === 'function'
     && typeof binding.fuse_native_signal_release === 'function' && binding.op_getattr === 5 && binding.op_open === 21 && binding.op_release === 25;
