@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import '../helpers/exit-watch.js';
-import { TIER_FOLDER } from '../../src/cache/disk-cache.js';
+import { TIER_FOLDER } from '../../src/cache/tier-layout.js';
 import { uploadLayout, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';
