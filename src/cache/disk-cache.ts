@@ -20,7 +20,7 @@
  * FUSE passthrough (Linux >= 6.9), built for small files: with this layout the backing
  * file exists already (the data file is the object at offset 0). libfuse 2 has no API for
  * it, so native/src/fuse_init.c asks for it in the INIT reply and rewrites the OPEN reply,
- * and native/src/fuse_passthrough.c decides per open (its design note: the kernel's rules for
+ * and native/src/fuse_open.c decides per open (its design note: the kernel's rules for
  * mixing passthrough and other opens of one file). A small file is read and checked whole
  * at open (native/src/tier_small.c), then the kernel reads the cache file itself: no
  * per-read CRC, the price of passthrough (SEMANTICS.md). Eviction unlinks it safely (the

@@ -159,7 +159,7 @@ export interface NativeFuse {
    * loaded after fuse-native, a fuse-native it was not checked against) or SLUICE_NO_NATIVE is set.
    */
   memReads(): MemReads | undefined;
-  /** getattr answered in libfuse's worker thread from the listing (native/src/fuse_memread.c), where memReads() is; else undefined. */
+  /** getattr answered in libfuse's worker thread from the listing (native/src/fuse_attrs.c), where memReads() is; else undefined. */
   memAttrs(): MemAttrs | undefined;
   /**
    * Releases the native mount's hold on the event loop when unmount() failed because the
@@ -203,7 +203,7 @@ export interface FuseFdShim {
   viewCode?: number;
   /** How many mounts of this process have a live libfuse struct fuse: an ended mount's is forgotten (fuse_memread.c "Ended mounts"; tests). */
   memReadLiveMounts?(): number;
-  /** native/src/fuse_memread.c: the listing getattr answers from (see MemAttrs). */
+  /** native/src/fuse_attrs.c: the listing getattr answers from (see MemAttrs). */
   attrTableSet?(thread: Buffer, paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number, tierDir?: string, tierBlock?: number, names?: Buffer): boolean;
   attrTableTake?(thread: Buffer, clear: boolean): number;
   ownOpensTake?(thread: Buffer, out: Float64Array): void;
@@ -338,12 +338,12 @@ export interface MemAttrs {
    * counts written into `out` (length 10; see adapter.ts countMemOpens).
    */
   takeOpens(out: Float64Array): void;
-  /** Marks a row of the installed listing hot: its OPENs go to JavaScript for a while (fuse_memread.c "Fetched into memory"). False without such a row. */
+  /** Marks a row of the installed listing hot: its OPENs go to JavaScript for a while (fuse_open.c "Fetched into memory"). False without such a row. */
   markHot(row: number): boolean;
 }
 
 /**
- * Small files opened in libfuse's worker thread (native/src/fuse_memread.c "Opens"): for
+ * Small files opened in libfuse's worker thread (native/src/fuse_open.c "Opens"): for
  * each listed row with a name, the OPEN reads the one-block cache file `names[32 * row ..]`
  * under `objectsDir` and checks it as DiskCache.openSmall does; JavaScript never sees the
  * handle. A name of 32 zero bytes: the file is opened here as usual.
@@ -448,7 +448,7 @@ export function requestFuseMaxRead(bytes: number): boolean {
 /**
  * Asks for FUSE passthrough (Linux >= 6.9) in the INIT reply of the mounts made after this
  * call, when the kernel offers it (native/src/fuse_init.c): small files of the disk tier are
- * then read by the kernel from their cache files (native/src/fuse_memread.c "Passthrough").
+ * then read by the kernel from their cache files (native/src/fuse_open.c "Passthrough").
  * SLUICE_NO_PASSTHROUGH=1 turns it off. False when the addon cannot.
  */
 export function requestFusePassthrough(on: boolean): boolean {
