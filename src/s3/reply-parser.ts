@@ -4,11 +4,12 @@
  *
  * How it works:
  *  - Head: bytes are collected up to the blank line (CRLF CRLF, at most MAX_HEAD bytes; parsed
- *    where they lie when the whole head came in one read). Then every line is checked:
- *    the status line is exactly `HTTP/1.x NNN reason` (NNN in 100..599, the space after it
- *    required, no control character in the reason); each field line is `token:value` with no
- *    space before the colon, no line starting with SP/HTAB (obs-fold is refused, not
- *    unfolded) and no control character but HTAB in the value. Repeated fields are combined
+ *    where they lie when the whole head came in one read). Then every line is checked: it
+ *    ends in CRLF (a bare LF is refused); the status line is exactly `HTTP/1.x NNN reason`
+ *    (NNN in 100..599, the space after it required, no control character in the reason);
+ *    each field line is `token:value` with no space before the colon, no line starting with
+ *    SP/HTAB (obs-fold is refused, not unfolded) and no control character but HTAB in the
+ *    value. Repeated fields are combined
  *    with ", " (RFC 9110 5.3), except the singletons this client acts on (Content-Length,
  *    Content-Range, ETag), whose repeats must be identical.
  *  - 1xx replies (but 101: we never ask to switch) are skipped, at most MAX_INTERIM_REPLIES
@@ -100,6 +101,16 @@ function addField(line: string, into: ReplyHeaders): string | undefined {
   else if (SINGLETONS.has(name)) { if (had !== value) return `conflicting ${name} fields ${show(had)} and ${show(value)}`; }
   else into[name] = `${had}, ${value}`;
   return undefined;
+}
+
+/**
+ * Whether b[from, to) holds an LF not preceded by CR. RFC 9112 2.2 lets a recipient take a
+ * bare LF as a line end; we refuse it: S3 never sends one, and two parsers that disagree on
+ * where a line ends are how responses get split.
+ */
+function bareLf(b: Buffer, from: number, to: number): boolean {
+  for (let i = b.indexOf(10, from); i >= 0 && i < to; i = b.indexOf(10, i + 1)) if (i === 0 || b[i - 1] !== 13) return true;
+  return false;
 }
 
 /** Content-Length = 1*DIGIT, or a list of identical values (RFC 9112 6.3 item 5); -1 when invalid. */
@@ -233,10 +244,12 @@ export class ReplyParser {
       this.head = [all];
       at = all.indexOf(CRLFCRLF, Math.max(0, prev - 3));
       if (at < 0) {
-        if (this.headLen > MAX_HEAD) this.fail(`reply headers longer than ${MAX_HEAD} bytes`);
+        if (bareLf(all, prev, all.length)) this.fail('a reply header line ended by a bare LF');
+        else if (this.headLen > MAX_HEAD) this.fail(`reply headers longer than ${MAX_HEAD} bytes`);
         return end;
       }
     }
+    if (bareLf(all, prev, at)) { this.fail('a reply header line ended by a bare LF'); return end; }
     if (at > MAX_HEAD) { this.fail(`reply headers longer than ${MAX_HEAD} bytes`); return end; }
     const used = at + 4 - prev; // bytes of this piece that belong to the head
     const lines = all.toString('latin1', 0, at).split('\r\n');
@@ -259,19 +272,21 @@ export class ReplyParser {
     }
     const tokens = (headers['connection'] ?? '').toLowerCase().split(',').map((s) => s.trim());
     this.keepAlive = m[1] === '1' ? !tokens.includes('close') : tokens.includes('keep-alive');
+    // The framing fields are checked whatever the status: a reply that states them wrongly
+    // (even a 204's) comes from a server, or a box in between, that we cannot parse safely.
     const te = headers['transfer-encoding'];
     const cl = headers['content-length'];
+    const n = cl === undefined ? -1 : contentLength(cl);
+    if (te !== undefined && te.toLowerCase() !== 'chunked') { this.fail(`Transfer-Encoding ${show(te)} is not exactly "chunked"`); return end; }
+    if (te !== undefined && cl !== undefined) { this.fail('both Transfer-Encoding and Content-Length in one reply'); return end; }
+    if (cl !== undefined && n < 0) { this.fail(`bad Content-Length ${show(cl)}`); return end; }
     if (status === 204 || status === 304) this.state = ParseState.Done;
     else if (te !== undefined) {
-      if (te.toLowerCase() !== 'chunked') { this.fail(`Transfer-Encoding ${show(te)} is not exactly "chunked"`); return end; }
-      if (cl !== undefined) { this.fail('both Transfer-Encoding and Content-Length in one reply'); return end; }
       this.state = ParseState.Chunked;
       this.chunkState = ChunkState.Size;
       this.line = '';
       this.trailers = 0;
     } else if (cl !== undefined) {
-      const n = contentLength(cl);
-      if (n < 0) { this.fail(`bad Content-Length ${show(cl)}`); return end; }
       this.remaining = n;
       this.state = n === 0 ? ParseState.Done : ParseState.Length;
     } else { this.state = ParseState.UntilClose; this.keepAlive = false; }
