@@ -17,7 +17,8 @@ import path from 'node:path';
 import t from 'tap';
 
 import { BlockCache } from '../../src/cache/block-cache.js';
-import { DiskCache, DISK_BLOCK_SIZE } from '../../src/cache/disk-cache.js';
+import { DiskCache } from '../../src/cache/disk-cache.js';
+import { DISK_BLOCK_SIZE } from '../../src/cache/tier-layout.js';
 import { TieredClient } from '../../src/cache/tiered-client.js';
 import { ObjectChangedError } from '../../src/errors.js';
 import { setLogLevel } from '../../src/log.js';
