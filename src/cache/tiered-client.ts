@@ -26,6 +26,7 @@
  */
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
 import { DiskCache, objectName, type DiskBlockId, type WholeFile } from './disk-cache.js';
+import { mergeVersionPins } from '../s3/version-pins.js';
 
 /** getStream() window: 8 MiB, the default --part-size (one window per Pipe / File mode part). */
 const STREAM_WINDOW = 8 * 1024 * 1024;
@@ -39,8 +40,8 @@ export class TieredClient implements ObjectClient {
     private readonly onClose: () => Promise<void> = async () => undefined,
   ) {}
 
-  /** Version ids a snapshot pinned (pinVersions): part of the block keys of those objects. */
-  private versions: ReadonlyMap<string, string> | undefined;
+  /** Version ids snapshots pinned (pinVersions, merged): part of the block keys of those objects. */
+  private readonly versions = new Map<string, string>();
 
   get bucket(): string {
     return this.inner.bucket;
@@ -48,12 +49,12 @@ export class TieredClient implements ObjectClient {
 
   /** Passes a snapshot's version pins to the inner client, and keys those objects' blocks by version too. */
   pinVersions(versions: ReadonlyMap<string, string>): void {
-    this.versions = versions;
-    this.inner.pinVersions?.(versions);
+    this.inner.pinVersions?.(versions); // first: it refuses a conflict before either takes a pin
+    mergeVersionPins(this.versions, versions, this.bucket);
   }
 
   private blockId(key: string, etag: string, index: number): DiskBlockId {
-    const versionId = this.versions?.get(key);
+    const versionId = this.versions.get(key);
     return versionId !== undefined ? { ns: this.ns, key, etag, versionId, index } : { ns: this.ns, key, etag, index };
   }
 
@@ -71,7 +72,7 @@ export class TieredClient implements ObjectClient {
 
   /** Keeps an object's blocks from eviction while it is open (see DiskCache.pin). */
   pin(key: string, etag: string, size: number): () => void {
-    return this.tier.pin(this.ns, key, etag, size, this.versions?.get(key));
+    return this.tier.pin(this.ns, key, etag, size, this.versions.get(key));
   }
 
   /**
