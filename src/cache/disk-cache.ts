@@ -74,7 +74,8 @@
  *
  * Accounting across processes (the size bound holds for all of them together): writers
  * take space from ledger.json in grants of GRANT_BYTES under the lock, then write that
- * much without locking. ledger = { files: bytes of cache files, grants: { pid: bytes } }.
+ * much without locking. ledger = { files: bytes of cache files, grants: { "pid:start time": bytes } }
+ * (the start time from /proc/<pid>/stat, so a reused pid does not keep a dead writer's grant).
  * When files + all grants would pass --cache-dir-size, the grantee evicts, under the
  * lock, least recently used objects first (the sidecar's mtime: a hit touches it, at
  * most once per TOUCH_INTERVAL_MS), until the total is at LOW_WATER of the bound. Grants
@@ -124,7 +125,7 @@ import {
   diskCacheCapacityBytes, diskCacheChecksumFailures, diskCacheEvictions, diskCacheHits, diskCacheMisses,
   diskCacheReadBytes, diskCacheUsedBytes, diskCacheWriteSkipped, diskCacheWrittenBytes,
 } from '../metrics/metrics.js';
-import { DiskLock, pidAlive } from './disk-lock.js';
+import { DiskLock, identityAlive, pidAlive, processIdentity } from './disk-lock.js';
 import { tierOpenPairOp, tierWriteSmallOp, type TierOpenPair, type TierWriteSmall } from '../pipe/native.js';
 
 /** Block size of the tier: the memory cache's largest block (src/fs/core.ts MAX_BLOCK_SIZE). */
@@ -873,7 +874,7 @@ export class DiskCache {
     await this.lock.with(async () => {
       const l = await this.loadLedger(false);
       l.files += this.consumed;
-      delete l.grants[process.pid];
+      delete l.grants[SELF];
       this.consumed = 0;
       this.left = 0;
       this.grantSeq++;
@@ -1308,7 +1309,7 @@ export class DiskCache {
       this.consumed = 0;
       this.left = 0;
       this.grantSeq++;
-      delete l.grants[process.pid];
+      delete l.grants[SELF];
       let grant = this.grantBytes;
       const free = await this.freeBytes(this.root).catch(() => 0);
       if (free - grant < MIN_FREE_BYTES) grant = 0;
@@ -1316,7 +1317,7 @@ export class DiskCache {
         await this.fit(l, grant);
         if (l.files + sumGrants(l) + grant > this.maxBytes) grant = 0;
       }
-      if (grant > 0) l.grants[process.pid] = grant;
+      if (grant > 0) l.grants[SELF] = grant;
       await this.saveLedger(l);
       return grant;
     });
@@ -1339,9 +1340,9 @@ export class DiskCache {
     const l = await readLedger(this.ledgerFile);
     let rescan = force || !l || Date.now() - l.scannedAt > RESCAN_MS;
     const grants: Record<string, number> = {};
-    for (const [pid, bytes] of Object.entries(l?.grants ?? {})) {
-      if (Number(pid) !== process.pid && !pidAlive(Number(pid))) rescan = true; // its writes are not in `files`
-      else grants[pid] = bytes;
+    for (const [id, bytes] of Object.entries(l?.grants ?? {})) {
+      if (id !== SELF && !identityAlive(id)) rescan = true; // its writes are not in `files`
+      else grants[id] = bytes;
     }
     if (!rescan) return { ...l!, grants };
     const s = await this.scan(true);
@@ -1786,6 +1787,12 @@ function unlinkSyncQuiet(file: string): void {
     /* gone already */
   }
 }
+
+/**
+ * This process's key in the ledger's grants: pid and start time (issue 43: a grant keyed by
+ * the pid alone stayed alive when the pid was reused, holding its space for good).
+ */
+const SELF = processIdentity();
 
 function sumGrants(l: Ledger): number {
   let s = 0;
