@@ -249,7 +249,7 @@ t.test('the size bound holds; LRU evicts the oldest; a shrunk bound is applied a
 
 t.test('a recount removes the tmp files of processes that no longer run: the ledger being replaced and the writability probe', async (t) => {
   const dir = await tempDir(t);
-  await (await openTier(dir)).close();
+  (await openTier(dir)).close();
   // A pid that ran and exited: a process killed while it opened the tier (probe) or rewrote the ledger.
   const child = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' });
   const dead = await new Promise<number>((resolve) => child.on('exit', () => resolve(child.pid!)));
