@@ -5,7 +5,8 @@
  *  1. Every key's path below the channel folder is checked first (safeTarget): no NUL,
  *     not absolute, no "." or ".." segment, and the resolved path stays inside the folder.
  *     One unsafe key fails the channel before any byte is written (UnsafeKeyError).
- *     Keys ending in '/' (zero-byte "folder" markers) become folders.
+ *     Keys ending in '/' (zero-byte "folder" markers) become folders. Two keys for one
+ *     file, or a file where another key needs a folder ("a" and "a/b"), fail it too.
  *  2. Exactly this run's objects: the channel folder is swept first. Whatever is not a
  *     file this run writes or keeps, or a folder on the way to one, is removed: files of
  *     another host's shard or of objects since deleted from S3, "*.sluice-part" files
@@ -179,14 +180,29 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
   const folders = new Set<string>();
   const files: { obj: DownloadObject; file: string }[] = [];
   const seen = new Map<string, string>();
+  const markers: [string, string][] = []; // [folder, key]
   for (const obj of o.objects) {
     const t = safeTarget(dir, obj.key, obj.rel);
     if (!t) continue;
-    if ('folder' in t) { folders.add(t.folder); continue; }
+    if ('folder' in t) { folders.add(t.folder); markers.push([t.folder, obj.key]); continue; }
     const other = seen.get(t.file);
     if (other !== undefined) throw new UnsafeKeyError(obj.key, `it would write the same file as ${JSON.stringify(other)}`);
     seen.set(t.file, obj.key);
     files.push({ obj, file: t.file });
+  }
+  // A key that is a file where another needs a folder ("a" beside "a/b", or the marker "a/"):
+  // refused here, naming both, before any byte is written (issue 43: it failed at the
+  // rename, leaving "a.sluice-part").
+  const root = path.resolve(dir);
+  const folderFor = new Map<string, string>(); // a folder some key needs -> that key
+  const need = (p: string, key: string) => {
+    for (let d = p; d.length > root.length && !folderFor.has(d); d = path.dirname(d)) folderFor.set(d, key);
+  };
+  for (const f of files) need(path.dirname(f.file), f.obj.key);
+  for (const [folder, key] of markers) need(folder, key);
+  for (const f of files) {
+    const other = folderFor.get(f.file);
+    if (other !== undefined) throw new UnsafeKeyError(f.obj.key, `it would be a file where ${JSON.stringify(other)} needs a folder of that name`);
   }
   // 2. Remove what is not this run's. A dead FUSE mount in the folder (a killed `sluice
   // mount` of an earlier FastFile run) fails every access with ENOTCONN: one line naming it.

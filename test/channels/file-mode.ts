@@ -401,3 +401,21 @@ t.test('issue 43 defect 2: the sweep never removes anything outside its own chan
   t.equal(await sweepChannel(path.join(dataDir, 'train'), new Set(), new Set(), dataDir), 1);
   t.same(await tree(root), before.filter((p) => p !== 'data/train/stray'), 'only the channel\'s stray went');
 });
+
+t.test('issue 43 defect 10: a file where another key needs a folder fails before any GET, naming both keys, leaving no partial file', async (t) => {
+  const cases: [string, string[], string, string][] = [
+    ['a and a/b', ['a', 'a/b'], 'p/a', 'p/a/b'],
+    ['a/b/c and a', ['a/b/c', 'a'], 'p/a', 'p/a/b/c'],
+    ['x/y and the marker x/y/', ['x/y', 'x/y/'], 'p/x/y', 'p/x/y/'],
+  ];
+  for (const [what, rels, fileKey, folderKey] of cases) {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-clash-'));
+    t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+    const objects = rels.map((rel) => ({ key: `p/${rel}`, rel, size: rel.endsWith('/') ? 0 : 3, etag: '"x"', client: untouchable }));
+    const err = await downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects, partSize: 1024, maxInflight: 4096, maxConnections: 2, progress: 'none' })
+      .then(() => undefined, (e: unknown) => e as UnsafeKeyError);
+    t.equal(err?.code, 'SLUICE_UNSAFE_KEY', `${what}: an UnsafeKeyError (got ${String(err)})`);
+    t.ok(err?.message.includes(JSON.stringify(fileKey)) && err.message.includes(JSON.stringify(folderKey)), `${what}: names both keys: ${err?.message}`);
+    t.same(await readdir(dataDir), [], `${what}: nothing was written, no partial file`);
+  }
+});
