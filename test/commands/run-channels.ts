@@ -80,7 +80,7 @@ t.test('issue 43 defect 2: --channel ".." or "." is refused with one line, and n
     const keep = [path.join(root, 'input', 'config', 'hyperparameters.json'), path.join(root, 'input', 'data', 'val', 'v.bin')];
     for (const f of keep) {
       await mkdir(path.dirname(f), { recursive: true });
-      await writeFile(f, 'keep me');
+      await writeFile(f, '{}'); // valid JSON: the run reads input/config/hyperparameters.json
     }
     const r = await runCli(['run', '--channel', `train=s3://bkt/dots/`, '--channel', `${name}=s3://bkt/dots/`, '--root', root, ...common(),
       '--', process.execPath, '-e', '0'], { ...env(), SLUICE_LOG_LEVEL: 'silent' });
