@@ -29,6 +29,7 @@
  */
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
 import { joinWriters } from '../s3/join-writers.js';
+import { mergeVersionPins } from '../s3/version-pins.js';
 import { DiskCache } from './disk-cache.js';
 import { type DiskBlockId, objectName, type WholeFile } from './tier-layout.js';
 
@@ -44,8 +45,8 @@ export class TieredClient implements ObjectClient {
     private readonly onClose: () => Promise<void> = async () => undefined,
   ) {}
 
-  /** Version ids a snapshot pinned (pinVersions): part of the block keys of those objects. */
-  private versions: ReadonlyMap<string, string> | undefined;
+  /** Version ids snapshots pinned (pinVersions, merged): part of the block keys of those objects. */
+  private readonly versions = new Map<string, string>();
 
   get bucket(): string {
     return this.inner.bucket;
@@ -53,12 +54,12 @@ export class TieredClient implements ObjectClient {
 
   /** Passes a snapshot's version pins to the inner client, and keys those objects' blocks by version too. */
   pinVersions(versions: ReadonlyMap<string, string>): void {
-    this.versions = versions;
-    this.inner.pinVersions?.(versions);
+    this.inner.pinVersions?.(versions); // first: it refuses a conflict before either takes a pin
+    mergeVersionPins(this.versions, versions, this.bucket);
   }
 
   private blockId(key: string, etag: string, index: number): DiskBlockId {
-    const versionId = this.versions?.get(key);
+    const versionId = this.versions.get(key);
     return versionId !== undefined ? { ns: this.ns, key, etag, versionId, index } : { ns: this.ns, key, etag, index };
   }
 
@@ -76,7 +77,7 @@ export class TieredClient implements ObjectClient {
 
   /** Keeps an object's blocks from eviction while it is open (see DiskCache.pin). */
   pin(key: string, etag: string, size: number): () => void {
-    return this.tier.pin(this.ns, key, etag, size, this.versions?.get(key));
+    return this.tier.pin(this.ns, key, etag, size, this.versions.get(key));
   }
 
   /**
