@@ -332,7 +332,7 @@ static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
 
 /*
  * reserveRegion(bytes): a mapping of `bytes` (at most 2 GiB) with no page in it yet
- * (MAP_NORESERVE), as a Buffer, for a pool's slabs to be carved from (src/cache/slab-arena.ts):
+ * (MAP_NORESERVE), as a Buffer, for a pool's slabs to be carved from (src/memory/slab-arena.ts):
  * populateSlab maps a slab's pages when the arena hands it out, discardPages gives them back
  * when it takes it back. Why: V8 starts a collection each time its count of external memory
  * has grown by 64 MiB or so since the last one, as if the growth were garbage that collecting
