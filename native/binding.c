@@ -221,11 +221,11 @@ static napi_value js_unlock(napi_env env, napi_callback_info info) {
  * mapping is populated in one call (MADV_POPULATE_WRITE, Linux 5.14; older kernels just fault
  * later, as before). Its whole 2 MiB blocks are in transparent huge pages where the kernel
  * has them (huge_inside: MADV_HUGEPAGE; the rest in 4 KiB pages, MADV_NOHUGEPAGE).
- * Why huge pages (BENCHMARKS.md "t11-huge", 2026-12-05): on these guests the kernel's own copies
+ * Why huge pages (docs/decisions/0004-slab-mapping.md, 2026-12-05): on these guests the kernel's own copies
  * into and out of user memory (a socket read into a slab, a FUSE reply or a Pipe write from one)
  * cost more the more 4 KiB pages they cycle through: 0.2 CPU s/GB within 8 MiB, 0.5 within
  * 128 MiB, 1.4 within 512 MiB, and 0.1-0.23 at any size in huge pages, both ways
- * (scripts/copy-working-set.c; copies by user code cost the same either way). A daemon's
+ * (a one-off C probe, in git history as scripts/copy-working-set.c; copies by user code cost the same either way). A daemon's
  * slabs are such a working set: 4 readers at once hold ~200 MiB of them, a warm block cache all
  * of it. Measured side by side (4 KiB -> huge):
  * 4 readers through a new mount 1.43 -> 0.99 daemon CPU s/GB, re-reads from the block cache
@@ -332,7 +332,7 @@ static napi_value js_alloc_prefaulted(napi_env env, napi_callback_info info) {
 
 /*
  * reserveRegion(bytes): a mapping of `bytes` (at most 2 GiB) with no page in it yet
- * (MAP_NORESERVE), as a Buffer, for a pool's slabs to be carved from (src/cache/slab-arena.ts):
+ * (MAP_NORESERVE), as a Buffer, for a pool's slabs to be carved from (src/memory/slab-arena.ts):
  * populateSlab maps a slab's pages when the arena hands it out, discardPages gives them back
  * when it takes it back. Why: V8 starts a collection each time its count of external memory
  * has grown by 64 MiB or so since the last one, as if the growth were garbage that collecting

@@ -15,7 +15,7 @@
  * GET: the figure is the per-FUSE-read cost alone (issue 11's warm-cache moonshot, >= 1 GB/s).
  * Its MB/s is the reader's, though: `dd | sha256sum` runs at about 170-270 MB/s on a 2-core
  * VM, and fuse-native alone serving from one Buffer gets no more through that pipe
- * (scripts/fuse-floor.mjs --sha); compare it with the floor under the same reader.
+ * (a one-off floor script, in git history as scripts/fuse-floor.mjs); compare like with like.
  *
  * Usage: node scripts/bulk-receive-bench.mjs [--rounds N] [--size MiB] [--tls] [--no-pipe | --pipe-only] NAME=DIST_DIR ...
  * --no-pipe skips the Pipe case; --pipe-only skips the mount rounds (only the Pipe case).

@@ -1,7 +1,7 @@
 // Small files from the disk tier through the mount, side by side for several builds (t14-small, BENCHMARKS.md):
 //   node scripts/tier-small-harness.mjs '{"dists":{"before":"/tmp/main/dist","after":"dist"},"rounds":3}'
 // Options: root (work folder, default /tmp/t14s/h; wiped), count (files), readers, phases, prof (node --cpu-prof the
-// daemon into ROOT/prof; ROOT/window-<phase>.json holds the measured span for scripts/cpuprofile-window.mjs), strace
+// daemon into ROOT/prof; ROOT/window-<phase>.json holds the measured span, in CLOCK_MONOTONIC microseconds as the profile's), strace
 // (strace -c -f the daemon during each measured phase, into ROOT/strace-<phase>.txt), perf (perf record -a -g the whole
 // machine during each measured phase, into ROOT/perf-<phase>.data), extra (more mount arguments), env ({ distName: { VAR: value } }:
 // the environment of that dist's daemons, e.g. two names for one dist with SLUICE_NO_PASSTHROUGH=1 on one).

@@ -25,7 +25,7 @@
  * Safety: each slot has a rwlock. Reads hold it shared while they copy, so two workers copy
  * at once; lendSet and lendTake hold it exclusive (writer-preferring, so JavaScript is not
  * starved by a stream of reads). JavaScript keeps every lent buffer referenced and its
- * pooled slab pinned (src/cache/buffer-pool.ts recycles a slab only at zero references)
+ * pooled slab pinned (src/memory/buffer-pool.ts recycles a slab only at zero references)
  * until lendTake has returned: after that no worker holds the lock with the old ranges, so
  * the bytes a copy reads can never be recycled under it. A read answered without a copy
  * (sluice_lends_view: the reply is written from the lent buffer itself, fuse_init.c "Replies

@@ -91,7 +91,7 @@ struct entry {
 };
 /*
  * Bytes of small files opened here and not yet released, for the whole process: 16 MiB, the
- * same bound as JavaScript's own small-file buffers (disk-cache.ts SMALL_BUFFER_BYTES), so
+ * same bound as JavaScript's own small-file buffers (src/cache/tier-readers.ts SMALL_BUFFER_BYTES), so
  * the two together stay within 32 MiB; past it an OPEN goes to JavaScript.
  */
 #define OWN_BYTES_MAX (16u * 1024 * 1024)

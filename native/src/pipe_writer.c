@@ -30,8 +30,9 @@
  * --pipe-warm, 4 runs of 3 rounds, variants alternated), that refault costs what the copy
  * saves: daemon CPU s/GB (new process / warm) 0.63-0.75 / 0.47-0.50 copying, 0.78-0.93 /
  * 0.50-0.75 splicing, 0.61-0.71 / 0.47-0.48 splicing with the dropped pages mapped again at
- * once on the writer's thread; the reader's CPU the same. scripts/pipe-splice.c measures the
- * two alone, where splicing does win (its refills come at once, in pages just freed).
+ * once on the writer's thread; the reader's CPU the same. Measured alone (a one-off probe, in
+ * git history as scripts/pipe-splice.c; docs/decisions/0014-pipe-floor.md), splicing does win,
+ * since its refills come at once, in pages just freed.
  *
  * Life. pipeWriterOpen(fd, pipeSize, onProgress) takes over `fd` (O_NONBLOCK, write end): the
  * thread closes it when it exits, after end() once the queue is written, at once after

@@ -56,7 +56,7 @@
 
 #include "sluice_tier.h"
 
-/* Sidecar layout (src/cache/disk-cache.ts HEADER_BYTES, ENTRY_BYTES, MAGIC). */
+/* Sidecar layout (src/cache/tier-layout.ts HEADER_BYTES, ENTRY_BYTES, MAGIC). */
 #define HEADER_BYTES 64
 #define ENTRY_BYTES 8
 #define MAGIC 0x324d4c53u /* "SLM2" little-endian */
@@ -175,7 +175,7 @@ uint32_t sluice_crc32c(const void *buf, size_t n) { return crc32c_with(buf, n, 0
 
 /*
  * How stale a sidecar's mtime (the object's LRU age) may be before a hit sets it to now: a
- * minute, as disk-cache.ts TOUCH_INTERVAL_MS. Eviction frees the oldest objects first, so an
+ * minute, as tier-files.ts TOUCH_INTERVAL_MS. Eviction frees the oldest objects first, so an
  * age a minute stale only matters for objects read in the last minute, which are never the
  * oldest. Checking (fstat) is cheaper than setting (futimens dirties the inode: a journal
  * update on ext4), and a restarted job reads each file once an epoch.
@@ -636,7 +636,7 @@ static napi_value js_shrink_after_map(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* ---- writing small objects, a batch in one pool hop (disk-cache.ts writeSmallBatch) ---- */
+/* ---- writing small objects, a batch in one pool hop (tier-writer.ts writeSmallBatch) ---- */
 
 /*
  * Small objects (one block at most, block 0) written into the tier as one piece of work on

@@ -33,7 +33,7 @@
  * 1% of busy time; most of what is left per read is the two thread hand-offs (libfuse
  * worker -> uv_async -> main thread -> semaphore -> worker) and GC, not this file.
  *
- * Against the binding's floor (scripts/fuse-floor.mjs: fuse-native serving one Buffer with
+ * Against the binding's floor (a one-off script, retired: fuse-native serving one Buffer with
  * this mount's options and sluice's direct read handler, same dd and page drop; load 1.7-5):
  *    floor, `dd bs=1M` to /dev/null:            0.48-0.75 CPU s/GB,  900-1150 MB/s
  *    floor, `dd bs=1M | sha256sum`:             0.63-1.15 CPU s/GB,  166-215 MB/s

@@ -147,7 +147,7 @@ const MEM_DRAIN_MS = 1000;
  * 256 MiB. The whole file is read and checked before its OPEN is answered; at the 2-4 GB/s
  * a check runs from the page cache or NVMe here that adds up to about 0.1 s before the
  * first byte, where a bigger file would wait longer than its reader gains. Larger files are
- * read through sluice, window by window (src/cache/disk-cache.ts WholeReader).
+ * read through sluice, window by window (src/cache/tier-readers.ts WholeReader).
  */
 const PASSTHROUGH_MAX_BYTES = 256 * 1024 * 1024;
 

@@ -100,9 +100,9 @@ export const FIRST_WINDOW = MiB + 128 * KiB;
  * until there are enough of them for the link the reader waits too. With doubling, a 128 MiB
  * file read from 0 spent its first ~150 ms in five steps before two parts were in flight and
  * reached a full 64 MiB window after seven; by 4 that takes three (1.125 -> 4.5 -> 18 -> 64
- * MiB). Measured on the s3-like shape (scripts/ramp-bench.mjs: 4 files of 128 MiB read in turn
+ * MiB). Measured on the s3-like shape (a one-off script, retired; docs/decisions/0013: 4 files of 128 MiB read in turn
  * by one `dd`, a new daemon per round, 10 rounds each, alternated): the first file 239 -> 291
- * MB/s, all four 358 -> 375 (BENCHMARKS.md "t11-growth"; 4 below a part and 2 above was in
+ * MB/s, all four 358 -> 375 (docs/decisions/0013-shared-readahead-budget.md; 4 below a part and 2 above was in
  * between). The cost: the window gets large sooner, so a reader that stops early may leave up
  * to a window fetched and unread, and a new daemon maps its receive slabs sooner;
  * --max-prefetch bounds both.
