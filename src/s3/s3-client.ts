@@ -10,6 +10,8 @@
  *  - Every request, SDK or undici, goes through the same retry policy (./retry.ts, with the
  *    SDK's own retries off) and the same error mapping (./s3-errors.ts), and records the
  *    sluice_s3_* metrics. Listing: ./lister.ts.
+ *  - Proxies: HTTP(S)_PROXY and NO_PROXY as curl and the AWS CLI read them (./proxy.ts), for
+ *    the SDK's requests (and STS's, which inherit its handler) and the data path alike.
  *  - Options are checked here, at construction, with one-line errors.
  */
 import { readFileSync } from 'node:fs';
@@ -28,6 +30,7 @@ import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-re
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import type { Reachability } from './outage.js';
 import { WirePool } from './wire.js';
+import { proxyFor, ProxyRequestHandler, proxySettingsFromEnv, type ProxySettings } from './proxy.js';
 import { backoffMs, sleep } from './retry.js';
 import { createGetSigner, type GetSignerOptions, type SignGet } from './signing.js';
 import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
@@ -64,6 +67,8 @@ export interface S3ClientOptions {
    * (--ca-bundle / AWS_CA_BUNDLE). Every connection, SDK or data path, uses it.
    */
   ca?: string;
+  /** Proxies to go through; default HTTP_PROXY/HTTPS_PROXY/NO_PROXY from the environment (./proxy.ts). */
+  proxies?: ProxySettings;
 }
 
 /**
@@ -108,6 +113,8 @@ export class S3ObjectClient implements ObjectClient {
   private readonly listConcurrency: number;
   private readonly noSignRequest: boolean;
   private readonly ca: string | undefined;
+  /** HTTP(S)_PROXY / NO_PROXY, read once at construction (./proxy.ts). */
+  private readonly proxies: ProxySettings;
   private dataPath: Promise<{ addressing: Addressing; wire: WirePool; reader: RangeReader }> | undefined;
   /** The undici pool behind streams (getStream without `into`), made by the first such stream. */
   private streamPool: Promise<Pool> | undefined;
@@ -137,6 +144,8 @@ export class S3ObjectClient implements ObjectClient {
     this.region = fixedRegion !== undefined ? Promise.resolve(fixedRegion) : profileRegion();
     this.region.catch(() => {});
     this.noSignRequest = opts.noSignRequest ?? false;
+    this.proxies = opts.proxies ?? proxySettingsFromEnv();
+    const proxied = this.proxies.http !== undefined || this.proxies.https !== undefined;
     this.sdk = new S3Client({
       region: () => this.region,
       ...(this.endpoint !== undefined ? { endpoint: this.endpoint } : {}),
@@ -148,7 +157,8 @@ export class S3ObjectClient implements ObjectClient {
       maxAttempts: 1, // retries are ours: one policy, one metric, for SDK and data path alike
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
-      ...(this.ca !== undefined ? { requestHandler: { httpsAgent: new https.Agent({ keepAlive: true, ca: this.ca }) } } : {}),
+      ...(proxied ? { requestHandler: new ProxyRequestHandler(this.proxies, this.ca) }
+        : this.ca !== undefined ? { requestHandler: { httpsAgent: new https.Agent({ keepAlive: true, ca: this.ca }) } } : {}),
     });
   }
 
@@ -160,6 +170,8 @@ export class S3ObjectClient implements ObjectClient {
     this.dataPath ??= (async () => {
       const region = await this.region;
       const addressing = addressingFor(this.bucket, this.endpoint, region, this.pathStyle);
+      const proxy = proxyFor(addressing.origin, this.proxies);
+      if (proxy !== undefined) log.debug({ origin: addressing.origin, proxy: `${proxy.protocol}//${proxy.host}` }, 'data path through a proxy');
       // Ranged GETs read through our own sockets into their buffers (./wire.ts): every GET of
       // FastFile, File mode, uncompressed Pipe and manifests. Only streams without a buffer
       // (a gzip Pipe channel) use undici's pool, so undici is imported by the first of them,
@@ -168,16 +180,32 @@ export class S3ObjectClient implements ObjectClient {
       // 0.2 CPU s/GB of a 0.54 GB epoch (BENCHMARKS.md "t11-lazy"), for a pool it never used.
       const streamPool = (): Promise<Pool> => {
         if (this.closed) return Promise.reject(new AbortedError('the S3 client is closed'));
-        this.streamPool ??= import('undici').then(({ Pool: UndiciPool }) => new UndiciPool(addressing.origin, {
+        const poolOpts = {
           connections: this.maxConnections,
           keepAliveTimeout: KEEP_ALIVE_MS,
           headersTimeout: 0, // the reader's own watchdog handles stalls (and pauses for slow consumers)
           bodyTimeout: 0,
           ...(this.ca !== undefined ? { connect: { ca: this.ca } } : {}),
-        }));
+        };
+        this.streamPool ??= import('undici').then(({ Pool: UndiciPool, ProxyAgent }) => {
+          if (proxy === undefined) return new UndiciPool(addressing.origin, poolOpts);
+          // Through the proxy: absolute form for http, CONNECT for https (proxyTunnel), as the wire client does.
+          const agent = new ProxyAgent({
+            uri: proxy.href, proxyTunnel: addressing.origin.startsWith('https:'),
+            clientFactory: (origin, o) => new UndiciPool(origin, { ...o, ...poolOpts }),
+            ...(this.ca !== undefined ? { requestTls: { ca: this.ca } } : {}),
+          });
+          return {
+            request: (o: Parameters<Pool['request']>[0]) => agent.request({ ...o, origin: addressing.origin }),
+            close: () => agent.close(),
+          } as unknown as Pool;
+        });
         return this.streamPool;
       };
-      const wire = new WirePool(addressing.origin, { connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, stallMs: this.requestTimeoutMs, ...(this.ca !== undefined ? { ca: this.ca } : {}) });
+      const wire = new WirePool(addressing.origin, {
+        connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, stallMs: this.requestTimeoutMs,
+        ...(this.ca !== undefined ? { ca: this.ca } : {}), ...(proxy !== undefined ? { proxy } : {}),
+      });
       const sign: SignGet = this.noSignRequest ? async (_path, headers) => headers : createGetSigner({
         origin: addressing.origin, region,
         credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],
