@@ -21,7 +21,8 @@ import { GetBucketVersioningCommand, HeadObjectCommand, ListObjectVersionsComman
 import type { Pool } from 'undici';
 import { OPTIONS, type Options } from '../config/options.js';
 import { AbortedError, AccessDeniedError, InvalidArgumentError, ObjectChangedError, S3Error } from '../errors.js';
-import { log } from '../log.js';
+import { log, logOn } from '../log.js';
+import { logS3Request } from './request-log.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, regionFromEnv, type Addressing } from './addressing.js';
 import { compareKeys, listAll, listPruned, type ListPage, type ListPageFn, type ListQuery } from './lister.js';
@@ -236,15 +237,20 @@ export class S3ObjectClient implements ObjectClient {
         const timer = setTimeout(() => { timedOut = true; ctrl.abort(); }, this.requestTimeoutMs);
         const ta = performance.now();
         let status = 'error';
+        let failure: unknown;
+        let requestId: string | undefined;
         s3InflightRequests.inc({ operation });
         let verdict: Verdict;
         try {
           const out = await fn(ctrl.signal);
           status = '200';
           s3FirstByteSeconds.observe({ operation }, (performance.now() - ta) / 1000);
+          if (logOn.debug) requestId = (out as { $metadata?: { requestId?: string } })?.$metadata?.requestId;
           return out;
         } catch (err) {
           status = statusOf(err);
+          failure = err;
+          if (logOn.debug) requestId = (err as { $metadata?: { requestId?: string } })?.$metadata?.requestId;
           if (signal?.aborted) throw new AbortedError(undefined, { cause: err });
           verdict = timedOut ? { retry: 'timeout', cause: err } : judgeError(err, ctx);
         } finally {
@@ -253,6 +259,7 @@ export class S3ObjectClient implements ObjectClient {
           if (status !== 'error') this.reachability.answered = true;
           s3InflightRequests.dec({ operation });
           s3Requests.inc({ operation, status });
+          if (logOn.debug) logS3Request({ op: operation, bucket: this.bucket, key, status, requestId, ms: performance.now() - ta, attempt: failures + 1, error: failure });
         }
         if ('fail' in verdict) throw verdict.fail;
         failures++;
