@@ -309,7 +309,7 @@ export function countMemGetattrs(n: number): void {
 }
 
 /** Length of the counts countMemOpens reads, in C's order (OWN_COUNTS in native/src/fuse_memread.c, which refuses a shorter array). */
-export const MEM_OPEN_COUNTS = 12;
+export const MEM_OPEN_COUNTS = 13;
 
 /**
  * Counts handles opened, read and released in C from the disk tier (native.ts MemAttrs.takeOpens)
@@ -317,15 +317,16 @@ export const MEM_OPEN_COUNTS = 12;
  * handles read into memory and released, opens, reads, bytes served, bytes asked, bytes read
  * from disk, handles that served a byte; then passthrough opens, passthrough releases, and
  * the bytes and files read from disk to verify passthrough files, the passthrough opens that
- * used a check made ahead (fuse_memread.c "Checked ahead"), and the checks ahead started. A
- * passthrough handle's reads never reach sluice: its file counts as delivered at its release,
- * its bytes are not in served bytes.
+ * used a check made ahead (fuse_memread.c "Checked ahead"), the checks ahead started, and the
+ * bytes of the passthrough handles released. A passthrough handle's reads never reach sluice:
+ * at its release its file counts as delivered, and its whole size as served (issue 45: the
+ * kernel tells nothing of how much it read; docs/METRICS.md).
  */
 export function countMemOpens(core: FsCore, c: Float64Array): void {
-  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0, ptAhead = 0, ptAheadStarted = 0] = c;
+  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0, ptAhead = 0, ptAheadStarted = 0, ptBytes = 0] = c;
   fusePassthroughChecksAhead.inc(ptAheadStarted);
   if (opens + ptOpens + ptReleases <= 0) return;
-  if (logOn.trace) traceInC({ op: 'open', opens, reads, bytes: served, passthroughOpens: ptOpens, passthroughReleases: ptReleases });
+  if (logOn.trace) traceInC({ op: 'open', opens, reads, bytes: served, passthroughOpens: ptOpens, passthroughReleases: ptReleases, passthroughBytes: ptBytes });
   fuseMemoryOpens.inc(opens);
   fusePassthroughOpens.inc(ptOpens);
   fusePassthroughCheckedAhead.inc(ptAhead);
@@ -333,7 +334,7 @@ export function countMemOpens(core: FsCore, c: Float64Array): void {
   countAnsweredInC(OPEN_LABELS, OPEN_OK_LABELS, opens + ptOpens);
   countAnsweredInC(RELEASE_LABELS, RELEASE_OK_LABELS, opens + ptReleases);
   countReadsInC(reads, asked);
-  core.openedElsewhere?.(reads, served, diskBytes + ptDiskBytes, delivered + ptReleases, opens + ptDiskFiles);
+  core.openedElsewhere?.(reads, served + ptBytes, diskBytes + ptDiskBytes, delivered + ptReleases, opens + ptDiskFiles);
 }
 
 const OPEN_LABELS = { op: 'open' } as const;
