@@ -33,7 +33,8 @@ import type { Reachability } from './outage.js';
 import { WirePool } from './wire.js';
 import { proxyFor, ProxyRequestHandler, proxySettingsFromEnv, type ProxySettings } from './proxy.js';
 import { backoffMs, sleep } from './retry.js';
-import { createGetSigner, type GetSignerOptions, type SignGet } from './signing.js';
+import { createGetSigner, createSessionGetSigner, type GetSignerOptions, type SessionIdentity, type SignGet } from './signing.js';
+import { directoryBucketZone } from './express.js';
 import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
 
 /**
@@ -114,6 +115,8 @@ export class S3ObjectClient implements ObjectClient {
   private readonly listConcurrency: number;
   private readonly noSignRequest: boolean;
   private readonly ca: string | undefined;
+  /** An S3 Express One Zone directory bucket (./express.ts): session auth, unordered listings. */
+  private readonly express: boolean;
   /** HTTP(S)_PROXY / NO_PROXY, read once at construction (./proxy.ts). */
   private readonly proxies: ProxySettings;
   private dataPath: Promise<{ addressing: Addressing; wire: WirePool; reader: RangeReader }> | undefined;
@@ -135,7 +138,9 @@ export class S3ObjectClient implements ObjectClient {
     this.maxConnections = checkInt('max-connections', opts.maxConnections ?? OPTIONS.maxConnections.default, 1, 1024);
     this.maxAttempts = checkInt('max-attempts', opts.maxAttempts ?? OPTIONS.maxAttempts.default, 1, 100);
     this.requestTimeoutMs = checkInt('request-timeout', opts.requestTimeoutMs ?? OPTIONS.requestTimeout.default, 1, 3_600_000);
-    this.listConcurrency = checkInt('list concurrency', opts.listConcurrency ?? LIST_CONCURRENCY, 1, 256);
+    this.express = directoryBucketZone(opts.bucket) !== undefined;
+    // A directory bucket lists in no key order and without StartAfter: one flat listing (./express.ts).
+    this.listConcurrency = this.express ? 1 : checkInt('list concurrency', opts.listConcurrency ?? LIST_CONCURRENCY, 1, 256);
     this.limiter = new ConcurrencyLimiter(this.maxConnections);
     this.endpoint = opts.endpoint ?? endpointFromEnv();
     if (this.endpoint !== undefined) parseEndpoint(this.endpoint);
@@ -207,11 +212,13 @@ export class S3ObjectClient implements ObjectClient {
         connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, stallMs: this.requestTimeoutMs,
         ...(this.ca !== undefined ? { ca: this.ca } : {}), ...(proxy !== undefined ? { proxy } : {}),
       });
-      const sign: SignGet = this.noSignRequest ? async (_path, headers) => headers : createGetSigner({
-        origin: addressing.origin, region,
-        credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],
-        sha256: this.sdk.config.sha256,
-      });
+      const sign: SignGet = this.noSignRequest ? async (_path, headers) => headers
+        : this.express ? createSessionGetSigner({ origin: addressing.origin, region, sha256: this.sdk.config.sha256, session: () => this.session() })
+        : createGetSigner({
+          origin: addressing.origin, region,
+          credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],
+          sha256: this.sdk.config.sha256,
+        });
       const reader = new RangeReader({
         bucket: this.bucket, addressing, pool: streamPool, wire, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
         limiter: this.limiter, reachability: this.reachability,
@@ -220,6 +227,18 @@ export class S3ObjectClient implements ObjectClient {
       return { addressing, wire, reader };
     })();
     return this.dataPath;
+  }
+
+  /**
+   * The S3 Express session for this bucket, from the SDK client's own identity provider (the
+   * one its listing and HEAD use): CreateSession once, cached, refreshed before it expires.
+   */
+  private async session(): Promise<SessionIdentity> {
+    const config = this.sdk.config as unknown as {
+      credentials: () => Promise<SessionIdentity>;
+      s3ExpressIdentityProvider: { getS3ExpressIdentity(base: SessionIdentity, p: { Bucket: string }): Promise<SessionIdentity> };
+    };
+    return config.s3ExpressIdentityProvider.getS3ExpressIdentity(await config.credentials(), { Bucket: this.bucket });
   }
 
   /** One SDK call under our retry policy, watchdog and metrics. */
