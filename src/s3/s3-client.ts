@@ -17,7 +17,7 @@
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
-import { GetBucketVersioningCommand, HeadObjectCommand, ListObjectVersionsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { CreateSessionCommand, GetBucketVersioningCommand, HeadObjectCommand, ListObjectVersionsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import type { Pool } from 'undici';
 import { OPTIONS, type Options } from '../config/options.js';
 import { AbortedError, AccessDeniedError, InvalidArgumentError, ObjectChangedError, S3Error } from '../errors.js';
@@ -34,7 +34,7 @@ import { WirePool } from './wire.js';
 import { proxyFor, ProxyRequestHandler, proxySettingsFromEnv, type ProxySettings } from './proxy.js';
 import { backoffMs, sleep } from './retry.js';
 import { createGetSigner, createSessionGetSigner, type GetSignerOptions, type SessionIdentity, type SignGet } from './signing.js';
-import { directoryBucketZone } from './express.js';
+import { directoryBucketZone, ExpressSessions } from './express.js';
 import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
 
 /**
@@ -117,6 +117,13 @@ export class S3ObjectClient implements ObjectClient {
   private readonly ca: string | undefined;
   /** An S3 Express One Zone directory bucket (./express.ts): session auth, unordered listings. */
   private readonly express: boolean;
+  /** CreateSession sessions of a directory bucket, one per bucket, refreshed before expiry (./express.ts). */
+  private readonly sessions = new ExpressSessions(async (bucket) => {
+    const out = await this.sdk.send(new CreateSessionCommand({ Bucket: bucket, SessionMode: 'ReadOnly' }));
+    const c = out.Credentials;
+    if (!c?.AccessKeyId || !c.SecretAccessKey) throw new S3Error(`CreateSession of ${bucket} returned no credentials`, 200, undefined);
+    return { accessKeyId: c.AccessKeyId, secretAccessKey: c.SecretAccessKey, ...(c.SessionToken !== undefined ? { sessionToken: c.SessionToken } : {}), ...(c.Expiration !== undefined ? { expiration: c.Expiration } : {}) };
+  });
   /** HTTP(S)_PROXY / NO_PROXY, read once at construction (./proxy.ts). */
   private readonly proxies: ProxySettings;
   private dataPath: Promise<{ addressing: Addressing; wire: WirePool; reader: RangeReader }> | undefined;
@@ -160,6 +167,8 @@ export class S3ObjectClient implements ObjectClient {
       // Anonymous: a signer that leaves requests as they are, and empty credentials so
       // the credential chain (IMDS included) is never consulted.
       ...(this.noSignRequest ? { signer: { sign: async <T>(request: T) => request }, credentials: { accessKeyId: '', secretAccessKey: '' } } : {}),
+      // Directory buckets: sessions from our cache (./express.ts), for the SDK's requests and the data path's.
+      ...(this.express ? { s3ExpressIdentityProvider: this.sessions } : {}),
       maxAttempts: 1, // retries are ours: one policy, one metric, for SDK and data path alike
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
@@ -230,15 +239,12 @@ export class S3ObjectClient implements ObjectClient {
   }
 
   /**
-   * The S3 Express session for this bucket, from the SDK client's own identity provider (the
-   * one its listing and HEAD use): CreateSession once, cached, refreshed before it expires.
+   * The S3 Express session for this bucket, from the cache the SDK client's listing and HEAD
+   * use too (its s3ExpressIdentityProvider): CreateSession once, refreshed before it expires.
    */
   private async session(): Promise<SessionIdentity> {
-    const config = this.sdk.config as unknown as {
-      credentials: () => Promise<SessionIdentity>;
-      s3ExpressIdentityProvider: { getS3ExpressIdentity(base: SessionIdentity, p: { Bucket: string }): Promise<SessionIdentity> };
-    };
-    return config.s3ExpressIdentityProvider.getS3ExpressIdentity(await config.credentials(), { Bucket: this.bucket });
+    const credentials = (this.sdk.config as unknown as { credentials: () => Promise<SessionIdentity> }).credentials;
+    return this.sessions.getS3ExpressIdentity(await credentials(), { Bucket: this.bucket });
   }
 
   /** One SDK call under our retry policy, watchdog and metrics. */

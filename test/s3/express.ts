@@ -14,7 +14,7 @@ import t from 'tap';
 import { seedDataset } from '../../src/local/dataset.js';
 import { startLocalS3 } from '../../src/local/s3-server.js';
 import { addressingFor, defaultEndpoint } from '../../src/s3/addressing.js';
-import { directoryBucketZone } from '../../src/s3/express.js';
+import { directoryBucketZone, ExpressSessions, type ExpressSession } from '../../src/s3/express.js';
 import { createObjectClient } from '../../src/s3/s3-client.js';
 import { startCli, waitExit } from '../helpers/cli.js';
 import { startExpressFront } from '../helpers/express-front.js';
@@ -36,6 +36,36 @@ t.test('directory bucket names and their zonal endpoints', async (t) => {
   t.equal(a.origin, 'https://data--usw2-az1--x-s3.s3express-usw2-az1.us-west-2.amazonaws.com', 'virtual-hosted on the zonal endpoint');
   t.equal(a.pathFor('a b/c'), '/a%20b/c');
   t.equal(addressingFor('data', undefined, 'us-west-2', false).origin, 'https://data.s3.us-west-2.amazonaws.com', 'general-purpose buckets unchanged');
+});
+
+t.test('sessions: replaced before expiry; a failed replacement keeps the old one and is not left unhandled', async (t) => {
+  const made: string[] = [];
+  let fail = false;
+  const sessions = new ExpressSessions(async (bucket) => {
+    made.push(bucket);
+    if (fail) throw new Error('CreateSession failed');
+    return { accessKeyId: `K${made.length}`, secretAccessKey: 's', sessionToken: `T${made.length}`, expiration: new Date(Date.now() + 30_000) };
+  });
+  const unhandled: unknown[] = [];
+  const onUnhandled = (e: unknown) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  t.teardown(() => { process.off('unhandledRejection', onUnhandled); });
+  const base = { accessKeyId: 'BASE' };
+  const b = { Bucket: 'd--use1-az4--x-s3' };
+  const first: ExpressSession = await sessions.getS3ExpressIdentity(base, b);
+  t.equal(first.accessKeyId, 'K1');
+  fail = true;
+  // 30 s left, under the 60 s window: the next use starts a replacement, which fails.
+  t.equal((await sessions.getS3ExpressIdentity(base, b)).accessKeyId, 'K1', 'the old session serves meanwhile');
+  await new Promise((r) => setTimeout(r, 50));
+  t.same(unhandled, [], 'the failed replacement is not an unhandled rejection');
+  fail = false;
+  t.equal((await sessions.getS3ExpressIdentity(base, b)).accessKeyId, 'K1', 'still the old one while its replacement is made');
+  await new Promise((r) => setTimeout(r, 50));
+  t.equal((await sessions.getS3ExpressIdentity(base, b)).accessKeyId, 'K3', 'then the replacement');
+  const before = made.length;
+  const rotated = await sessions.getS3ExpressIdentity({ accessKeyId: 'ROTATED' }, b);
+  t.ok(made.length > before && rotated.accessKeyId === `K${made.length}`, 'new base credentials: a new session, made for them');
 });
 
 t.test('against a front that enforces CreateSession tokens', async (t) => {
