@@ -40,7 +40,7 @@ export function createGetSigner(o: GetSignerOptions): SignGet {
   };
 }
 
-/** S3 Express One Zone session credentials (CreateSession), as the SDK's identity provider gives them. */
+/** S3 Express One Zone session credentials (CreateSession's), as ./express.ts ExpressSessions gives them. */
 export interface SessionIdentity {
   accessKeyId: string;
   secretAccessKey: string;
@@ -50,7 +50,7 @@ export interface SessionIdentity {
 
 /**
  * Signs data-path GETs to an S3 Express One Zone directory bucket (./express.ts): with the
- * session's credentials from `session()` (the S3 SDK client's identity provider: one
+ * session's credentials from `session()` (./express.ts ExpressSessions, the SDK client's too: one
  * CreateSession per bucket, cached, refreshed in the background a minute before it expires),
  * service name `s3express`, and the session token as the signed `x-amz-s3session-token`
  * header (not x-amz-security-token). One SignatureV4 per session, made when it changes.
