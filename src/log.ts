@@ -12,7 +12,8 @@
  *  - free text that looks like an access key id (AKIA/ASIA + 16) or a secret key
  *    (40 base64 characters mixing upper case, lower case and digits).
  * Scrubbing the serialized line rather than the objects costs a few regex passes
- * per line; sluice logs events, not per-read traffic, so that is cheap.
+ * per line; at info sluice logs events, not per-read traffic, so that is cheap. At debug
+ * (a line per S3 request) and trace (a line per FUSE operation) it is the price of asking.
  *
  * Where and how (configureLogging(), from --log-format and --log-file): the process
  * logger writes through one sink that can be pointed at stderr or a file (appended,
@@ -149,6 +150,14 @@ const sink = {
 /** The process logger. Use `log.child({ component: 'fuse' })` for a part of the program. */
 export const log: Logger = createLogger(sink as unknown as DestinationStream);
 
+/**
+ * Whether the process logger writes debug and trace lines, as plain booleans that the hot
+ * paths read before building a line: one per S3 request attempt at debug (src/s3/), one per
+ * FUSE operation at trace (src/fuse/adapter.ts). At info neither builds an object or a string;
+ * the cost is one property read per request or operation. Kept in step by setLogLevel().
+ */
+export const logOn = { debug: log.isLevelEnabled('debug'), trace: log.isLevelEnabled('trace') };
+
 export type LogFormat = 'auto' | 'text' | 'json';
 
 /**
@@ -177,4 +186,6 @@ export function configureLogging(o: { logLevel: string; logFormat?: string; logF
 /** Set the level of `log` (and of its children): fatal, error, warn, info, debug, trace or silent. */
 export function setLogLevel(level: string): void {
   log.level = checkLevel(level);
+  logOn.debug = log.isLevelEnabled('debug');
+  logOn.trace = log.isLevelEnabled('trace');
 }

@@ -232,6 +232,7 @@ static int mem_release(const char *path, struct fuse_file_info *fi) {
     if (id > 0) sluice_fuse_backing_close(id);
     pthread_mutex_lock(&m->lock);
     m->own_counts[C_PT_RELEASES]++;
+    m->own_counts[C_PT_BYTES] += pt_fh_size(fi->fh);
     pthread_mutex_unlock(&m->lock);
     return 0;
   }

@@ -172,13 +172,13 @@ static napi_value js_tier_hot(napi_env env, napi_callback_info info) {
   return sluice_boolean(env, sluice_tier_hot(thread, row));
 }
 
-/* ownOpensTake(thread, out: Float64Array(10)): the counts of own_counts (see there) since the last take. */
+/* ownOpensTake(thread, out: Float64Array(OWN_COUNTS)): the counts of own_counts (see there) since the last take. */
 static napi_value js_own_take(napi_env env, napi_callback_info info) {
   void *thread;
   size_t n;
   double *out;
   if (!thread_out_args(env, info, &thread, &out, &n, OWN_COUNTS)) {
-    return sluice_bad_args(env, "ownOpensTake(thread: Buffer, out: Float64Array(10))");
+    return sluice_bad_args(env, "ownOpensTake(thread: Buffer, out: Float64Array(13))");
   }
   uint64_t c[OWN_COUNTS];
   sluice_own_take(thread, c);

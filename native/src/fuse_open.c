@@ -47,7 +47,12 @@
  * The last RELEASE of a row gives the backing id back (the kernel keeps its own reference
  * for open files). A refused backing file (EPERM without CAP_SYS_ADMIN, ELOOP on too deep a
  * stack of filesystems) turns passthrough off for the mount. Row state lives until the
- * thread mounts again, so RELEASEs after an unmount still find it. With the tier, the
+ * thread mounts again, so RELEASEs after an unmount still find it. What is known of a
+ * passthrough handle's reads: nothing but its OPEN and RELEASE (the kernel reads the backing
+ * file with the FUSE file's own position; FUSE sends no READ and RELEASE carries no offset).
+ * So each RELEASE counts the file's whole size as served (C_PT_BYTES, the size kept in the
+ * handle number): right for the whole-file reads of a training loader, too much for a handle
+ * that read part of its file, too little for one that read it twice (docs/METRICS.md). With the tier, the
  * listing copy holds 36 more bytes per path (the names, and the marks of "Fetched into
  * memory") and rs 24 per path: 60 MB more per million paths, beside the 116 MB of
  * "Attributes". Files of several blocks (up to 256 MiB,
@@ -187,10 +192,14 @@ void row_other_done(struct mount *m, uint32_t row1) {
 /*
  * Handle numbers of ours: low 32 bits >= 2^31, which JavaScript's handles (int32 > 0) never
  * have. The n-th handle read into memory: bit 30 clear, slot n mod SLOTS. A passthrough
- * handle of listing row r: bits 31 and 30 set, r + 1 in the high 32 bits.
+ * handle of listing row r: bits 31 and 30 set, r + 1 in the high 32 bits, and the file's size
+ * in the low 30 bits (saturated; files passed through are at most 256 MiB, kernel-mount.ts
+ * PASSTHROUGH_MAX_BYTES, well below 2^30): its RELEASE counts them as served (C_PT_BYTES), the
+ * kernel having read the file itself (see "Passthrough": what is known of its reads).
  */
 static uint64_t own_fh(uint64_t n) { return n << 32 | 0x80000000u | (n & 0x3fffffffu); }
-static uint64_t pt_fh(size_t row) { return (uint64_t)(row + 1) << 32 | 0xc0000000u; }
+static uint64_t pt_fh(size_t row, uint64_t size) { return (uint64_t)(row + 1) << 32 | 0xc0000000u | (size < 0x3fffffffu ? size : 0x3fffffffu); }
+uint64_t pt_fh_size(uint64_t fh) { return fh & 0x3fffffffu; }
 int is_pt_fh(uint64_t fh) { return (fh & 0xc0000000u) == 0xc0000000u && (fh >> 32) != 0; }
 
 /* A row's file in the disk tier (its cache file's name, the objects folder, block and object size), for an open or a check in C. */
@@ -461,7 +470,7 @@ static int pt_open(struct mount *m, size_t row, const struct tier_file *f, struc
   int id = st->backing;
   pthread_mutex_unlock(lock);
   sluice_fuse_reply_backing(id);
-  fi->fh = pt_fh(row);
+  fi->fh = pt_fh(row, size);
   pthread_mutex_lock(&m->lock);
   m->own_counts[C_PT_OPENS]++;
   m->own_counts[C_PT_DISK_BYTES] += checked;

@@ -99,8 +99,8 @@ struct entry {
 #define OWN_SLOT_TRIES 8
 /* Row state locks: striped, so that a passthrough open verifying one file does not hold up the others. */
 #define ROW_LOCKS 64
-#define OWN_COUNTS 12
-enum { C_PT_OPENS = 6, C_PT_RELEASES, C_PT_DISK_BYTES, C_PT_DISK_FILES, C_PT_AHEAD, C_PT_AHEAD_STARTED };
+#define OWN_COUNTS 13
+enum { C_PT_OPENS = 6, C_PT_RELEASES, C_PT_DISK_BYTES, C_PT_DISK_FILES, C_PT_AHEAD, C_PT_AHEAD_STARTED, C_PT_BYTES };
 /*
  * Checked ahead (see "Checked ahead"): files of AHEAD_MIN or more, 8 MiB, whose check (~1 ms
  * and up) is worth a thread; a check is used within AHEAD_MAX_S, 10 s, beyond which the
@@ -196,7 +196,8 @@ struct mount {
    * Not yet taken by JavaScript (under lock): of handles read into memory and released:
    * opens, reads, bytes served, bytes asked, bytes read from disk, handles that served a
    * byte; then passthrough opens, passthrough releases, bytes read from disk to verify
-   * passthrough files, and those files.
+   * passthrough files, and those files, passthrough opens that used a check made ahead,
+   * checks ahead started, and the sizes of the passthrough handles released (C_PT_BYTES).
    */
   uint64_t own_counts[OWN_COUNTS];
   struct ahead ahead; /* under ahead_lock (see "Checked ahead") */
@@ -224,6 +225,7 @@ int mem_getattr(const char *path, struct stat *st);
 /* fuse_open.c */
 int ahead_env_off(void);
 int is_pt_fh(uint64_t fh);
+uint64_t pt_fh_size(uint64_t fh);
 int jo_take(struct mount *m, uint64_t fh, struct jo_slot *out);
 pthread_mutex_t *row_lock(struct mount *m, size_t row);
 void row_other_done(struct mount *m, uint32_t row1);

@@ -8,6 +8,10 @@
  *     errnoFor() (src/errors.ts, the only error->errno mapping) gives for the error,
  *  3. records sluice_fuse_operations_total{op,result}, sluice_fuse_operation_seconds{op}
  *     and, for reads, sluice_fuse_read_size_bytes.
+ *  4. at --log-level trace only, writes one line per operation (traceOp: op, path, errno,
+ *     latency; offset and size of reads). Operations answered in C (native.ts MemReads,
+ *     MemAttrs) are not seen one by one: they are counted, and traced as one line per handle
+ *     or batch when counted (traceInC).
  * Every write-like operation is answered by core.refuse(op), i.e. EROFS. The mount is
  * also mounted `ro`, so the kernel refuses most of them before they get here; these
  * handlers are the second line. No S3, cache or prefetch logic lives here.
@@ -57,6 +61,7 @@
  * CPU per GB halved (BENCHMARKS.md "t11-views").
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
+import { log, logOn } from '../log.js';
 import { releaseView, type Attr, type FsCore, type ReadView } from '../fs/types.js';
 import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fusePassthroughCheckedAhead, fusePassthroughChecksAhead, fusePassthroughOpens, fuseOpSeconds, fuseReadBytes, fuseViewReplies } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
@@ -128,6 +133,28 @@ function countAnsweredInC(labels: { op: string }, okLabels: { op: string; result
   for (let i = 0; i < n; i++) fuseOpSeconds.observe(labels, 0);
 }
 
+/**
+ * One trace line per FUSE operation answered here (issue 45): op, path, errno (absent when it
+ * succeeded), ms, and for reads fh, offset and size (what the kernel asked; `bytes` is what
+ * was answered). Callers check logOn.trace first, so at info no line is built.
+ */
+function traceOp(op: string, path: string, code: number, seconds: number, extra?: { fh?: unknown; offset?: number; size?: number }): void {
+  const line: Record<string, unknown> = { component: 'fuse', op, path, ms: Math.round(seconds * 1e4) / 10 };
+  if (extra) Object.assign(line, extra);
+  if (code < 0) line.errno = resultLabel(code);
+  else if (op === 'read') line.bytes = code;
+  log.trace(line, 'fuse op');
+}
+
+/**
+ * Reads (and opens, releases, getattrs) answered in C are not seen one by one: at trace, one
+ * line per handle (or per batch) says how many C answered and how many bytes, when they are
+ * counted (a handle's release, the mount's catch-up tick).
+ */
+function traceInC(what: Record<string, unknown>): void {
+  log.trace({ component: 'fuse', answeredIn: 'C', ...what }, 'fuse ops answered in C');
+}
+
 /** Counts `reads` reads answered in C, with the `asked` bytes the kernel asked for spread evenly over them. */
 function countReadsInC(reads: number, asked: number): void {
   if (reads <= 0) return;
@@ -144,6 +171,7 @@ function countReadsInC(reads: number, asked: number): void {
 function countMemReads(core: FsCore, fh: number, reads: number, served: number, asked: number, end?: number): void {
   if (reads <= 0) return;
   countReadsInC(reads, asked);
+  if (logOn.trace) traceInC({ op: 'read', fh, reads, bytes: served });
   core.servedElsewhere?.(fh, reads, served, end);
 }
 
@@ -275,12 +303,13 @@ export async function listedAttrs(core: FsCore, nameMax?: number): Promise<Liste
 /** Counts `n` getattrs answered in C from the listing (native.ts MemAttrs) as getattrs answered at once. */
 export function countMemGetattrs(n: number): void {
   if (n <= 0) return;
+  if (logOn.trace) traceInC({ op: 'getattr', count: n });
   countAnsweredInC(GETATTR_LABELS, GETATTR_OK_LABELS, n);
   fuseMemoryGetattrs.inc(n);
 }
 
 /** Length of the counts countMemOpens reads, in C's order (OWN_COUNTS in native/src/memread.h, which refuses a shorter array). */
-export const MEM_OPEN_COUNTS = 12;
+export const MEM_OPEN_COUNTS = 13;
 
 /**
  * Counts handles opened, read and released in C from the disk tier (native.ts MemAttrs.takeOpens)
@@ -288,14 +317,16 @@ export const MEM_OPEN_COUNTS = 12;
  * handles read into memory and released, opens, reads, bytes served, bytes asked, bytes read
  * from disk, handles that served a byte; then passthrough opens, passthrough releases, and
  * the bytes and files read from disk to verify passthrough files, the passthrough opens that
- * used a check made ahead (fuse_open.c "Checked ahead"), and the checks ahead started. A
- * passthrough handle's reads never reach sluice: its file counts as delivered at its release,
- * its bytes are not in served bytes.
+ * used a check made ahead (fuse_open.c "Checked ahead"), the checks ahead started, and the
+ * bytes of the passthrough handles released. A passthrough handle's reads never reach sluice:
+ * at its release its file counts as delivered, and its whole size as served (issue 45: the
+ * kernel tells nothing of how much it read; docs/METRICS.md).
  */
 export function countMemOpens(core: FsCore, c: Float64Array): void {
-  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0, ptAhead = 0, ptAheadStarted = 0] = c;
+  const [opens = 0, reads = 0, served = 0, asked = 0, diskBytes = 0, delivered = 0, ptOpens = 0, ptReleases = 0, ptDiskBytes = 0, ptDiskFiles = 0, ptAhead = 0, ptAheadStarted = 0, ptBytes = 0] = c;
   fusePassthroughChecksAhead.inc(ptAheadStarted);
   if (opens + ptOpens + ptReleases <= 0) return;
+  if (logOn.trace) traceInC({ op: 'open', opens, reads, bytes: served, passthroughOpens: ptOpens, passthroughReleases: ptReleases, passthroughBytes: ptBytes });
   fuseMemoryOpens.inc(opens);
   fusePassthroughOpens.inc(ptOpens);
   fusePassthroughCheckedAhead.inc(ptAhead);
@@ -303,7 +334,7 @@ export function countMemOpens(core: FsCore, c: Float64Array): void {
   countAnsweredInC(OPEN_LABELS, OPEN_OK_LABELS, opens + ptOpens);
   countAnsweredInC(RELEASE_LABELS, RELEASE_OK_LABELS, opens + ptReleases);
   countReadsInC(reads, asked);
-  core.openedElsewhere?.(reads, served, diskBytes + ptDiskBytes, delivered + ptReleases, opens + ptDiskFiles);
+  core.openedElsewhere?.(reads, served + ptBytes, diskBytes + ptDiskBytes, delivered + ptReleases, opens + ptDiskFiles);
 }
 
 const OPEN_LABELS = { op: 'open' } as const;
@@ -324,6 +355,9 @@ class WaitingRead implements PendingRead {
   constructor(
     readonly epoch: Epoch,
     readonly path: string,
+    readonly fd: number,
+    readonly len: number,
+    readonly pos: number,
     readonly startedMs: number,
     readonly reply: ReadReply,
     readonly token: unknown,
@@ -399,20 +433,22 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
       return;
     }
     // In-memory answers (getattr, open and release once listed) reply here: no closure, no promise.
-    if (result instanceof Promise) result.then((v) => answered(op, code(v), started, reply, v), (err: unknown) => failed(op, path, err, started, reply));
-    else answered(op, code(result), started, reply, result);
+    if (result instanceof Promise) result.then((v) => answered(op, path, code(v), started, reply, v), (err: unknown) => failed(op, path, err, started, reply));
+    else answered(op, path, code(result), started, reply, result);
   }
-  /** Replies `c` (and `v`) to an operation that started at `started`, and records it. */
-  function answered<T>(op: string, c: number, started: number, reply: (code: number, value?: T) => void, v?: T): void {
+  /** Replies `c` (and `v`) to an operation on `path` that started at `started`, and records it. */
+  function answered<T>(op: string, path: string, c: number, started: number, reply: (code: number, value?: T) => void, v?: T): void {
     const l = opLabels(op);
-    fuseOpSeconds.observe(l.op, (performance.now() - started) / 1000);
+    const seconds = (performance.now() - started) / 1000;
+    fuseOpSeconds.observe(l.op, seconds);
     fuseOps.inc(c >= 0 ? l.ok : { op, result: resultLabel(c) });
+    if (logOn.trace) traceOp(op, path, c, seconds, op === 'open' && c >= 0 ? { fh: v } : undefined);
     reply(c, v);
   }
   function failed<T>(op: string, path: string, err: unknown, started: number, reply: (code: number, value?: T) => void): void {
     const errno = errnoFor(err);
     if (!EXPECTED.has(errno) || !(err instanceof SluiceError)) hooks.onUnexpectedError?.(op, path, err);
-    answered(op, -errno, started, reply);
+    answered(op, path, -errno, started, reply);
   }
 
   const deadlines = hooks.readDeadlines;
@@ -431,22 +467,27 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
     if (lease && !mem.lend(fd, lease)) lease.release();
   }
 
-  /** Answers a read (bytes read, or a negative errno) and records it; with `view` set (ReadView), from the view's bytes. */
-  function readAnswered(code: number, startedMs: number, reply: ReadReply, token: unknown, buf: Buffer, views?: ReadViews, view?: ReadView): void {
-    fuseOpSeconds.observe(READ_LABELS, (performance.now() - startedMs) / 1000);
+  /**
+   * Answers a read (bytes read, or a negative errno) and records it; with `view` set (ReadView),
+   * from the view's bytes. `path`, `fd`, `len` and `pos` are for the trace line only.
+   */
+  function readAnswered(code: number, startedMs: number, reply: ReadReply, token: unknown, buf: Buffer, path: string, fd: number, len: number, pos: number, views?: ReadViews, view?: ReadView): void {
+    const seconds = (performance.now() - startedMs) / 1000;
+    fuseOpSeconds.observe(READ_LABELS, seconds);
     if (code >= 0) fuseOps.inc(READ_OK_LABELS);
     else fuseOps.inc({ op: 'read', result: resultLabel(code) });
+    if (logOn.trace) traceOp('read', path, code, seconds, { fh: fd, offset: pos, size: len });
     reply(views && view?.bytes ? viewCode(views, buf, view, code) : code, token, buf);
   }
-  function readFailed(path: string, err: unknown, startedMs: number, reply: ReadReply, token: unknown, buf: Buffer): void {
+  function readFailed(path: string, fd: number, len: number, pos: number, err: unknown, startedMs: number, reply: ReadReply, token: unknown, buf: Buffer): void {
     const errno = errnoFor(err);
     if (!EXPECTED.has(errno) || !(err instanceof SluiceError)) hooks.onUnexpectedError?.('read', path, err);
-    readAnswered(-errno, startedMs, reply, token, buf);
+    readAnswered(-errno, startedMs, reply, token, buf, path, fd, len, pos);
   }
   /** The deadline passed before the core answered: ETIMEDOUT through errnoFor, like any other failure. */
   function expired(w: WaitingRead): void {
     const err = new TimeoutError(`read of ${w.path} not answered within ${deadlines!.timeoutMs / 1000} s`);
-    readFailed(w.path, err, w.startedMs, w.reply, w.token, w.buf);
+    readFailed(w.path, w.fd, w.len, w.pos, err, w.startedMs, w.reply, w.token, w.buf);
   }
 
   const ops: NativeOps = {
@@ -507,33 +548,33 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
       try {
         r = core.read(fd, buf, len, pos, epoch?.opts, view);
       } catch (err) {
-        readFailed(path, err, started, reply, token, buf);
+        readFailed(path, fd, len, pos, err, started, reply, token, buf);
         return;
       }
       if (typeof r === 'number') {
-        readAnswered(r, started, reply, token, buf, views, view);
+        readAnswered(r, started, reply, token, buf, path, fd, len, pos, views, view);
         if (mem) lendAgain(mem, fd);
         return;
       }
       if (!deadlines || !epoch) {
         r.then((n) => {
-          readAnswered(n, started, reply, token, buf, views, view);
+          readAnswered(n, started, reply, token, buf, path, fd, len, pos, views, view);
           if (mem) lendAgain(mem, fd);
-        }, (err: unknown) => readFailed(path, err, started, reply, token, buf));
+        }, (err: unknown) => readFailed(path, fd, len, pos, err, started, reply, token, buf));
         return;
       }
       // The core's answer is dropped when the deadline answered first (settled() is false).
-      const w = new WaitingRead(epoch, path, started, reply, token, buf, expired);
+      const w = new WaitingRead(epoch, path, fd, len, pos, started, reply, token, buf, expired);
       deadlines.wait(w);
       r.then((n) => {
         if (!deadlines.settled(w)) {
           releaseView(view); // the read was answered without it
           return;
         }
-        readAnswered(n, started, reply, token, buf, views, view);
+        readAnswered(n, started, reply, token, buf, path, fd, len, pos, views, view);
         if (mem) lendAgain(mem, fd);
       }, (err: unknown) => {
-        if (deadlines.settled(w)) readFailed(path, err, started, reply, token, buf);
+        if (deadlines.settled(w)) readFailed(path, fd, len, pos, err, started, reply, token, buf);
       });
     },
     release(path, fd, cb) {

@@ -369,7 +369,7 @@ export const fuseMemoryOpens = new client.Counter({
 
 export const fusePassthroughOpens = new client.Counter({
   name: 'sluice_fuse_passthrough_opens_total',
-  help: 'FUSE opens of small files of the disk tier answered with FUSE passthrough (Linux 6.9 or later): the kernel reads the verified cache file itself, so the handle\'s reads never reach sluice (not in sluice_served_bytes_total; the file counts in sluice_channel_objects_total when closed).',
+  help: 'FUSE opens of small files of the disk tier answered with FUSE passthrough (Linux 6.9 or later): the kernel reads the verified cache file itself, so the handle\'s reads never reach sluice (its file\'s whole size counts in sluice_served_bytes_total at its release, and the file in sluice_channel_objects_total).',
   registers: [registry],
 });
 

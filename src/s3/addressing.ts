@@ -3,7 +3,8 @@
  * virtual-hosted addressing, and the URI encoding of keys.
  *
  *  - Endpoint: the option, else AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else AWS S3
- *    for the region (https://s3.<region>.amazonaws.com, .com.cn in China).
+ *    for the region (https://s3.<region>.amazonaws.com, .com.cn in China); for an S3 Express
+ *    directory bucket its zonal endpoint (https://s3express-<az>.<region>.amazonaws.com, ./express.ts).
  *  - Region: the option, else AWS_REGION, else AWS_DEFAULT_REGION; the client then tries
  *    the shared profile, and falls back to us-east-1.
  *  - Virtual-hosted (https://bucket.host/key) unless path-style is asked for, the
@@ -14,6 +15,7 @@
  */
 import { isIP } from 'node:net';
 import { InvalidArgumentError } from '../errors.js';
+import { directoryBucketZone, expressEndpoint } from './express.js';
 
 /** The region AWS SDKs use when nothing else is configured. */
 export const DEFAULT_REGION = 'us-east-1';
@@ -35,7 +37,10 @@ export function endpointFromEnv(env: NodeJS.ProcessEnv = process.env): string | 
   return env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL || undefined;
 }
 
-export function defaultEndpoint(region: string): string {
+/** AWS's endpoint for `bucket` in `region`: the zonal one of a directory bucket (./express.ts), else S3's regional one. */
+export function defaultEndpoint(region: string, bucket?: string): string {
+  const zone = bucket !== undefined ? directoryBucketZone(bucket) : undefined;
+  if (zone !== undefined) return expressEndpoint(zone, region);
   return `https://s3.${region}.amazonaws.com${region.startsWith('cn-') ? '.cn' : ''}`;
 }
 
@@ -63,7 +68,7 @@ export function parseEndpoint(endpoint: string): URL {
 }
 
 export function addressingFor(bucket: string, endpoint: string | undefined, region: string, pathStyle: boolean): Addressing {
-  const shown = endpoint ?? defaultEndpoint(region);
+  const shown = endpoint ?? defaultEndpoint(region, bucket);
   const url = parseEndpoint(shown);
   const basePath = url.pathname.replace(/\/+$/, '');
   const hostname = url.hostname.replace(/^\[|\]$/g, '');

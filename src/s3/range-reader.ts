@@ -37,6 +37,8 @@ import { LimiterTimeout, type ConcurrencyLimiter, type Slot } from './concurrenc
 import { OUTAGE_POLL_MS, requestDeadlineMs, type Reachability } from './outage.js';
 import { BACKOFF_BASE_MS, backoffMs, sleep } from './retry.js';
 import type { SignGet } from './signing.js';
+import { logOn } from '../log.js';
+import { logS3Request } from './request-log.js';
 import { unsafeRequestHead, WireStallError, type Exchange, type WireHeaders, type WirePool } from './wire.js';
 import { exhausted, judgeError, judgeReply, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
 
@@ -230,7 +232,7 @@ export class RangeReader {
         if (signal?.aborted) throw new AbortedError();
         const before = p.pos;
         try {
-          for await (const chunk of this.attempt(key, p.pos, end, etag, signal)) {
+          for await (const chunk of this.attempt(key, p.pos, end, etag, signal, p.failures + 1)) {
             p.pos += chunk.length;
             inflightBytes.dec(chunk.length);
             yield chunk;
@@ -336,6 +338,10 @@ export class RangeReader {
     const onAbort = () => abort?.();
     signal?.addEventListener('abort', onAbort, { once: true });
     const t0 = performance.now();
+    const first = p.pos;
+    const attempt = p.failures + 1;
+    let requestId: string | undefined;
+    let failure: unknown;
     s3InflightRequests.inc({ operation: 'get' });
     try {
       const { path, headers } = await this.signedGet(key, p.pos, end, etag);
@@ -369,6 +375,7 @@ export class RangeReader {
           onHeaders: (code: number, h: WireHeaders) => {
             headersCame = true;
             status = String(code);
+            if (logOn.debug) requestId = h['x-amz-request-id'];
             if (this.o.reachability) this.o.reachability.answered = true;
             s3FirstByteSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
             if (code >= 300) { errorCode = code; return; }
@@ -421,6 +428,7 @@ export class RangeReader {
         });
       });
     } catch (err) {
+      failure = err;
       if (err instanceof WireStallError) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
       if (headersCame && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
         // The headers came and then the body broke: a reset, or a truncated body.
@@ -433,6 +441,7 @@ export class RangeReader {
       s3BytesReceived.inc(received);
       s3InflightRequests.dec({ operation: 'get' });
       s3Requests.inc({ operation: 'get', status });
+      if (logOn.debug) logS3Request({ op: 'get', bucket: this.o.bucket, key, range: `bytes=${first}-${end - 1}`, status, requestId, ms: performance.now() - t0, attempt, bytes: received, error: failure });
       if (slot) {
         if (ok) this.o.limiter!.onSuccess();
         slot.release();
@@ -466,7 +475,7 @@ export class RangeReader {
   }
 
   /** One attempt: yields validated bytes from `pos` on; throws when the reply is bad or breaks. */
-  private async *attempt(key: string, pos: number, end: number, etag: string, signal?: AbortSignal): AsyncGenerator<Buffer> {
+  private async *attempt(key: string, pos: number, end: number, etag: string, signal?: AbortSignal, attempt = 1): AsyncGenerator<Buffer> {
     const ctx: FailureContext = { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag };
     const where = `s3://${this.o.bucket}/${key}`;
     const slot = await this.slot(where, signal);
@@ -478,6 +487,9 @@ export class RangeReader {
     let status = 'error';
     let body: Dispatcher.ResponseData['body'] | undefined;
     const t0 = performance.now();
+    let requestId: string | undefined;
+    let received = 0;
+    let failure: unknown;
     s3InflightRequests.inc({ operation: 'get' });
     try {
       watchdog = new Watchdog(this.o.requestTimeoutMs, () => ctrl.abort());
@@ -486,6 +498,7 @@ export class RangeReader {
       const res = await pool.request({ path, method: 'GET', headers, signal: ctrl.signal });
       body = res.body;
       status = String(res.statusCode);
+      if (logOn.debug) requestId = header(res.headers, 'x-amz-request-id');
       if (this.o.reachability) this.o.reachability.answered = true;
       s3FirstByteSeconds.observe({ operation: 'get' }, (performance.now() - t0) / 1000);
       watchdog.progress();
@@ -498,6 +511,7 @@ export class RangeReader {
       for await (const raw of res.body) {
         let chunk = raw as Buffer;
         s3BytesReceived.inc(chunk.length);
+        received += chunk.length;
         watchdog.progress();
         if (skip > 0) {
           const n = Math.min(skip, chunk.length);
@@ -518,6 +532,7 @@ export class RangeReader {
       if (got < expected) throw new TransientError('short_body', `body of ${where} ended after ${got} of ${expected} bytes`);
       ok = true;
     } catch (err) {
+      failure = err;
       if (watchdog?.fired) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
       if (body !== undefined && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
         // The headers came and then the body broke: a reset, or a truncated body.
@@ -531,6 +546,7 @@ export class RangeReader {
       if (body && !body.destroyed && !body.readableEnded) discard(body);
       s3InflightRequests.dec({ operation: 'get' });
       s3Requests.inc({ operation: 'get', status });
+      if (logOn.debug) logS3Request({ op: 'get', bucket: this.o.bucket, key, range: `bytes=${pos}-${end - 1}`, status, requestId, ms: performance.now() - t0, attempt, bytes: received, error: failure });
       if (slot) {
         if (ok) this.o.limiter!.onSuccess();
         slot.release();

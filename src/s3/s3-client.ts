@@ -10,16 +10,19 @@
  *  - Every request, SDK or undici, goes through the same retry policy (./retry.ts, with the
  *    SDK's own retries off) and the same error mapping (./s3-errors.ts), and records the
  *    sluice_s3_* metrics. Listing: ./lister.ts.
+ *  - Proxies: HTTP(S)_PROXY and NO_PROXY as curl and the AWS CLI read them (./proxy.ts), for
+ *    the SDK's requests (and STS's, which inherit its handler) and the data path alike.
  *  - Options are checked here, at construction, with one-line errors.
  */
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
-import { GetBucketVersioningCommand, HeadObjectCommand, ListObjectVersionsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { CreateSessionCommand, GetBucketVersioningCommand, HeadObjectCommand, ListObjectVersionsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import type { Pool } from 'undici';
 import { OPTIONS, type Options } from '../config/options.js';
 import { AbortedError, AccessDeniedError, InvalidArgumentError, ObjectChangedError, S3Error } from '../errors.js';
-import { log } from '../log.js';
+import { log, logOn } from '../log.js';
+import { logS3Request } from './request-log.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, regionFromEnv, type Addressing } from './addressing.js';
 import { compareKeys, listAll, listPruned, type ListPage, type ListPageFn, type ListQuery } from './lister.js';
@@ -28,8 +31,10 @@ import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-re
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import type { Reachability } from './outage.js';
 import { WirePool } from './wire.js';
+import { proxyFor, ProxyRequestHandler, proxySettingsFromEnv, type ProxySettings } from './proxy.js';
 import { backoffMs, sleep } from './retry.js';
-import { createGetSigner, type GetSignerOptions, type SignGet } from './signing.js';
+import { createGetSigner, createSessionGetSigner, type GetSignerOptions, type SessionIdentity, type SignGet } from './signing.js';
+import { directoryBucketZone, ExpressSessions } from './express.js';
 import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
 import { mergeVersionPins } from './version-pins.js';
 
@@ -65,6 +70,8 @@ export interface S3ClientOptions {
    * (--ca-bundle / AWS_CA_BUNDLE). Every connection, SDK or data path, uses it.
    */
   ca?: string;
+  /** Proxies to go through; default HTTP_PROXY/HTTPS_PROXY/NO_PROXY from the environment (./proxy.ts). */
+  proxies?: ProxySettings;
 }
 
 /**
@@ -109,6 +116,17 @@ export class S3ObjectClient implements ObjectClient {
   private readonly listConcurrency: number;
   private readonly noSignRequest: boolean;
   private readonly ca: string | undefined;
+  /** An S3 Express One Zone directory bucket (./express.ts): session auth, unordered listings. */
+  private readonly express: boolean;
+  /** CreateSession sessions of a directory bucket, one per bucket, refreshed before expiry (./express.ts). */
+  private readonly sessions = new ExpressSessions(async (bucket) => {
+    const out = await this.sdk.send(new CreateSessionCommand({ Bucket: bucket, SessionMode: 'ReadOnly' }));
+    const c = out.Credentials;
+    if (!c?.AccessKeyId || !c.SecretAccessKey) throw new S3Error(`CreateSession of ${bucket} returned no credentials`, 200, undefined);
+    return { accessKeyId: c.AccessKeyId, secretAccessKey: c.SecretAccessKey, ...(c.SessionToken !== undefined ? { sessionToken: c.SessionToken } : {}), ...(c.Expiration !== undefined ? { expiration: c.Expiration } : {}) };
+  });
+  /** HTTP(S)_PROXY / NO_PROXY, read once at construction (./proxy.ts). */
+  private readonly proxies: ProxySettings;
   private dataPath: Promise<{ addressing: Addressing; wire: WirePool; reader: RangeReader }> | undefined;
   /** The undici pool behind streams (getStream without `into`), made by the first such stream. */
   private streamPool: Promise<Pool> | undefined;
@@ -128,7 +146,9 @@ export class S3ObjectClient implements ObjectClient {
     this.maxConnections = checkInt('max-connections', opts.maxConnections ?? OPTIONS.maxConnections.default, 1, 1024);
     this.maxAttempts = checkInt('max-attempts', opts.maxAttempts ?? OPTIONS.maxAttempts.default, 1, 100);
     this.requestTimeoutMs = checkInt('request-timeout', opts.requestTimeoutMs ?? OPTIONS.requestTimeout.default, 1, 3_600_000);
-    this.listConcurrency = checkInt('list concurrency', opts.listConcurrency ?? LIST_CONCURRENCY, 1, 256);
+    this.express = directoryBucketZone(opts.bucket) !== undefined;
+    // A directory bucket lists in no key order and without StartAfter: one flat listing (./express.ts).
+    this.listConcurrency = this.express ? 1 : checkInt('list concurrency', opts.listConcurrency ?? LIST_CONCURRENCY, 1, 256);
     this.limiter = new ConcurrencyLimiter(this.maxConnections);
     this.endpoint = opts.endpoint ?? endpointFromEnv();
     if (this.endpoint !== undefined) parseEndpoint(this.endpoint);
@@ -138,6 +158,8 @@ export class S3ObjectClient implements ObjectClient {
     this.region = fixedRegion !== undefined ? Promise.resolve(fixedRegion) : profileRegion();
     this.region.catch(() => {});
     this.noSignRequest = opts.noSignRequest ?? false;
+    this.proxies = opts.proxies ?? proxySettingsFromEnv();
+    const proxied = this.proxies.http !== undefined || this.proxies.https !== undefined;
     this.sdk = new S3Client({
       region: () => this.region,
       ...(this.endpoint !== undefined ? { endpoint: this.endpoint } : {}),
@@ -146,10 +168,13 @@ export class S3ObjectClient implements ObjectClient {
       // Anonymous: a signer that leaves requests as they are, and empty credentials so
       // the credential chain (IMDS included) is never consulted.
       ...(this.noSignRequest ? { signer: { sign: async <T>(request: T) => request }, credentials: { accessKeyId: '', secretAccessKey: '' } } : {}),
+      // Directory buckets: sessions from our cache (./express.ts), for the SDK's requests and the data path's.
+      ...(this.express ? { s3ExpressIdentityProvider: this.sessions } : {}),
       maxAttempts: 1, // retries are ours: one policy, one metric, for SDK and data path alike
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
-      ...(this.ca !== undefined ? { requestHandler: { httpsAgent: new https.Agent({ keepAlive: true, ca: this.ca }) } } : {}),
+      ...(proxied ? { requestHandler: new ProxyRequestHandler(this.proxies, this.ca) }
+        : this.ca !== undefined ? { requestHandler: { httpsAgent: new https.Agent({ keepAlive: true, ca: this.ca }) } } : {}),
     });
   }
 
@@ -161,6 +186,8 @@ export class S3ObjectClient implements ObjectClient {
     this.dataPath ??= (async () => {
       const region = await this.region;
       const addressing = addressingFor(this.bucket, this.endpoint, region, this.pathStyle);
+      const proxy = proxyFor(addressing.origin, this.proxies);
+      if (proxy !== undefined) log.debug({ origin: addressing.origin, proxy: `${proxy.protocol}//${proxy.host}` }, 'data path through a proxy');
       // Ranged GETs read through our own sockets into their buffers (./wire.ts): every GET of
       // FastFile, File mode, uncompressed Pipe and manifests. Only streams without a buffer
       // (a gzip Pipe channel) use undici's pool, so undici is imported by the first of them,
@@ -169,21 +196,39 @@ export class S3ObjectClient implements ObjectClient {
       // 0.2 CPU s/GB of a 0.54 GB epoch (BENCHMARKS.md "t11-lazy"), for a pool it never used.
       const streamPool = (): Promise<Pool> => {
         if (this.closed) return Promise.reject(new AbortedError('the S3 client is closed'));
-        this.streamPool ??= import('undici').then(({ Pool: UndiciPool }) => new UndiciPool(addressing.origin, {
+        const poolOpts = {
           connections: this.maxConnections,
           keepAliveTimeout: KEEP_ALIVE_MS,
           headersTimeout: 0, // the reader's own watchdog handles stalls (and pauses for slow consumers)
           bodyTimeout: 0,
           ...(this.ca !== undefined ? { connect: { ca: this.ca } } : {}),
-        }));
+        };
+        this.streamPool ??= import('undici').then(({ Pool: UndiciPool, ProxyAgent }) => {
+          if (proxy === undefined) return new UndiciPool(addressing.origin, poolOpts);
+          // Through the proxy: absolute form for http, CONNECT for https (proxyTunnel), as the wire client does.
+          const agent = new ProxyAgent({
+            uri: proxy.href, proxyTunnel: addressing.origin.startsWith('https:'),
+            clientFactory: (origin, o) => new UndiciPool(origin, { ...o, ...poolOpts }),
+            ...(this.ca !== undefined ? { requestTls: { ca: this.ca } } : {}),
+          });
+          return {
+            request: (o: Parameters<Pool['request']>[0]) => agent.request({ ...o, origin: addressing.origin }),
+            close: () => agent.close(),
+          } as unknown as Pool;
+        });
         return this.streamPool;
       };
-      const wire = new WirePool(addressing.origin, { connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, stallMs: this.requestTimeoutMs, ...(this.ca !== undefined ? { ca: this.ca } : {}) });
-      const sign: SignGet = this.noSignRequest ? async (_path, headers) => headers : createGetSigner({
-        origin: addressing.origin, region,
-        credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],
-        sha256: this.sdk.config.sha256,
+      const wire = new WirePool(addressing.origin, {
+        connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, stallMs: this.requestTimeoutMs,
+        ...(this.ca !== undefined ? { ca: this.ca } : {}), ...(proxy !== undefined ? { proxy } : {}),
       });
+      const sign: SignGet = this.noSignRequest ? async (_path, headers) => headers
+        : this.express ? createSessionGetSigner({ origin: addressing.origin, region, sha256: this.sdk.config.sha256, session: () => this.session() })
+        : createGetSigner({
+          origin: addressing.origin, region,
+          credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],
+          sha256: this.sdk.config.sha256,
+        });
       const reader = new RangeReader({
         bucket: this.bucket, addressing, pool: streamPool, wire, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
         limiter: this.limiter, reachability: this.reachability,
@@ -192,6 +237,15 @@ export class S3ObjectClient implements ObjectClient {
       return { addressing, wire, reader };
     })();
     return this.dataPath;
+  }
+
+  /**
+   * The S3 Express session for this bucket, from the cache the SDK client's listing and HEAD
+   * use too (its s3ExpressIdentityProvider): CreateSession once, refreshed before it expires.
+   */
+  private async session(): Promise<SessionIdentity> {
+    const credentials = (this.sdk.config as unknown as { credentials: () => Promise<SessionIdentity> }).credentials;
+    return this.sessions.getS3ExpressIdentity(await credentials(), { Bucket: this.bucket });
   }
 
   /** One SDK call under our retry policy, watchdog and metrics. */
@@ -209,15 +263,20 @@ export class S3ObjectClient implements ObjectClient {
         const timer = setTimeout(() => { timedOut = true; ctrl.abort(); }, this.requestTimeoutMs);
         const ta = performance.now();
         let status = 'error';
+        let failure: unknown;
+        let requestId: string | undefined;
         s3InflightRequests.inc({ operation });
         let verdict: Verdict;
         try {
           const out = await fn(ctrl.signal);
           status = '200';
           s3FirstByteSeconds.observe({ operation }, (performance.now() - ta) / 1000);
+          if (logOn.debug) requestId = (out as { $metadata?: { requestId?: string } })?.$metadata?.requestId;
           return out;
         } catch (err) {
           status = statusOf(err);
+          failure = err;
+          if (logOn.debug) requestId = (err as { $metadata?: { requestId?: string } })?.$metadata?.requestId;
           if (signal?.aborted) throw new AbortedError(undefined, { cause: err });
           verdict = timedOut ? { retry: 'timeout', cause: err } : judgeError(err, ctx);
         } finally {
@@ -226,6 +285,7 @@ export class S3ObjectClient implements ObjectClient {
           if (status !== 'error') this.reachability.answered = true;
           s3InflightRequests.dec({ operation });
           s3Requests.inc({ operation, status });
+          if (logOn.debug) logS3Request({ op: operation, bucket: this.bucket, key, status, requestId, ms: performance.now() - ta, attempt: failures + 1, error: failure });
         }
         if ('fail' in verdict) throw verdict.fail;
         failures++;

@@ -39,3 +39,44 @@ export function createGetSigner(o: GetSignerOptions): SignGet {
     return (signed as unknown as { headers: Record<string, string> }).headers;
   };
 }
+
+/** S3 Express One Zone session credentials (CreateSession's), as ./express.ts ExpressSessions gives them. */
+export interface SessionIdentity {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken?: string;
+  expiration?: Date;
+}
+
+/**
+ * Signs data-path GETs to an S3 Express One Zone directory bucket (./express.ts): with the
+ * session's credentials from `session()` (./express.ts ExpressSessions, the SDK client's too: one
+ * CreateSession per bucket, cached, refreshed in the background a minute before it expires),
+ * service name `s3express`, and the session token as the signed `x-amz-s3session-token`
+ * header (not x-amz-security-token). One SignatureV4 per session, made when it changes.
+ */
+export function createSessionGetSigner(o: Omit<GetSignerOptions, 'credentials'> & { session: () => Promise<SessionIdentity> }): SignGet {
+  const url = new URL(o.origin);
+  let current: SessionIdentity | undefined;
+  let signer: SignatureV4 | undefined;
+  return async (path, headers, signingDate, query = {}) => {
+    const id = await o.session();
+    if (id !== current || signer === undefined) {
+      current = id;
+      signer = new SignatureV4({
+        service: 's3express', region: o.region, sha256: o.sha256, uriEscapePath: false, applyChecksum: false,
+        credentials: { accessKeyId: id.accessKeyId, secretAccessKey: id.secretAccessKey },
+      });
+    }
+    const signed = await signer.sign({
+      method: 'GET', protocol: url.protocol, hostname: url.hostname,
+      ...(url.port ? { port: Number(url.port) } : {}),
+      path, query,
+      headers: {
+        host: url.host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD', ...headers,
+        ...(id.sessionToken !== undefined ? { 'x-amz-s3session-token': id.sessionToken } : {}),
+      },
+    } as Parameters<SignatureV4['sign']>[0] & { method: string }, signingDate ? { signingDate } : undefined);
+    return (signed as unknown as { headers: Record<string, string> }).headers;
+  };
+}

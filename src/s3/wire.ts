@@ -73,6 +73,9 @@
  *  - A request that fails on a REUSED connection before any byte of its reply came (the
  *    server closed it while idle) is sent again once on a fresh connection: a GET is
  *    idempotent and no byte was delivered.
+ *  - Through an HTTP proxy (./proxy.ts, from HTTP(S)_PROXY/NO_PROXY): an http origin's requests
+ *    go to the proxy in absolute form (`GET http://host/path`), an https origin's through a
+ *    CONNECT tunnel with TLS over it; the request waits until the tunnel is up.
  *  - Errors keep their errno (ECONNREFUSED, ECONNRESET, ...) for ./s3-errors.ts; a reply cut
  *    short by the server closing is ECONNABORTED; a malformed reply is HttpProtocolError.
  */
@@ -81,6 +84,7 @@ import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
 import { UnsafeHeaderError } from '../errors.js';
 import { recvLowatOp } from '../native/addon.js';
+import { connectTunnel, proxyAddress, proxyAuthorization } from './proxy.js';
 import { ParseState, ReplyParser, type ReplyHeaders, type ReplySink } from './reply-parser.js';
 
 /** Header names lower-cased; repeats combined (./reply-parser.ts). */
@@ -117,6 +121,8 @@ export interface WirePoolOptions {
   stallMs?: number;
   /** CA certificates (PEM) to trust for an https origin instead of Node's default roots (tls `ca`). */
   ca?: string;
+  /** An HTTP proxy to reach the origin through (./proxy.ts: absolute form for http, CONNECT for https). */
+  proxy?: URL;
 }
 
 /** No byte of a reply came for `stallMs`. */
@@ -201,7 +207,16 @@ function closedError(message: string): Error {
 }
 
 class Conn implements ReplySink {
-  readonly sock: net.Socket;
+  /** The socket; undefined while a proxy tunnel is being set up. */
+  private sock: net.Socket | undefined;
+  /** The proxy connection of a CONNECT under way (destroyed with the connection). */
+  private tunnel: net.Socket | undefined;
+  /** A request written before the socket existed (a tunnel under way). */
+  private queued: string | undefined;
+  /** scheme://host[:port] put before each path when requests go to an HTTP proxy in absolute form. */
+  private absolute = '';
+  /** The Proxy-Authorization header line for such a proxy, or ''. */
+  private proxyAuth = '';
   private readonly bounce = Buffer.allocUnsafe(BOUNCE_BYTES);
   /** The region the next read lands in when it is not the bounce buffer. */
   private landed: Buffer | undefined;
@@ -225,24 +240,46 @@ class Conn implements ReplySink {
   /** Bytes the socket's reader may hold beyond what `remaining` shows (TLS_HELD_BYTES for TLS). */
   private readonly heldByReader: number;
 
-  constructor(private readonly pool: WirePool, url: URL, ca: string | undefined, private readonly stallMs: number, private readonly keepAliveMs: number) {
+  constructor(private readonly pool: WirePool, url: URL, ca: string | undefined, private readonly stallMs: number, private readonly keepAliveMs: number, proxy: URL | undefined) {
     const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const onread = { buffer: this.nextBuffer, callback: this.onRead };
     this.heldByReader = url.protocol === 'https:' ? TLS_HELD_BYTES : 0;
     if (url.protocol === 'https:') {
       const servername = net.isIP(host) === 0 ? host : undefined;
-      this.sock = tls.connect({ host, port, onread, ...(servername ? { servername } : {}), ...(ca !== undefined ? { ca } : {}) } as tls.ConnectionOptions);
-      // Node versions that ignore onread for TLS deliver 'data' events instead: same parser, one copy.
-      this.sock.on('data', (d: Buffer) => this.feed(d, 0, d.length));
+      const opts = { onread, ...(servername ? { servername } : {}), ...(ca !== undefined ? { ca } : {}) } as tls.ConnectionOptions;
+      if (proxy === undefined) this.attach(tls.connect({ host, port, ...opts }), true);
+      else {
+        // Through a CONNECT tunnel (./proxy.ts): the request waits in `queued` until TLS runs over it.
+        this.tunnel = connectTunnel(proxy, host, port, (err, raw) => {
+          this.tunnel = undefined;
+          if (this.dead) { raw?.destroy(); return; }
+          if (err) { this.fail(err); return; }
+          this.attach(tls.connect({ socket: raw!, ...opts }), true);
+        });
+      }
+    } else if (proxy === undefined) {
+      this.attach(net.connect({ host, port, onread }), false);
     } else {
-      this.sock = net.connect({ host, port, onread });
+      // Plain HTTP through a proxy: requests in absolute form (see send()).
+      this.absolute = `${url.protocol}//${url.host}`;
+      const auth = proxyAuthorization(proxy);
+      if (auth !== undefined) this.proxyAuth = `proxy-authorization: ${auth}\r\n`;
+      this.attach(net.connect({ ...proxyAddress(proxy), onread }), false);
     }
-    this.sock.setNoDelay(true);
-    this.sock.on('error', (err) => this.fail(err));
-    this.sock.on('end', () => this.onEof());
-    this.sock.on('close', () => this.fail(closedError('connection closed')));
     this.arm(stallMs > 0 ? stallMs : keepAliveMs);
+  }
+
+  /** Takes `sock` as the connection's socket and sends a request that waited for it. */
+  private attach(sock: net.Socket, secure: boolean): void {
+    this.sock = sock;
+    // Node versions that ignore onread for TLS deliver 'data' events instead: same parser, one copy.
+    if (secure) sock.on('data', (d: Buffer) => this.feed(d, 0, d.length));
+    sock.setNoDelay(true);
+    sock.on('error', (err) => this.fail(err));
+    sock.on('end', () => this.onEof());
+    sock.on('close', () => this.fail(closedError('connection closed')));
+    if (this.queued !== undefined) { sock.write(this.queued); this.queued = undefined; }
   }
 
   private arm(ms: number): void {
@@ -319,9 +356,10 @@ class Conn implements ReplySink {
       clearTimeout(this.timer);
       this.arm(this.stallMs);
     }
-    let req = `GET ${ex.path} HTTP/1.1\r\nhost: ${hostHeader}\r\n`;
+    let req = `GET ${this.absolute}${ex.path} HTTP/1.1\r\nhost: ${hostHeader}\r\n${this.proxyAuth}`;
     for (const [k, v] of Object.entries(ex.headers)) if (k.toLowerCase() !== 'host') req += `${k}: ${v}\r\n`;
-    this.sock.write(req + '\r\n');
+    if (this.sock !== undefined) this.sock.write(req + '\r\n');
+    else this.queued = req + '\r\n';
   }
 
   /** Parses bytes of buf[off, end) in the bounce buffer (or a 'data' chunk). */
@@ -392,6 +430,7 @@ class Conn implements ReplySink {
     const op = this.pool.recvLowat;
     if (op === undefined) return;
     // A TLS socket's own handle wraps the TCP handle that owns the descriptor.
+    if (this.sock === undefined) return;
     const h = (this.sock as unknown as { _handle?: { fd?: number; _parent?: { fd?: number } } })._handle;
     const fd = h?._parent?.fd ?? h?.fd ?? -1;
     if (fd < 0) return;
@@ -426,7 +465,8 @@ class Conn implements ReplySink {
     this.landed = undefined;
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.sock.destroy();
+    this.sock?.destroy();
+    this.tunnel?.destroy();
     this.pool.forget(this);
   }
 }
@@ -484,7 +524,7 @@ export class WirePool {
     if (conn) { conn.send(ex, this.url.host); return; }
     if (this.count < this.o.connections || fresh) {
       this.count++;
-      new Conn(this, this.url, this.o.ca, this.o.stallMs ?? 0, this.o.keepAliveMs).send(ex, this.url.host);
+      new Conn(this, this.url, this.o.ca, this.o.stallMs ?? 0, this.o.keepAliveMs, this.o.proxy).send(ex, this.url.host);
       return;
     }
     this.queue.push(ex);
