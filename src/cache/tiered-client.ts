@@ -24,6 +24,7 @@
  * is dropped (./disk-cache.ts counts both).
  * close() closes the inner client and lets go of the shared tier (the last user closes it).
  */
+import { endpointFromEnv, regionFromEnv } from '../s3/addressing.js';
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
 import { DiskCache, objectName, type DiskBlockId, type WholeFile } from './disk-cache.js';
 
@@ -211,9 +212,27 @@ export async function acquireDiskTier(o: DiskTierOptions): Promise<{ cache: Disk
   };
 }
 
-/** Where a client's objects live, for block keys: the endpoint (or AWS region) and the bucket. */
-export function tierNamespace(o: DiskTierOptions, bucket: string): string {
-  return `${o.endpoint ?? `aws:${o.region ?? ''}`}\0${bucket}`;
+/**
+ * Where a client's objects live, for block keys: the endpoint however it was given
+ * (--endpoint, else AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, else AWS S3), the region
+ * (--region / AWS_REGION, else AWS_DEFAULT_REGION) and the bucket. Two endpoints (or two
+ * regions) never share cached bytes for one bucket, key and ETag: an ETag is an endpoint's
+ * word about its own bytes, not a content hash another server must agree with. The endpoint
+ * is compared as a URL origin and path (case of scheme and host, a trailing slash ignored).
+ */
+export function tierNamespace(o: DiskTierOptions, bucket: string, env: NodeJS.ProcessEnv = process.env): string {
+  const endpoint = o.endpoint ?? endpointFromEnv(env);
+  const region = o.region ?? regionFromEnv(env) ?? '';
+  return `${endpoint !== undefined ? canonicalEndpoint(endpoint) : 'aws'}\0${region}\0${bucket}`;
+}
+
+function canonicalEndpoint(endpoint: string): string {
+  try {
+    const u = new URL(endpoint);
+    return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
+  } catch {
+    return endpoint; // refused later, with one line, by the client (parseEndpoint)
+  }
 }
 
 /**
