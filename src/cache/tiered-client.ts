@@ -26,7 +26,8 @@
  */
 import { endpointFromEnv, regionFromEnv } from '../s3/addressing.js';
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
-import { DiskCache, objectName, type DiskBlockId, type WholeFile } from './disk-cache.js';
+import { DiskCache } from './disk-cache.js';
+import { type DiskBlockId, objectName, type WholeFile } from './tier-layout.js';
 
 /** getStream() window: 8 MiB, the default --part-size (one window per Pipe / File mode part). */
 const STREAM_WINDOW = 8 * 1024 * 1024;
