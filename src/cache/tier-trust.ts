@@ -19,7 +19,7 @@
  *    group can then read every cached byte and plant bytes for each other; never others.
  *    The group must be one this process is in (it sets it on what it creates).
  */
-import { readFileSync, statSync, type Stats } from 'node:fs';
+import { chmodSync, chownSync, closeSync, fchmodSync, mkdirSync, openSync, readFileSync, statSync, type Stats } from 'node:fs';
 import { InvalidArgumentError } from '../errors.js';
 
 /** Folders of a private tier: this user only (enter, list, create). */
@@ -154,4 +154,42 @@ export function checkTierFolder(dir: string, access: TierAccess, what = `--cache
       hint: access.gid === undefined ? `chmod g-w ${dir}, or share it deliberately with --cache-dir-group ${st.gid} --cache-dir-mode ${octal(SHARED_DIR_MODE)}` : `chmod g-w ${dir}, or chgrp ${access.group ?? access.gid} ${dir}`,
     });
   }
+}
+
+/**
+ * Makes folder `p` of the tier with the access's mode and group, or, when it exists and this
+ * user owns it, sets them back (a tier of an earlier version, 0755). Returns whether it made it.
+ */
+export function makeTierFolder(p: string, access: TierAccess): boolean {
+  let made = true;
+  try {
+    mkdirSync(p, { mode: access.dirMode & 0o777 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    made = false;
+  }
+  const st = statSync(p);
+  if (made || st.uid === euid()) {
+    if (access.gid !== undefined && st.gid !== access.gid) chownSync(p, -1, access.gid);
+    // chown clears setgid on some systems: the mode goes last.
+    if ((st.mode & 0o7777) !== access.dirMode || access.gid !== undefined) chmodSync(p, access.dirMode);
+  }
+  return made;
+}
+
+/**
+ * Opens (creating) `file` with the access's file mode, as openSync with flags `flags`: a
+ * mode the umask cuts is set again with fchmod (TierAccess.fixFileMode).
+ */
+export function openTierFileSync(file: string, flags: string | number, access: TierAccess): number {
+  const fd = openSync(file, flags, access.fileMode);
+  if (access.fixFileMode) {
+    try {
+      fchmodSync(fd, access.fileMode);
+    } catch (err) {
+      closeSync(fd);
+      throw err;
+    }
+  }
+  return fd;
 }

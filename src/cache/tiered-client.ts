@@ -28,6 +28,7 @@ import { endpointFromEnv, regionFromEnv } from '../s3/addressing.js';
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
 import { DiskCache } from './disk-cache.js';
 import { type DiskBlockId, objectName, type WholeFile } from './tier-layout.js';
+import { tierAccess } from './tier-trust.js';
 
 /** getStream() window: 8 MiB, the default --part-size (one window per Pipe / File mode part). */
 const STREAM_WINDOW = 8 * 1024 * 1024;
@@ -169,6 +170,9 @@ export interface DiskTierOptions {
   cacheDirSize?: number | undefined;
   cacheDirWriteRate: number;
   cacheDirDirectWrite?: boolean | undefined;
+  /** --cache-dir-group, --cache-dir-mode: sharing the tier with a group (./tier-trust.ts). */
+  cacheDirGroup?: string | undefined;
+  cacheDirMode?: number | undefined;
   endpoint?: string | undefined;
   region?: string | undefined;
 }
@@ -181,10 +185,11 @@ export interface DiskTierOptions {
 export async function acquireDiskTier(o: DiskTierOptions): Promise<{ cache: DiskCache; release: () => Promise<void> } | undefined> {
   if (!o.cacheDir) return undefined;
   const dir = o.cacheDir;
+  const access = tierAccess({ group: o.cacheDirGroup, mode: o.cacheDirMode });
   let entry = shared.get(dir);
   if (!entry) {
     entry = {
-      cache: DiskCache.open({ dir, ...(o.cacheDirSize !== undefined ? { maxBytes: o.cacheDirSize } : {}), writeBytesPerSec: o.cacheDirWriteRate, ...(o.cacheDirDirectWrite ? { directWrite: true } : {}) }),
+      cache: DiskCache.open({ dir, ...(o.cacheDirSize !== undefined ? { maxBytes: o.cacheDirSize } : {}), writeBytesPerSec: o.cacheDirWriteRate, ...(o.cacheDirDirectWrite ? { directWrite: true } : {}), access }),
       users: 0,
     };
     shared.set(dir, entry);
