@@ -16,7 +16,9 @@ import { DISK_BLOCK_SIZE, TIER_FOLDER } from '../../src/cache/tier-layout.js';
 import { tierNamespace } from '../../src/cache/tiered-client.js';
 import { checkTierFolder, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tierAccess } from '../../src/cache/tier-trust.js';
 import { InvalidArgumentError } from '../../src/errors.js';
+import { runCli } from '../helpers/cli.js';
 import { patternBytes } from '../helpers/fake-client.js';
+import { runEnv } from '../helpers/run.js';
 
 const B = DISK_BLOCK_SIZE;
 const MiB = 1024 * 1024;
@@ -220,4 +222,24 @@ t.test('the tier key includes the endpoint however it was given, and the region'
   t.not(ns({ AWS_REGION: 'us-east-1' }), ns({ AWS_REGION: 'eu-west-1' }), 'AWS_REGION: two regions of AWS S3');
   t.not(ns({ AWS_REGION: 'us-east-1' }, { endpoint: a }), ns({ AWS_REGION: 'eu-west-1' }, { endpoint: a }), 'the region counts with an endpoint too');
   t.not(ns({}, { region: 'us-east-1' }), ns({}, { region: 'eu-west-1' }), '--region');
+});
+
+t.test('sluice run: a refused --cache-dir fails the command with one line naming the fix, before any S3 request', async (t) => {
+  const base = await openDir(t);
+  const open777 = path.join(base, 'open777');
+  mkdirSync(open777);
+  chmodSync(open777, 0o777);
+  // An endpoint nothing listens on: the command must fail on the folder, not on S3.
+  const run = (extra: string[]) => runCli(['run', '--channel', 'train=s3://bkt/p/', '--root', path.join(base, 'root'), '--endpoint', 'http://127.0.0.1:9', '--path-style',
+    '--metrics-port=-1', ...extra, '--', process.execPath, '-e', '0'], runEnv(), 60_000);
+  for (const [what, extra, want] of [
+    ['a --cache-dir of mode 0777', ['--cache-dir', open777], /writable by every user.*chmod o-w/],
+    ['--cache-dir-mode without a group', ['--cache-dir', path.join(base, 'mine'), '--cache-dir-mode', '0770'], /--cache-dir-mode 0770 shares the disk tier, but with no group.*--cache-dir-group NAME/],
+  ] as const) {
+    const r = await run([...extra]);
+    const lines = r.stderr.trim().split('\n').filter((l) => !l.startsWith('{'));
+    t.equal(r.code, 2, `${what}: exit 2 (a user error)`);
+    t.equal(lines.length, 1, `${what}: one line (${r.stderr.trim()})`);
+    t.match(lines[0] ?? '', want, `${what}: names the problem and the fix`);
+  }
 });
