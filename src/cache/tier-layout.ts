@@ -13,7 +13,9 @@
  *   tmp/probe-<pid>      written and removed at open, to check the folder is writable
  *   ledger.json          bytes of cache files, and space granted to live writers
  *   lock                 flock(2) target guarding ledger.json and eviction
- * h = sha256 of (layout, block size, endpoint, bucket, key, ETag, version id). Blocks are
+ * Every folder is 0700 and every file 0600 (or the group and mode of --cache-dir-group):
+ * ./tier-trust.ts.
+ * h = sha256 of (layout, block size, endpoint, region, bucket, key, ETag, version id). Blocks are
  * only ever found under the ETag they were fetched for, so an object changed in S3 (new
  * ETag) never reads old blocks; old versions simply age out by LRU. B = 256 KiB, the
  * memory cache's block (a random read costs no more from the tier than from S3).
