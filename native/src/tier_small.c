@@ -676,6 +676,8 @@ struct small_batch {
   napi_async_work work;
   napi_deferred deferred;
   napi_ref bytes_ref; /* the array of buffers, held until the batch settles */
+  mode_t mode;        /* of the files made (src/cache/tier-trust.ts: 0600, or 0660 shared) */
+  int fix_mode;       /* the umask would cut bits of mode: fchmod each file made */
   char dir[PATH_MAX];
   uint32_t n;
   struct small_item items[];
@@ -702,20 +704,24 @@ static ssize_t pwrite_full(int fd, const void *buf, size_t n, off_t at) {
   return (ssize_t)done;
 }
 
-static int small_write_run(const char *dir, struct small_item *w) {
+static int small_write_run(const char *dir, mode_t mode, int fix_mode, struct small_item *w) {
   char map_path[PATH_MAX], data_path[PATH_MAX];
   int len = sidecar_path(dir, w->name, map_path);
   if (len < 0) return len;
   memcpy(data_path, map_path, (size_t)len);
   data_path[len] = 0;
   int created = 1;
-  int map = open(map_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int map = open(map_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (map < 0 && errno == EEXIST) {
     created = 0;
     map = open(map_path, O_RDWR | O_CLOEXEC);
   }
   if (map < 0) return -errno;
   int res = 0, data = -1;
+  if (created && fix_mode && fchmod(map, mode) < 0) {
+    res = -errno;
+    goto done;
+  }
   if (!created) {
     uint8_t had[HEADER_BYTES + ENTRY_BYTES];
     ssize_t got = pread_full(map, had, sizeof had, 0);
@@ -739,8 +745,8 @@ static int small_write_run(const char *dir, struct small_item *w) {
       }
     }
   }
-  data = open(data_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (data < 0) {
+  data = open(data_path, O_RDWR | O_CREAT | O_CLOEXEC, mode);
+  if (data < 0 || (fix_mode && fchmod(data, mode) < 0)) {
     res = -errno;
     goto done;
   }
@@ -761,7 +767,7 @@ done:
 static void small_write_execute(napi_env env, void *arg) {
   (void)env;
   struct small_batch *b = arg;
-  for (uint32_t i = 0; i < b->n; i++) b->items[i].status = small_write_run(b->dir, &b->items[i]);
+  for (uint32_t i = 0; i < b->n; i++) b->items[i].status = small_write_run(b->dir, b->mode, b->fix_mode, &b->items[i]);
 }
 
 static void small_write_complete(napi_env env, napi_status status, void *arg) {
@@ -786,12 +792,21 @@ static void small_write_complete(napi_env env, napi_status status, void *arg) {
   free(b);
 }
 
-#define WRITE_SMALL_USAGE "tierWriteSmall(objectsDir: string, blockSize: number, names: Buffer (32 bytes each), bytes: Buffer[] (1..blockSize each), crcs: Uint32Array), 1 to 64 objects"
+#define WRITE_SMALL_USAGE "tierWriteSmall(objectsDir: string, blockSize: number, names: Buffer (32 bytes each), bytes: Buffer[] (1..blockSize each), crcs: Uint32Array, fileMode?: number, fixMode?: boolean), 1 to 64 objects"
 
-/* tierWriteSmall(objectsDir, blockSize, names, bytes, crcs): Promise<Int32Array> of [status, oldLength] per object (see above); the buffers are held until then. */
+/* A file's mode when the caller gives none: this user's alone (src/cache/tier-trust.ts). */
+#define DEFAULT_FILE_MODE 0600
+
+/*
+ * tierWriteSmall(objectsDir, blockSize, names, bytes, crcs, fileMode?, fixMode?): Promise<Int32Array> of
+ * [status, oldLength] per object (see above); the buffers are held until then. Files made get
+ * fileMode less the umask, or fileMode whole with fixMode (one fchmod each).
+ */
 static napi_value js_write_small(napi_env env, napi_callback_info info) {
-  size_t argc = 5, dl, nl, cl;
-  napi_value argv[5], promise, ab;
+  size_t argc = 7, dl, nl, cl;
+  napi_value argv[7], promise, ab;
+  uint32_t file_mode = DEFAULT_FILE_MODE;
+  bool fix_mode = false;
   char dir[PATH_MAX];
   void *names, *crcs;
   uint32_t block, n = 0;
@@ -806,6 +821,11 @@ static napi_value js_write_small(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", WRITE_SMALL_USAGE);
     return NULL;
   }
+  if ((argc >= 6 && (napi_get_value_uint32(env, argv[5], &file_mode) != napi_ok || file_mode > 07777)) ||
+      (argc >= 7 && napi_get_value_bool(env, argv[6], &fix_mode) != napi_ok)) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", WRITE_SMALL_USAGE);
+    return NULL;
+  }
   if (dl >= sizeof dir - 1) { /* possibly cut short; sidecar_path refuses what is merely long */
     napi_throw_range_error(env, "ENAMETOOLONG", "tierWriteSmall: objectsDir is too long");
     return NULL;
@@ -817,6 +837,8 @@ static napi_value js_write_small(napi_env env, napi_callback_info info) {
   }
   memcpy(b->dir, dir, dl + 1);
   b->n = n;
+  b->mode = (mode_t)file_mode;
+  b->fix_mode = fix_mode;
   for (uint32_t i = 0; i < n; i++) {
     struct small_item *w = &b->items[i];
     napi_value el;

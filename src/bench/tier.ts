@@ -151,7 +151,7 @@ export async function runTier(
   await evictPages(await filesUnder(cacheDir), 'disk tier', logLine);
   const [restartedCold] = await mounted(withArgs(tierArgs), ['restarted-cold'], untilListed(logLine));
   const direct = await directPhase({
-    cacheDir, cacheDirSize: sc.tier.cacheDirSize ?? 4 * bytes, ns: tierNamespace({ endpoint: env.endpoint, cacheDirWriteRate: 1 }, env.bucket), bucket: env.bucket,
+    cacheDir, cacheDirSize: sc.tier.cacheDirSize ?? 4 * bytes, ns: tierNamespace({ endpoint: env.endpoint, region: 'us-east-1', cacheDirWriteRate: 1 }, env.bucket) /* the mounts' --region (targets.ts) */, bucket: env.bucket,
     objects: objs.map((o) => ({ key: o.key, etag: o.etag, size: o.size })), concurrency: readers,
   }, objs, rep, sc, killAfter, proxyStats);
   return { local, 'local-cold': localCold, 'no-tier': noTier!, epoch1: epoch1!, epoch2: epoch2!, restarted: restarted!, 'restarted-cold': restartedCold!, direct };

@@ -35,7 +35,7 @@
  * bound holds for all processes together (tier-ledger.ts); a pinned object is not evicted
  * by this process.
  */
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { rm, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
@@ -52,6 +52,7 @@ import {
 import {
   RING_MIN, RING_WINDOWS, SMALL_BUFFER_BYTES, SMALL_FILE_MAX, SmallBuffers, SmallFile, WHOLE_BUFFER_BYTES, WholeReader, WINDOW, WINDOW_POOL_KEEP,
 } from './tier-readers.js';
+import { checkTierFolder, makeTierFolder, tierAccess, type TierAccess } from './tier-trust.js';
 import { TierWriter } from './tier-writer.js';
 
 export interface DiskCacheOptions {
@@ -67,6 +68,8 @@ export interface DiskCacheOptions {
   onWrite?: (e: WriteEvent) => void;
   /** --cache-dir-direct-write: whole blocks are written with O_DIRECT where the buffer and filesystem allow it. */
   directWrite?: boolean;
+  /** Who may use the tier (--cache-dir-group, --cache-dir-mode; ./tier-trust.ts); default this user alone. */
+  access?: TierAccess;
 }
 
 export class DiskCache {
@@ -92,11 +95,11 @@ export class DiskCache {
   private readonly smallEntry = Buffer.alloc(ENTRY_BYTES);
   private closed = false;
 
-  private constructor(dir: string, maxBytes: number, o: DiskCacheOptions) {
+  private constructor(dir: string, maxBytes: number, o: DiskCacheOptions, access: TierAccess) {
     this.root = path.join(dir, TIER_FOLDER);
     this.objectsDir = path.join(this.root, 'objects');
     this.maxBytes = maxBytes;
-    this.files = new OpenFiles(this.root, this.objectsDir, DISK_BLOCK_SIZE, this.stats);
+    this.files = new OpenFiles(this.root, this.objectsDir, DISK_BLOCK_SIZE, this.stats, access);
     this.blockSize = this.files.blockSize;
     this.ledger = new TierLedger(this.root, this.objectsDir, maxBytes, o.freeBytes ?? statfsFree, {
       isPinned: (name) => this.pins.has(name),
@@ -106,7 +109,7 @@ export class DiskCache {
         this.stats.evictions++;
       },
       onLockBusy: () => this.writer.skip('lock_busy'),
-    });
+    }, access);
     this.grantBytes = this.ledger.grantBytes;
     this.writer = new TierWriter(this.files, this.ledger, this.stats, {
       writeBytesPerSec: o.writeBytesPerSec,
@@ -125,12 +128,20 @@ export class DiskCache {
    */
   static async open(o: DiskCacheOptions): Promise<DiskCache> {
     const root = path.join(o.dir, TIER_FOLDER);
+    const access = o.access ?? tierAccess();
     try {
-      makeFolders(root);
+      // Who may read or plant bytes (./tier-trust.ts): --cache-dir, made when missing, and
+      // the tier's folder in it, checked before anything is written there.
+      if (mkdirSync(o.dir, { recursive: true, mode: access.dirMode & 0o777 }) !== undefined) makeTierFolder(o.dir, access);
+      checkTierFolder(o.dir, access);
+      const st = statOrUndefined(root);
+      if (st !== undefined && st.uid !== process.geteuid?.()) checkTierFolder(root, access, `the disk tier's folder ${root}`, st);
+      makeFolders(root, access);
       const probe = path.join(root, 'tmp', `probe-${process.pid}`);
-      writeFileSync(probe, '');
+      writeFileSync(probe, '', { mode: access.fileMode });
       await unlink(probe);
     } catch (err) {
+      if (err instanceof InvalidArgumentError) throw err;
       throw new InvalidArgumentError(`--cache-dir ${o.dir} is not a writable folder: ${(err as Error).message}`, { hint: 'Point --cache-dir at a local folder sluice may write to (e.g. on the instance NVMe), or leave it unset' });
     }
     if (!(Number.isSafeInteger(o.writeBytesPerSec) && o.writeBytesPerSec > 0)) throw new InvalidArgumentError(`--cache-dir-write-rate must be > 0, got ${o.writeBytesPerSec}`);
@@ -148,7 +159,7 @@ export class DiskCache {
     if (!(Number.isSafeInteger(maxBytes) && maxBytes >= 2 * PAGE)) {
       throw new InvalidArgumentError(`--cache-dir-size is ${maxBytes} bytes: too small to hold a block`, { hint: 'Set --cache-dir-size to a few GiB (or free space on the disk of --cache-dir)' });
     }
-    const c = new DiskCache(o.dir, maxBytes, o);
+    const c = new DiskCache(o.dir, maxBytes, o, access);
     await c.ledger.recover();
     return c;
   }
@@ -425,5 +436,14 @@ export class DiskCache {
   /** Recounts the cache files on disk (bytes allocated, objects), without the lock: for tests and `status`. */
   async scanBytes(): Promise<{ bytes: number; files: number }> {
     return this.ledger.scanBytes();
+  }
+}
+
+function statOrUndefined(p: string): Stats | undefined {
+  try {
+    return statSync(p);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
   }
 }

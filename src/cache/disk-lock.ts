@@ -17,9 +17,10 @@
  * Waiting is bounded (LOCK_WAIT_MS): a caller that cannot get the lock skips what it
  * wanted to do (a write to the tier), it never fails a read.
  */
-import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { flockOps } from '../native/addon.js';
+import { openTierFileSync, type TierAccess } from './tier-trust.js';
 
 /** Retry period of a busy lock: short against the ~1 ms a holder keeps it for a ledger update. */
 const LOCK_POLL_MS = 2;
@@ -31,7 +32,8 @@ export class DiskLock {
   private readonly flock = flockOps();
   private held = false;
 
-  constructor(private readonly dir: string) {}
+  /** `access`: the lock files' mode (./tier-trust.ts), as every file of the tier. */
+  constructor(private readonly dir: string, private readonly access: TierAccess) {}
 
   /** 'flock' or 'pidfile', for logs and tests. */
   get kind(): 'flock' | 'pidfile' {
@@ -61,13 +63,13 @@ export class DiskLock {
     // One holder per process at a time too (flock on one fd is re-entrant, which we do not want).
     if (this.held) return false;
     if (this.flock) {
-      this.fd ??= openSync(path.join(this.dir, 'lock'), 'a');
+      this.fd ??= openTierFileSync(path.join(this.dir, 'lock'), 'a', this.access);
       this.held = this.flock.tryLock(this.fd, true);
       return this.held;
     }
     const file = path.join(this.dir, 'lock.excl');
     try {
-      const fd = openSync(file, 'wx');
+      const fd = openTierFileSync(file, 'wx', this.access);
       writeSync(fd, String(process.pid));
       closeSync(fd);
       this.held = true;

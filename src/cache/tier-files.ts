@@ -29,9 +29,10 @@ import { log } from '../log.js';
 import { diskCacheChecksumFailures, diskCacheHits, diskCacheReadBytes } from '../metrics/metrics.js';
 import { tierOpenPairOp, type TierOpenPair } from '../native/addon.js';
 import {
-  ENTRY_BYTES, HEADER_BYTES, makeFolders, openP, openPairSync, O_RW_CREATE, preadFull, preadFullSync, pwriteP, sidecarHeader, sidecarHeaderOk,
+  ENTRY_BYTES, fchmodP, HEADER_BYTES, makeFolders, openP, openPairSync, O_RW_CREATE, preadFull, preadFullSync, pwriteP, sidecarHeader, sidecarHeaderOk,
   unlinkSyncQuiet, type DiskCacheStats, type Handle,
 } from './tier-layout.js';
+import type { TierAccess } from './tier-trust.js';
 
 /** A hit moves an object's sidecar mtime (its LRU age) at most once a minute: one futimes per object per minute. */
 const TOUCH_INTERVAL_MS = 60_000;
@@ -52,6 +53,8 @@ export class OpenFiles {
     readonly root: string, readonly objectsDir: string, readonly blockSize: number,
     /** The tier's counts (DiskCache.stats): hits and checksum failures are counted here. */
     private readonly stats: DiskCacheStats,
+    /** Modes and group of what the tier creates (./tier-trust.ts). */
+    readonly access: TierAccess,
   ) {}
 
   /** Whether cache file `name` is open here (the writer then writes through its fds). */
@@ -127,8 +130,9 @@ export class OpenFiles {
     let data: number | undefined;
     let map: number | undefined;
     try {
-      data = await openP(file, O_RW_CREATE);
-      map = await openP(`${file}.map`, O_RW_CREATE);
+      data = await openP(file, O_RW_CREATE, this.access.fileMode);
+      map = await openP(`${file}.map`, O_RW_CREATE, this.access.fileMode);
+      if (this.access.fixFileMode) await Promise.all([fchmodP(data, this.access.fileMode), fchmodP(map, this.access.fileMode)]);
       const hdr = Buffer.alloc(HEADER_BYTES);
       const got = await preadFull(map, hdr, 0);
       if (got === 0) {
@@ -144,7 +148,7 @@ export class OpenFiles {
       if (map !== undefined) closeSync(map);
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
         // The folder was removed under us (by hand, or a cleanup): make it again for the next blocks.
-        try { makeFolders(this.root); } catch { /* still unusable: the write fails and is counted */ }
+        try { makeFolders(this.root, this.access); } catch { /* still unusable: the write fails and is counted */ }
       }
       throw err;
     }

@@ -13,7 +13,9 @@
  *   tmp/probe-<pid>      written and removed at open, to check the folder is writable
  *   ledger.json          bytes of cache files, and space granted to live writers
  *   lock                 flock(2) target guarding ledger.json and eviction
- * h = sha256 of (layout, block size, endpoint, bucket, key, ETag, version id). Blocks are
+ * Every folder is 0700 and every file 0600 (or the group and mode of --cache-dir-group):
+ * ./tier-trust.ts.
+ * h = sha256 of (layout, block size, endpoint, region, bucket, key, ETag, version id). Blocks are
  * only ever found under the ETag they were fetched for, so an object changed in S3 (new
  * ETag) never reads old blocks; old versions simply age out by LRU. B = 256 KiB, the
  * memory cache's block (a random read costs no more from the tier than from S3).
@@ -40,11 +42,12 @@
  * a header that fails its CRC or names another object is never trusted (sidecarHeaderOk).
  */
 import { createHash } from 'node:crypto';
-import { closeSync, constants as fsc, mkdirSync, open, openSync, read, readSync, statfs as statfsCb, unlinkSync as rmSyncFile, write } from 'node:fs';
+import { closeSync, constants as fsc, fchmod, open, openSync, read, readSync, statfs as statfsCb, unlinkSync as rmSyncFile, write } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { getSystemErrorName } from 'node:util';
 import { crc32c } from '@node-rs/crc32';
+import { makeTierFolder, PRIVATE_FILE_MODE, type TierAccess } from './tier-trust.js';
 
 export const DISK_BLOCK_SIZE = 256 * 1024;
 /** Folder of this layout's version inside --cache-dir: a later format gets a new folder. */
@@ -155,7 +158,9 @@ export function statfsFree(dir: string): Promise<number> {
   return new Promise((resolve, reject) => statfsCb(dir, (err, s) => (err ? reject(err) : resolve(s.bavail * s.bsize))));
 }
 
-export const openP = (file: string, flags: number) => new Promise<number>((res, rej) => open(file, flags, 0o644, (e, fd) => (e ? rej(e) : res(fd))));
+/** open(2) through the pool; a file it creates gets `mode` (less the umask: see TierAccess.fixFileMode). */
+export const openP = (file: string, flags: number, mode = PRIVATE_FILE_MODE) => new Promise<number>((res, rej) => open(file, flags, mode, (e, fd) => (e ? rej(e) : res(fd))));
+export const fchmodP = (fd: number, mode: number) => new Promise<void>((res, rej) => fchmod(fd, mode, (e) => (e ? rej(e) : res())));
 export const preadP = (fd: number, buf: Buffer, pos: number) => new Promise<number>((res, rej) => read(fd, buf, 0, buf.length, pos, (e, n) => (e ? rej(e) : res(n))));
 export const pwriteP = (fd: number, buf: Buffer, pos: number) => new Promise<number>((res, rej) => write(fd, buf, 0, buf.length, pos, (e, n) => (e ? rej(e) : res(n))));
 
@@ -219,10 +224,15 @@ export function sidecarHeaderOk(hdr: Buffer, got: number, name: string, blockSiz
     && hdr.readUInt32LE(60) === crc32c(hdr.subarray(0, 60)) && hdr.toString('hex', 16, 48) === name;
 }
 
-/** Makes the tier's folders under `root` (objects/00..ff, tmp). */
-export function makeFolders(root: string): void {
-  for (let i = 0; i < 256; i++) mkdirSync(path.join(root, 'objects', i.toString(16).padStart(2, '0')), { recursive: true });
-  mkdirSync(path.join(root, 'tmp'), { recursive: true });
+/**
+ * Makes the tier's folders under `root` (root itself, objects/, objects/00..ff, tmp/) with
+ * the access's mode and group (./tier-trust.ts), setting back those of an earlier version.
+ */
+export function makeFolders(root: string, access: TierAccess): void {
+  makeTierFolder(root, access);
+  makeTierFolder(path.join(root, 'objects'), access);
+  for (let i = 0; i < 256; i++) makeTierFolder(path.join(root, 'objects', i.toString(16).padStart(2, '0')), access);
+  makeTierFolder(path.join(root, 'tmp'), access);
 }
 
 /** unlink(2), quiet when the file is gone already. */

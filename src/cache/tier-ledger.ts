@@ -31,11 +31,12 @@
  * file, so an object half-evicted is absent, never wrong; callers of loadLedger, saveLedger,
  * fit and scan hold the lock.
  */
-import { readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { chmod, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { log } from '../log.js';
 import { diskCacheEvictions, diskCacheUsedBytes } from '../metrics/metrics.js';
 import { DiskLock, identityAlive, pidAlive, processIdentity } from './disk-lock.js';
+import type { TierAccess } from './tier-trust.js';
 
 /**
  * Space a writer takes from the ledger at once: 1/32 of the bound, between 1 and 64 MiB.
@@ -100,9 +101,11 @@ export class TierLedger {
   constructor(
     private readonly root: string, private readonly objectsDir: string, private readonly maxBytes: number,
     private readonly freeBytes: (dir: string) => Promise<number>, private readonly hooks: LedgerHooks,
+    /** The mode of the files it writes (./tier-trust.ts). */
+    private readonly access: TierAccess,
   ) {
     this.tmpDir = path.join(root, 'tmp');
-    this.lock = new DiskLock(root);
+    this.lock = new DiskLock(root, access);
     this.grantBytes = Math.max(GRANT_MIN, Math.min(GRANT_MAX, Math.floor(maxBytes * GRANT_SHARE)));
   }
 
@@ -223,7 +226,8 @@ export class TierLedger {
 
   private async saveLedger(l: Ledger): Promise<void> {
     const tmp = path.join(this.tmpDir, `ledger-${process.pid}`);
-    await writeFile(tmp, JSON.stringify(l));
+    await writeFile(tmp, JSON.stringify(l), { mode: this.access.fileMode });
+    if (this.access.fixFileMode) await chmod(tmp, this.access.fileMode);
     await rename(tmp, this.ledgerFile);
     this.reportedUsed = l.files + sumGrants(l);
     diskCacheUsedBytes.set(this.reportedUsed);

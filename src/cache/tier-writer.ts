@@ -288,7 +288,7 @@ export class TierWriter {
         crcs[i] = job.crcs[0]!;
       });
       this.stats.smallBatches++;
-      const res = await this.writeSmall!(this.files.objectsDir, B, names, jobs.map((j) => j.data), crcs);
+      const res = await this.writeSmall!(this.files.objectsDir, B, names, jobs.map((j) => j.data), crcs, this.files.access.fileMode, this.files.access.fixFileMode);
       for (let i = 0; i < jobs.length; i++) {
         const status = res[2 * i]!;
         const len = jobs[i]!.data.length;
@@ -298,7 +298,7 @@ export class TierWriter {
           const err = errnoError(status, 'disk tier write');
           if (this.pausedForSpace(err)) continue;
           // The folder was removed under us (by hand, or a cleanup): make it again for the next writes.
-          if (err.code === 'ENOENT') try { makeFolders(this.files.root); } catch { /* still unusable: counted as a failed write */ }
+          if (err.code === 'ENOENT') try { makeFolders(this.files.root, this.files.access); } catch { /* still unusable: counted as a failed write */ }
           this.skip('error');
           log.debug({ err }, 'disk tier write failed');
         } else if (status > 0) {

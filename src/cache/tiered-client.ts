@@ -27,11 +27,13 @@
  * is dropped (./disk-cache.ts counts both).
  * close() closes the inner client and lets go of the shared tier (the last user closes it).
  */
+import { endpointFromEnv, regionFromEnv } from '../s3/addressing.js';
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
 import { joinWriters } from '../s3/join-writers.js';
 import { mergeVersionPins } from '../s3/version-pins.js';
 import { DiskCache } from './disk-cache.js';
 import { type DiskBlockId, objectName, type WholeFile } from './tier-layout.js';
+import { tierAccess } from './tier-trust.js';
 
 /** getStream() window: 8 MiB, the default --part-size (one window per Pipe / File mode part). */
 const STREAM_WINDOW = 8 * 1024 * 1024;
@@ -177,6 +179,9 @@ export interface DiskTierOptions {
   cacheDirSize?: number | undefined;
   cacheDirWriteRate: number;
   cacheDirDirectWrite?: boolean | undefined;
+  /** --cache-dir-group, --cache-dir-mode: sharing the tier with a group (./tier-trust.ts). */
+  cacheDirGroup?: string | undefined;
+  cacheDirMode?: number | undefined;
   endpoint?: string | undefined;
   region?: string | undefined;
 }
@@ -189,10 +194,11 @@ export interface DiskTierOptions {
 export async function acquireDiskTier(o: DiskTierOptions): Promise<{ cache: DiskCache; release: () => Promise<void> } | undefined> {
   if (!o.cacheDir) return undefined;
   const dir = o.cacheDir;
+  const access = tierAccess({ group: o.cacheDirGroup, mode: o.cacheDirMode });
   let entry = shared.get(dir);
   if (!entry) {
     entry = {
-      cache: DiskCache.open({ dir, ...(o.cacheDirSize !== undefined ? { maxBytes: o.cacheDirSize } : {}), writeBytesPerSec: o.cacheDirWriteRate, ...(o.cacheDirDirectWrite ? { directWrite: true } : {}) }),
+      cache: DiskCache.open({ dir, ...(o.cacheDirSize !== undefined ? { maxBytes: o.cacheDirSize } : {}), writeBytesPerSec: o.cacheDirWriteRate, ...(o.cacheDirDirectWrite ? { directWrite: true } : {}), access }),
       users: 0,
     };
     shared.set(dir, entry);
@@ -221,9 +227,27 @@ export async function acquireDiskTier(o: DiskTierOptions): Promise<{ cache: Disk
   };
 }
 
-/** Where a client's objects live, for block keys: the endpoint (or AWS region) and the bucket. */
-export function tierNamespace(o: DiskTierOptions, bucket: string): string {
-  return `${o.endpoint ?? `aws:${o.region ?? ''}`}\0${bucket}`;
+/**
+ * Where a client's objects live, for block keys: the endpoint however it was given
+ * (--endpoint, else AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, else AWS S3), the region
+ * (--region / AWS_REGION, else AWS_DEFAULT_REGION) and the bucket. Two endpoints (or two
+ * regions) never share cached bytes for one bucket, key and ETag: an ETag is an endpoint's
+ * word about its own bytes, not a content hash another server must agree with. The endpoint
+ * is compared as a URL origin and path (case of scheme and host, a trailing slash ignored).
+ */
+export function tierNamespace(o: DiskTierOptions, bucket: string, env: NodeJS.ProcessEnv = process.env): string {
+  const endpoint = o.endpoint ?? endpointFromEnv(env);
+  const region = o.region ?? regionFromEnv(env) ?? '';
+  return `${endpoint !== undefined ? canonicalEndpoint(endpoint) : 'aws'}\0${region}\0${bucket}`;
+}
+
+function canonicalEndpoint(endpoint: string): string {
+  try {
+    const u = new URL(endpoint);
+    return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
+  } catch {
+    return endpoint; // refused later, with one line, by the client (parseEndpoint)
+  }
 }
 
 /**

@@ -41,7 +41,7 @@ export const FASTFILE_OPTION_NAMES = [
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
   'noSignRequest', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode',
-  'cacheDir', 'cacheDirSize', 'cacheDirWriteRate', 'cacheDirDirectWrite',
+  'cacheDir', 'cacheDirSize', 'cacheDirWriteRate', 'cacheDirDirectWrite', 'cacheDirGroup', 'cacheDirMode',
   'fuseMaxRead', 'directIo',
 ] as const;
 

@@ -41,7 +41,7 @@ export const s3BytesReceived = new client.Counter({
 });
 export const s3Retries = new client.Counter({
   name: 'sluice_s3_retries_total',
-  help: 'S3 request attempts that were retried, by reason (throttled, server_error, reset, timeout, short_body, unreachable).',
+  help: 'S3 request attempts that were retried, by reason (throttled, server_error, reset, timeout, short_body, unreachable, expired_credentials).',
   labelNames: ['operation', 'reason'] as const,
   registers: [registry],
 });

@@ -73,9 +73,10 @@ interface NativeAddon {
  * first, then the sidecar's header and entry 0 in one write. The buffers are held until it
  * settles. Resolves to [status, old entry length] per object: status 1 written with a sidecar
  * made there, 2 written into a sidecar that was there, 0 present already, or a negative errno
- * (-EBADMSG: the sidecar there is damaged).
+ * (-EBADMSG: the sidecar there is damaged). Files it creates get `fileMode` (less the umask;
+ * with `fixMode`, fchmod sets it whole); a build before issue 43 ignores both and uses 0644.
  */
-export type TierWriteSmall = (objectsDir: string, blockSize: number, names: Buffer, bytes: Buffer[], crcs: Uint32Array) => Promise<Int32Array>;
+export type TierWriteSmall = (objectsDir: string, blockSize: number, names: Buffer, bytes: Buffer[], crcs: Uint32Array, fileMode: number, fixMode: boolean) => Promise<Int32Array>;
 
 /**
  * Opens cache file `name` (32 bytes) under `objectsDir`: its data file and sidecar (O_RDWR)

@@ -27,6 +27,8 @@
  *    failed attempts in a row; an attempt that delivered PROGRESS_RESET_BYTES resets the
  *    count (a long stream survives occasional resets). Refused/unresolvable endpoints get
  *    at most UNREACHABLE_MAX_ATTEMPTS.
+ *  - A reply of ExpiredToken renews the credentials (./credentials.ts) and retries at once,
+ *    without counting a failure; refused again right after, the read fails.
  */
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher, Pool } from 'undici';
@@ -36,11 +38,12 @@ import type { Addressing } from './addressing.js';
 import { LimiterTimeout, type ConcurrencyLimiter, type Slot } from './concurrency-limiter.js';
 import { OUTAGE_POLL_MS, requestDeadlineMs, type Reachability } from './outage.js';
 import { BACKOFF_BASE_MS, backoffMs, sleep } from './retry.js';
+import type { CredentialRenewer } from './credentials.js';
 import type { SignGet } from './signing.js';
 import { logOn } from '../log.js';
 import { logS3Request } from './request-log.js';
 import { unsafeRequestHead, WireStallError, type Exchange, type WireHeaders, type WirePool } from './wire.js';
-import { exhausted, judgeError, judgeReply, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
+import { exhausted, ExpiredCredentials, judgeError, judgeReply, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
 
 
 export interface RangeReaderOptions {
@@ -63,6 +66,8 @@ export interface RangeReaderOptions {
   limiter?: ConcurrencyLimiter;
   /** Set once the endpoint answers; a refused endpoint that once answered is retried by time (./outage.ts). */
   reachability?: Reachability;
+  /** Renews the credentials `sign` uses when S3 refuses them as expired; absent, such a refusal is final. */
+  credentials?: CredentialRenewer;
 }
 
 /**
@@ -211,6 +216,10 @@ interface Progress {
   failures: number;
   /** When the last byte arrived (or the read started): an outage may last outageDeadlineMs from here. */
   lastProgress: number;
+  /** The credentials' generation (./credentials.ts) when the last attempt was signed. */
+  gen: number;
+  /** The last failure was an expiry, answered by renewing: another one in a row is final. */
+  renewed: boolean;
 }
 
 export class RangeReader {
@@ -225,14 +234,14 @@ export class RangeReader {
   async *read(key: string, start: number, end: number, etag: string, signal?: AbortSignal): AsyncGenerator<Buffer> {
     const ctx = this.ctx(key, etag);
     const t0 = performance.now();
-    const p: Progress = { pos: start, failures: 0, lastProgress: t0 };
+    const p: Progress = { pos: start, failures: 0, lastProgress: t0, gen: 0, renewed: false };
     inflightBytes.inc(end - start);
     try {
       while (p.pos < end) {
         if (signal?.aborted) throw new AbortedError();
         const before = p.pos;
         try {
-          for await (const chunk of this.attempt(key, p.pos, end, etag, signal, p.failures + 1)) {
+          for await (const chunk of this.attempt(key, p.pos, end, etag, p, signal)) {
             p.pos += chunk.length;
             inflightBytes.dec(chunk.length);
             yield chunk;
@@ -261,7 +270,16 @@ export class RangeReader {
     const verdict = judgeError(err, ctx);
     if ('fail' in verdict) throw verdict.fail;
     if (p.pos - before >= PROGRESS_RESET_BYTES) p.failures = 0;
-    if (p.pos > before) p.lastProgress = performance.now();
+    if (p.pos > before) { p.lastProgress = performance.now(); p.renewed = false; }
+    if ('renew' in verdict) {
+      // Expired credentials: new ones, and the next attempt at once; twice in a row is final.
+      if (p.renewed || this.o.credentials === undefined) throw verdict.renew;
+      p.renewed = true;
+      s3Retries.inc({ operation: 'get', reason: 'expired_credentials' });
+      await this.o.credentials.renew(p.gen);
+      return;
+    }
+    p.renewed = false;
     p.failures++;
     let pause = backoffMs(p.failures);
     if (verdict.retry === 'unreachable' && this.o.reachability?.answered) {
@@ -302,7 +320,7 @@ export class RangeReader {
   private async getRangeWire(wire: WirePool, key: string, start: number, end: number, etag: string, out: Buffer, signal?: AbortSignal, onFilled?: (filled: number) => void): Promise<Buffer> {
     const ctx = this.ctx(key, etag);
     const t0 = performance.now();
-    const p: Progress = { pos: start, failures: 0, lastProgress: t0 };
+    const p: Progress = { pos: start, failures: 0, lastProgress: t0, gen: 0, renewed: false };
     inflightBytes.inc(end - start);
     try {
       while (p.pos < end) {
@@ -345,6 +363,7 @@ export class RangeReader {
     s3InflightRequests.inc({ operation: 'get' });
     try {
       const { path, headers } = await this.signedGet(key, p.pos, end, etag);
+      p.gen = this.o.credentials?.generation ?? 0;
       if (signal?.aborted) throw new AbortedError();
       await new Promise<void>((resolve, reject) => {
         const from = p.pos;
@@ -430,7 +449,7 @@ export class RangeReader {
     } catch (err) {
       failure = err;
       if (err instanceof WireStallError) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
-      if (headersCame && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
+      if (headersCame && !(err instanceof TransientError) && !(err instanceof ExpiredCredentials) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
         // The headers came and then the body broke: a reset, or a truncated body.
         const reason: RetryReason = hasCode(err, 'ECONNRESET') ? 'reset' : 'short_body';
         throw new TransientError(reason, `body of ${where} broke: ${(err as Error)?.message ?? err}`);
@@ -475,7 +494,7 @@ export class RangeReader {
   }
 
   /** One attempt: yields validated bytes from `pos` on; throws when the reply is bad or breaks. */
-  private async *attempt(key: string, pos: number, end: number, etag: string, signal?: AbortSignal, attempt = 1): AsyncGenerator<Buffer> {
+  private async *attempt(key: string, pos: number, end: number, etag: string, p: Progress, signal?: AbortSignal): AsyncGenerator<Buffer> {
     const ctx: FailureContext = { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag };
     const where = `s3://${this.o.bucket}/${key}`;
     const slot = await this.slot(where, signal);
@@ -494,6 +513,7 @@ export class RangeReader {
     try {
       watchdog = new Watchdog(this.o.requestTimeoutMs, () => ctrl.abort());
       const { path, headers } = await this.signedGet(key, pos, end, etag);
+      p.gen = this.o.credentials?.generation ?? 0;
       const pool = await this.o.pool();
       const res = await pool.request({ path, method: 'GET', headers, signal: ctrl.signal });
       body = res.body;
@@ -534,7 +554,7 @@ export class RangeReader {
     } catch (err) {
       failure = err;
       if (watchdog?.fired) throw new TransientError('timeout', `no progress on ${where} for ${this.o.requestTimeoutMs} ms`);
-      if (body !== undefined && !(err instanceof TransientError) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
+      if (body !== undefined && !(err instanceof TransientError) && !(err instanceof ExpiredCredentials) && !(err as { code?: string })?.code?.startsWith?.('SLUICE_') && !signal?.aborted) {
         // The headers came and then the body broke: a reset, or a truncated body.
         const reason: RetryReason = hasCode(err, 'ECONNRESET') ? 'reset' : 'short_body';
         throw new TransientError(reason, `body of ${where} broke: ${(err as Error)?.message ?? err}`);
@@ -546,7 +566,7 @@ export class RangeReader {
       if (body && !body.destroyed && !body.readableEnded) discard(body);
       s3InflightRequests.dec({ operation: 'get' });
       s3Requests.inc({ operation: 'get', status });
-      if (logOn.debug) logS3Request({ op: 'get', bucket: this.o.bucket, key, range: `bytes=${pos}-${end - 1}`, status, requestId, ms: performance.now() - t0, attempt, bytes: received, error: failure });
+      if (logOn.debug) logS3Request({ op: 'get', bucket: this.o.bucket, key, range: `bytes=${pos}-${end - 1}`, status, requestId, ms: performance.now() - t0, attempt: p.failures + 1, bytes: received, error: failure });
       if (slot) {
         if (ok) this.o.limiter!.onSuccess();
         slot.release();
@@ -558,6 +578,7 @@ export class RangeReader {
   private errorReply(status: number, xml: string, ctx: FailureContext, slot: Slot | undefined): never {
     const verdict = judgeReply(status, xmlField(xml, 'Code'), xmlField(xml, 'Message'), ctx);
     if ('fail' in verdict) throw verdict.fail;
+    if ('renew' in verdict) throw new ExpiredCredentials(verdict.renew);
     if (verdict.retry === 'throttled' && slot) this.o.limiter!.onThrottle(slot);
     throw new TransientError(verdict.retry, `${status} ${xmlField(xml, 'Code') ?? ''} from s3://${ctx.bucket}/${ctx.key}`);
   }

@@ -4,7 +4,8 @@
  *
  *  - Credentials: the given static ones, else the SDK's standard chain (environment,
  *    shared profile, container, IMDS, web identity). The SDK client resolves and caches
- *    them; the data path signs with the same provider, so rotation is shared.
+ *    them; the data path signs with the same provider, so rotation is shared. A request
+ *    refused as expired (ExpiredToken) renews them once and is retried (./credentials.ts).
  *  - Region: option > AWS_REGION > AWS_DEFAULT_REGION > shared profile > us-east-1.
  *    Endpoint and addressing: see ./addressing.ts.
  *  - Every request, SDK or undici, goes through the same retry policy (./retry.ts, with the
@@ -33,6 +34,7 @@ import type { Reachability } from './outage.js';
 import { WirePool } from './wire.js';
 import { proxyFor, ProxyRequestHandler, proxySettingsFromEnv, type ProxySettings } from './proxy.js';
 import { backoffMs, sleep } from './retry.js';
+import { CredentialRenewer, type RefreshableProvider } from './credentials.js';
 import { createGetSigner, createSessionGetSigner, type GetSignerOptions, type SessionIdentity, type SignGet } from './signing.js';
 import { directoryBucketZone, ExpressSessions } from './express.js';
 import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
@@ -139,6 +141,8 @@ export class S3ObjectClient implements ObjectClient {
   private readonly versions = new Map<string, string>();
   /** The bucket's versioning state, asked once (versioning()). */
   private versioningState: Promise<string | undefined> | undefined;
+  /** Renews the SDK's credentials (which the data path signs with too) when S3 says they expired. */
+  private readonly renewer: CredentialRenewer | undefined;
 
   constructor(opts: S3ClientOptions) {
     if (typeof opts.bucket !== 'string' || opts.bucket.length === 0) throw new InvalidArgumentError('bucket must be a non-empty string');
@@ -176,6 +180,7 @@ export class S3ObjectClient implements ObjectClient {
       ...(proxied ? { requestHandler: new ProxyRequestHandler(this.proxies, this.ca) }
         : this.ca !== undefined ? { requestHandler: { httpsAgent: new https.Agent({ keepAlive: true, ca: this.ca }) } } : {}),
     });
+    this.renewer = this.noSignRequest ? undefined : new CredentialRenewer(this.sdk.config.credentials as unknown as RefreshableProvider);
   }
 
   private ctx(operation: Operation, key?: string): FailureContext {
@@ -232,6 +237,7 @@ export class S3ObjectClient implements ObjectClient {
       const reader = new RangeReader({
         bucket: this.bucket, addressing, pool: streamPool, wire, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
         limiter: this.limiter, reachability: this.reachability,
+        ...(this.renewer !== undefined ? { credentials: this.renewer } : {}),
       });
       reader.pinVersions(this.versions);
       return { addressing, wire, reader };
@@ -253,9 +259,12 @@ export class S3ObjectClient implements ObjectClient {
     const ctx = this.ctx(operation, key);
     const t0 = performance.now();
     let failures = 0;
+    /** The last attempt was refused as expired and the credentials renewed: another refusal is final. */
+    let renewed = false;
     try {
       for (;;) {
         if (signal?.aborted) throw new AbortedError();
+        const gen = this.renewer?.generation ?? 0;
         const ctrl = new AbortController();
         const onAbort = () => ctrl.abort();
         signal?.addEventListener('abort', onAbort, { once: true });
@@ -288,6 +297,14 @@ export class S3ObjectClient implements ObjectClient {
           if (logOn.debug) logS3Request({ op: operation, bucket: this.bucket, key, status, requestId, ms: performance.now() - ta, attempt: failures + 1, error: failure });
         }
         if ('fail' in verdict) throw verdict.fail;
+        if ('renew' in verdict) {
+          if (renewed || this.renewer === undefined) throw verdict.renew;
+          renewed = true;
+          s3Retries.inc({ operation, reason: 'expired_credentials' });
+          await this.renewer.renew(gen);
+          continue;
+        }
+        renewed = false;
         failures++;
         const limit = verdict.retry === 'unreachable' ? Math.min(this.maxAttempts, UNREACHABLE_MAX_ATTEMPTS) : this.maxAttempts;
         if (failures >= limit) throw exhausted(verdict.retry, failures, verdict.cause, ctx, this.requestTimeoutMs);

@@ -1,7 +1,9 @@
 /**
  * Turns whatever an S3 request produced (an error reply, an SDK exception, a socket error,
- * our own timeout) into one of two verdicts:
+ * our own timeout) into one of three verdicts:
  *   { retry: reason }  - transient: back off and try again (reason labels sluice_s3_retries_total);
+ *   { renew: error }   - the credentials expired (ExpiredToken): renew them and retry at once,
+ *                        once (./credentials.ts); `error` is the failure if that was done already;
  *   { fail: error }    - final: a typed SluiceError whose message names the bucket/key.
  * `exhausted()` builds the error raised when retries run out. This is the only place in
  * src/s3/ that knows S3 error codes, so the SDK path (list, head) and the undici path
@@ -17,7 +19,7 @@ import {
 export type RetryReason = 'throttled' | 'server_error' | 'reset' | 'timeout' | 'short_body' | 'unreachable';
 /** The `operation` label of the S3 metrics: 'versioning' is GetBucketVersioning (snapshots ask it once). */
 export type Operation = 'list' | 'head' | 'get' | 'versioning';
-export type Verdict = { retry: RetryReason; cause: unknown } | { fail: SluiceError };
+export type Verdict = { retry: RetryReason; cause: unknown } | { renew: SluiceError } | { fail: SluiceError };
 
 export interface FailureContext {
   operation: Operation;
@@ -38,8 +40,22 @@ export class TransientError extends Error {
   }
 }
 
+/**
+ * Internal: S3 refused a request's credentials as expired (a verdict of { renew }), thrown
+ * out of an attempt so that the retry loop renews them; `error` is the failure to raise
+ * when renewing does not help.
+ */
+export class ExpiredCredentials extends Error {
+  constructor(readonly error: SluiceError) {
+    super(error.message);
+    this.name = 'ExpiredCredentials';
+  }
+}
+
 const THROTTLE_CODES = new Set(['SlowDown', 'Throttling', 'ThrottlingException', 'RequestLimitExceeded', 'TooManyRequests', 'RequestThrottled', 'TooManyRequestsException']);
 const CREDENTIAL_CODES = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'ExpiredToken', 'InvalidToken', 'TokenRefreshRequired', 'InvalidSecurity']);
+/** Of those, the ones that say "these were good but are too old": new credentials may pass. */
+const EXPIRED_CODES = new Set(['ExpiredToken', 'TokenRefreshRequired']);
 const SERVER_CODES = new Set(['InternalError', 'ServiceUnavailable', 'InternalServerError', 'BadGateway', 'GatewayTimeout']);
 /** Errors from connecting: nothing was sent, the endpoint is wrong or down. */
 const UNREACHABLE_ERRNO = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -59,6 +75,15 @@ function where(ctx: FailureContext): string {
 
 /** Verdict on an HTTP error reply (status >= 300) with its S3 error code and message, if any. */
 export function judgeReply(status: number, code: string | undefined, message: string | undefined, ctx: FailureContext): Verdict {
+  const verdict = judgeCode(status, code, message, ctx);
+  // A HEAD reply has no body, so S3 cannot say why it refused one: expired credentials come
+  // as a bare 400 (or 403). Renewing them once tells; a real refusal fails as before.
+  if (ctx.operation === 'head' && 'fail' in verdict && (status === 400 || status === 403)
+    && (code === undefined || code === 'BadRequest' || code === 'Forbidden')) return { renew: verdict.fail };
+  return verdict;
+}
+
+function judgeCode(status: number, code: string | undefined, message: string | undefined, ctx: FailureContext): Verdict {
   const cause = new S3Error(`${status} ${code ?? ''} ${message ?? ''}`.trim(), status, code);
   if ((code && THROTTLE_CODES.has(code)) || status === 429 || (status === 503 && code === undefined)) return { retry: 'throttled', cause };
   if ((code && SERVER_CODES.has(code)) || status === 500 || status === 502 || status === 503 || status === 504) return { retry: 'server_error', cause };
@@ -72,7 +97,8 @@ export function judgeReply(status: number, code: string | undefined, message: st
   // GET of a GLACIER / DEEP_ARCHIVE / archive-tier object that is not restored (issue 15).
   if (code === 'InvalidObjectState') return { fail: new ObjectArchivedError(ctx.bucket, ctx.key ?? '', 'archived', { cause }) };
   if (code && CREDENTIAL_CODES.has(code)) {
-    return { fail: new InvalidCredentialsError(`S3 rejected the credentials for ${where(ctx)} (${code}${message ? `: ${message}` : ''})`, { cause }) };
+    const err = new InvalidCredentialsError(`S3 rejected the credentials for ${where(ctx)} (${code}${message ? `: ${message}` : ''})`, { cause });
+    return EXPIRED_CODES.has(code) ? { renew: err } : { fail: err };
   }
   if (code === 'AccessDenied' || (status === 403 && (code === undefined || code === 'Forbidden'))) {
     // A GET of a given version needs s3:GetObjectVersion, not s3:GetObject.
@@ -128,6 +154,7 @@ function isTlsToPlainHttp(err: unknown): boolean {
 
 export function judgeError(err: unknown, ctx: FailureContext): Verdict {
   if (err instanceof TransientError) return { retry: err.reason, cause: err };
+  if (err instanceof ExpiredCredentials) return { renew: err.error };
   if (err instanceof SluiceError) return { fail: err };
   const e = err as { name?: string; Code?: string; message?: string; $metadata?: { httpStatusCode?: number } };
   if (e?.name === 'CredentialsProviderError') return { fail: new MissingCredentialsError({ cause: err }) };

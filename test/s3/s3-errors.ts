@@ -30,11 +30,25 @@ t.test('final replies become typed errors naming the bucket and key', async (t) 
   t.type(fail(404, 'NotFound', list), NoSuchBucketError, '404 on a listing');
   t.type(fail(403, 'AccessDenied'), AccessDeniedError);
   t.type(fail(403, undefined), AccessDeniedError, 'HEAD 403');
-  for (const code of ['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'ExpiredToken']) {
+  for (const code of ['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'InvalidToken']) {
     const e = fail(403, code);
     t.type(e, InvalidCredentialsError, code);
     t.match(e.message, new RegExp(`s3://bkt/a/b\\.bin \\(${code}: msg\\)`));
   }
+  // Expired credentials are renewed once (src/s3/credentials.ts); the error is for when that fails.
+  for (const code of ['ExpiredToken', 'TokenRefreshRequired']) {
+    const v = judgeReply(400, code, 'msg', get);
+    if (!('renew' in v)) { t.fail(`${code}: not renewed`); continue; }
+    t.type(v.renew, InvalidCredentialsError, code);
+    t.match(v.renew.message, new RegExp(`s3://bkt/a/b\\.bin \\(${code}: msg\\)`));
+  }
+  // A HEAD reply has no body: a bare 400/403 may be expired credentials, renewed once too.
+  const head = { ...get, operation: 'head' as const };
+  for (const status of [400, 403]) {
+    const v = judgeReply(status, undefined, undefined, head);
+    t.ok('renew' in v, `HEAD ${status} without a code: renew once`);
+  }
+  t.ok('fail' in judgeReply(404, undefined, undefined, head), 'HEAD 404: final');
   t.type(fail(412, 'PreconditionFailed'), ObjectChangedError);
   t.type(fail(416, 'InvalidRange'), BadRangeReplyError);
   t.match(fail(301, 'PermanentRedirect').oneLine(), /another region.*--region/);
