@@ -31,6 +31,7 @@ import type { Readable } from 'node:stream';
 import { mkdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { logMemoryPlan } from '../config/memory.js';
 import { configureLogging, log } from '../log.js';
 import { helpFor, parseOptions, type Options } from '../config/options.js';
 import { AbortedError, ChildFailedError, ConfigError, InvalidArgumentError, SluiceError } from '../errors.js';
@@ -193,6 +194,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const { options: o, rest, positionals } = parseOptions('run', argv, RUN_OPTION_NAMES);
   configureLogging(o);
+  logMemoryPlan(o);
   if (positionals.length > 0) throw new InvalidArgumentError(`unexpected argument ${JSON.stringify(positionals[0])}`, { hint: 'Put the training command after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
   if (rest.length === 0) throw new InvalidArgumentError('no training command given', { hint: 'Add it after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
 

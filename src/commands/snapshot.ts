@@ -13,7 +13,7 @@ import { diffSnapshots, readSnapshot } from '../snapshot/snapshot.js';
 
 export const summary = 'Save the listing of an S3 prefix as a snapshot file (or --diff two snapshots).';
 
-const NAMES = ['endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle', 'filter', 'skipArchived', 'logLevel', 'logFormat', 'logFile'] as const;
+const NAMES = ['endpoint', 'region', 'pathStyle', 'virtualHosted', 'profile', 'noSignRequest', 'requesterPays', 'expectedBucketOwner', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle', 'filter', 'skipArchived', 'logLevel', 'logFormat', 'logFile'] as const;
 
 function help(): string {
   return [
