@@ -19,7 +19,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { checkFastFileOptions, DATASET_OPTION_NAMES, FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
 import { logMemoryPlan } from '../config/memory.js';
 import { configureLogging, log } from '../log.js';
-import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
+import { METRICS_PORT_FALLBACKS, startMetricsServer, type MetricsServer } from '../metrics/server.js';
 import { startSummary, type Summary } from '../metrics/summary.js';
 import { DAEMON_CHILD_ENV, mountInBackground } from './daemon.js';
 
@@ -133,7 +133,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(help() + '\n');
     return 0;
   }
-  const { options, positionals, extra } = parseOptions('mount', argv, NAMES, { prefix: { type: 'string' } });
+  const { options, positionals, extra, given } = parseOptions('mount', argv, NAMES, { prefix: { type: 'string' } });
   configureLogging(options);
   logMemoryPlan(options);
   // With --snapshot the URI may be left out: the snapshot names it.
@@ -157,9 +157,12 @@ export async function run(argv: string[]): Promise<number> {
   let summaryLines: Summary | undefined;
   try {
     if (options.metricsPort >= 0) {
-      metrics = await startMetricsServer({ host: options.metricsHost, port: options.metricsPort });
+      // The default port, when taken by another sluice on the node, moves to the next free one.
+      metrics = await startMetricsServer({ host: options.metricsHost, port: options.metricsPort, fallbackPorts: given.has('metricsPort') ? 0 : METRICS_PORT_FALLBACKS });
       metrics.setReady(readyName, false);
-      log.info({ url: `${metrics.url}/metrics` }, `metrics at ${metrics.url}/metrics`);
+      const moved = metrics.port !== options.metricsPort && options.metricsPort !== 0;
+      log.info({ url: `${metrics.url}/metrics`, ...(moved ? { taken: options.metricsPort } : {}) },
+        moved ? `metrics port ${options.metricsPort} is taken (another sluice?): metrics at ${metrics.url}/metrics` : `metrics at ${metrics.url}/metrics`);
     }
     steps.metrics = performance.now();
     summaryLines = startSummary();

@@ -35,7 +35,7 @@ import { logMemoryPlan } from '../config/memory.js';
 import { configureLogging, log } from '../log.js';
 import { helpFor, parseOptions, type Options } from '../config/options.js';
 import { AbortedError, ChildFailedError, ConfigError, InvalidArgumentError, SluiceError } from '../errors.js';
-import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
+import { METRICS_PORT_FALLBACKS, startMetricsServer, type MetricsServer } from '../metrics/server.js';
 import { startSummary, summarizeDownload } from '../metrics/summary.js';
 import { channelEpoch } from '../metrics/metrics.js';
 import type { ObjectClient } from '../s3/object-client.js';
@@ -192,7 +192,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(help() + '\n');
     return 0;
   }
-  const { options: o, rest, positionals } = parseOptions('run', argv, RUN_OPTION_NAMES);
+  const { options: o, rest, positionals, given } = parseOptions('run', argv, RUN_OPTION_NAMES);
   configureLogging(o);
   logMemoryPlan(o);
   if (positionals.length > 0) throw new InvalidArgumentError(`unexpected argument ${JSON.stringify(positionals[0])}`, { hint: 'Put the training command after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
@@ -240,7 +240,7 @@ export async function run(argv: string[]): Promise<number> {
   process.on('SIGINT', onSignal);
   try {
     const pipes: { name: string; pipe: PipeChannel }[] = [];
-    const metrics = await startMetrics(o, cleanup);
+    const metrics = await startMetrics(o, cleanup, given.has('metricsPort'));
     // One budget for the process: each channel gets its share (channels/budget.ts).
     const budgets = planBudgets(channels, o);
     log.info({ channels: Object.fromEntries(budgets.byChannel), sharedPoolConnections: budgets.sharedPoolConnections }, 'memory and connection budget per channel');
@@ -324,17 +324,18 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
-async function startMetrics(o: RunOptions, cleanup: Cleanup): Promise<MetricsServer | undefined> {
+async function startMetrics(o: RunOptions, cleanup: Cleanup, portGiven: boolean): Promise<MetricsServer | undefined> {
   if (o.metricsPort < 0) return undefined;
   let server: MetricsServer;
   try {
-    server = await startMetricsServer({ host: o.metricsHost, port: o.metricsPort });
+    server = await startMetricsServer({ host: o.metricsHost, port: o.metricsPort, fallbackPorts: portGiven ? 0 : METRICS_PORT_FALLBACKS });
   } catch (err) {
     // Metrics are for operators; a busy port must not stop a training job.
     log.warn({ err, port: o.metricsPort }, 'metrics endpoint not started (pass --metrics-port 0 for a free port, or -1 to disable)');
     return undefined;
   }
-  log.info({ url: server.url }, 'metrics endpoint');
+  if (server.port !== o.metricsPort && o.metricsPort !== 0) log.info({ url: `${server.url}/metrics`, taken: o.metricsPort }, `metrics port ${o.metricsPort} is taken (another sluice?): metrics at ${server.url}/metrics`);
+  else log.info({ url: server.url }, 'metrics endpoint');
   cleanup.add('metrics server', () => server.close());
   return server;
 }

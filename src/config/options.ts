@@ -74,7 +74,7 @@ export const OPTIONS = {
   crossFilePrefetch: { flag: 'cross-file-prefetch', env: 'SLUICE_CROSS_FILE_PREFETCH', type: 'int', default: 32, doc: 'When files of a folder are read one after another, fetch up to this many next files (in listing order) ahead. 0 disables.', validate: (v: number) => (v >= 0 && v <= 4096 ? undefined : 'cross-file-prefetch must be between 0 and 4096') },
   crossFileMaxSize: { flag: 'cross-file-max-size', env: 'SLUICE_CROSS_FILE_MAX_SIZE', type: 'size', default: 4 * MiB, doc: 'Only files up to this size are fetched ahead whole by cross-file prefetch.', validate: positive('cross-file-max-size') },
   randomFillMaxSize: { flag: 'random-fill-max-size', env: 'SLUICE_RANDOM_FILL_MAX_SIZE', type: 'size', doc: 'A file read at random offsets is fetched whole in the background when it is at most this size, so its later reads are cache hits; files being filled together stay within it too. Default: 1/4 of --cache-size (at most --cache-size). 0 disables.', validate: (v: number) => (v >= 0 ? undefined : 'random-fill-max-size must be 0 or more') },
-  metricsPort: { flag: 'metrics-port', env: 'SLUICE_METRICS_PORT', type: 'int', default: 9400, doc: 'Port of the Prometheus /metrics, /healthz and /readyz endpoint. 0 picks a free port; -1 disables.', validate: (v: number) => (v >= -1 && v <= 65535 ? undefined : 'metrics-port must be between -1 and 65535') },
+  metricsPort: { flag: 'metrics-port', env: 'SLUICE_METRICS_PORT', type: 'int', default: 9400, doc: 'Port of the Prometheus /metrics, /healthz and /readyz endpoint. 0 picks a free port; -1 disables. When the default port is taken (another sluice on the node), the next free one of the 16 after it is used and logged; sluice status finds it. A port given explicitly fails when taken.', validate: (v: number) => (v >= -1 && v <= 65535 ? undefined : 'metrics-port must be between -1 and 65535') },
   metricsHost: { flag: 'metrics-host', env: 'SLUICE_METRICS_HOST', type: 'string', default: '127.0.0.1', doc: 'Address the metrics endpoint binds to. Use 0.0.0.0 only when Prometheus scrapes from outside the pod.' },
   readyFile: { flag: 'ready-file', env: 'SLUICE_READY_FILE', type: 'string', doc: 'Write this file once the mount answers (for scripts and readiness probes).' },
   allowOther: { flag: 'allow-other', env: 'SLUICE_ALLOW_OTHER', type: 'boolean', default: false, doc: 'Let users other than the one running sluice read the mount (FUSE allow_other).' },
@@ -190,6 +190,8 @@ export interface ParseResult<N extends OptionName> {
   rest: string[];
   /** Extra command-specific flags declared by the caller, raw. */
   extra: Record<string, string | boolean | string[] | undefined>;
+  /** The options set by a flag or an environment variable (the others have their default). */
+  given: ReadonlySet<N>;
 }
 
 export interface ExtraFlag {
@@ -248,12 +250,13 @@ export function parseOptions<N extends OptionName>(
   }
   const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   const out: Record<string, unknown> = {};
+  const given = new Set<N>();
   for (const n of names) {
     const s = OPTIONS[n] as OptionSpec;
     let v: unknown;
     const fromFlag = values[s.flag];
-    if (fromFlag !== undefined) v = convert(s, fromFlag, `--${s.flag}`);
-    else if (s.env && env[s.env] !== undefined && env[s.env] !== '') v = convert(s, env[s.env]!, s.env);
+    if (fromFlag !== undefined) { v = convert(s, fromFlag, `--${s.flag}`); given.add(n); }
+    else if (s.env && env[s.env] !== undefined && env[s.env] !== '') { v = convert(s, env[s.env]!, s.env); given.add(n); }
     else v = typeof s.default === 'function' ? (s.default as () => unknown)() : s.default;
     if (v !== undefined && s.validate) {
       const problem = (s.validate as (x: unknown) => string | undefined)(v);
@@ -263,7 +266,7 @@ export function parseOptions<N extends OptionName>(
   }
   const extraOut: Record<string, string | boolean | string[] | undefined> = {};
   for (const k of Object.keys(extra)) extraOut[k] = values[k];
-  return { options: out as Options<N>, positionals: parsed.positionals, rest, extra: extraOut };
+  return { options: out as Options<N>, positionals: parsed.positionals, rest, extra: extraOut, given };
 }
 
 /** Edit distance (insertions, deletions, substitutions, adjacent swaps) between a and b. */
