@@ -111,7 +111,7 @@
  * the mount against `direct`, the same tier read in-process).
  */
 import { createHash } from 'node:crypto';
-import { closeSync, constants as fsc, fstatSync, futimesSync, mkdirSync, open, openSync, read, readSync, statfs as statfsCb, unlinkSync as rmSyncFile, write, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, constants as fsc, existsSync, fstatSync, futimesSync, mkdirSync, open, openSync, read, readSync, statfs as statfsCb, unlinkSync as rmSyncFile, write, writeFileSync, writeSync } from 'node:fs';
 import { readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -519,6 +519,19 @@ export class DiskCache {
    */
   static async open(o: DiskCacheOptions): Promise<DiskCache> {
     const root = path.join(o.dir, TIER_FOLDER);
+    // The folder itself is created when missing, but not a whole tree (issue 45): a typo in
+    // --cache-dir must not leave folders on a disk the user never meant.
+    const dir = path.resolve(o.dir);
+    if (!existsSync(dir) && !existsSync(path.dirname(dir))) {
+      throw new InvalidArgumentError(`--cache-dir ${o.dir}: its parent folder ${path.dirname(dir)} does not exist`, { hint: 'Create the parent first, or point --cache-dir at a folder on a local disk (e.g. the instance NVMe)' });
+    }
+    try {
+      mkdirSync(dir, { recursive: false, mode: 0o755 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+        throw new InvalidArgumentError(`--cache-dir ${o.dir} cannot be created: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { hint: 'Point --cache-dir at a local folder sluice may write to (e.g. on the instance NVMe), or leave it unset' });
+      }
+    }
     try {
       makeFolders(root);
       const probe = path.join(root, 'tmp', `probe-${process.pid}`);

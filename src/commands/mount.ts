@@ -170,6 +170,12 @@ export async function run(argv: string[]): Promise<number> {
       uri, mountpoint, options,
       dataset: { snapshot: options.snapshot, snapshotOut: options.snapshotOut, filter: options.filter, skipArchived: options.skipArchived },
     });
+    // A prefix with no object mounts as an empty folder: almost always a typo in the URI.
+    void mount.listed.then(() => {
+      if (mount.core.fileCount === 0) {
+        log.warn({ uri: uri ?? options.snapshot, mountpoint }, `${uri ?? 'the snapshot'} holds no object: ${mountpoint} is an empty folder (check the bucket and prefix; a prefix matches keys that start with it)`);
+      }
+    }, () => undefined);
     try {
       if (signal.received() === undefined) {
         metrics?.setReady(readyName, true);

@@ -22,6 +22,7 @@ import { AbortedError, AccessDeniedError, InvalidArgumentError, ObjectChangedErr
 import { log } from '../log.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
 import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, pathStyleFor, regionFromEnv, type Addressing } from './addressing.js';
+import { checkProfile } from './profile.js';
 import { compareKeys, listAll, listPruned, type ListPage, type ListPageFn, type ListQuery } from './lister.js';
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
@@ -481,6 +482,8 @@ export type ClientCliOptions = Options<'endpoint' | 'region' | 'pathStyle' | 'ma
 
 /** Client options for `bucket` from the parsed command-line options (mount, run). */
 export function clientOptionsFrom(bucket: string, o: ClientCliOptions): S3ClientOptions {
+  // Unsigned requests read no profile; otherwise a missing one is named now, with its files.
+  if (o.profile !== undefined && !o.noSignRequest) checkProfile(o.profile);
   return {
     bucket,
     ...(o.endpoint !== undefined ? { endpoint: o.endpoint } : {}),
