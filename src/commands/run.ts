@@ -122,8 +122,8 @@ function refuseCommandWithoutDashes(argv: readonly string[]): void {
       continue;
     }
     const shown = argv.slice(i).join(' ');
-    throw new InvalidArgumentError(`${JSON.stringify(a)} looks like the training command, which must come after --`, {
-      hint: `sluice run ${argv.slice(0, i).join(' ')} -- ${shown.length > 60 ? `${shown.slice(0, 57)}...` : shown}`,
+    throw new InvalidArgumentError(`unexpected argument ${JSON.stringify(a)}`, {
+      hint: `Put the training command after --: sluice run ${argv.slice(0, i).join(' ')} -- ${shown.length > 60 ? `${shown.slice(0, 57)}...` : shown}`,
     });
   }
 }

@@ -120,7 +120,7 @@ t.test('sluice snapshot shows progress on a slow listing (a log line without a t
 t.test('sluice run with the training command not after -- says where -- goes', async (t) => {
   const r = await runCli(['run', '--channel', `train=s3://${BUCKET}/d/`, '--path-style', 'python3', '-c', 'print(1)'], env(), 30_000);
   t.not(r.code, 0);
-  t.match(r.stderr, /"python3" looks like the training command, which must come after --/);
+  t.match(r.stderr, /unexpected argument "python3"\. Put the training command after --/);
   t.match(r.stderr, /-- python3 -c print\(1\)/);
   t.equal(oneLine(r.stderr).length, 1);
 });
