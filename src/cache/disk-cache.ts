@@ -35,7 +35,7 @@
  * bound holds for all processes together (tier-ledger.ts); a pinned object is not evicted
  * by this process.
  */
-import { mkdirSync, statSync, writeFileSync, type Stats } from 'node:fs';
+import { existsSync, mkdirSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { rm, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
@@ -129,6 +129,12 @@ export class DiskCache {
   static async open(o: DiskCacheOptions): Promise<DiskCache> {
     const root = path.join(o.dir, TIER_FOLDER);
     const access = o.access ?? tierAccess();
+    // --cache-dir itself is created when missing, but not a whole tree (issue 45): a typo in
+    // --cache-dir must not leave folders on a disk the user never meant.
+    const dir = path.resolve(o.dir);
+    if (!existsSync(dir) && !existsSync(path.dirname(dir))) {
+      throw new InvalidArgumentError(`--cache-dir ${o.dir}: its parent folder ${path.dirname(dir)} does not exist`, { hint: 'Create the parent first, or point --cache-dir at a folder on a local disk (e.g. the instance NVMe)' });
+    }
     try {
       // Who may read or plant bytes (./tier-trust.ts): --cache-dir, made when missing, and
       // the tier's folder in it, checked before anything is written there.

@@ -17,8 +17,9 @@ import path from 'node:path';
 import { helpFor, parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
 import { checkFastFileOptions, DATASET_OPTION_NAMES, FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
+import { logMemoryPlan } from '../config/memory.js';
 import { configureLogging, log } from '../log.js';
-import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
+import { METRICS_PORT_FALLBACKS, startMetricsServer, type MetricsServer } from '../metrics/server.js';
 import { startSummary, type Summary } from '../metrics/summary.js';
 import { DAEMON_CHILD_ENV, mountInBackground } from './daemon.js';
 
@@ -56,6 +57,11 @@ function help(): string {
     'returns once the mount is ready instead (exit status 0: mounted) and serves it from a',
     'background process.',
     '',
+    'mount-s3 and s3fs names work too: sluice mount BUCKET /mnt --prefix P/ (mount-s3\'s form),',
+    '--endpoint-url, --force-path-style, --foreground/-f (sluice stays in the foreground anyway),',
+    '--read-only (always), --debug, --cache DIR (= --cache-dir) and -o allow_other,uid=N,gid=N,',
+    'umask=022,url=URL,use_path_request_style,... (unknown -o options are refused, naming those known).',
+    '',
     'The mount point may be /dev/fd/N: an open /dev/fuse descriptor that a CSI driver or a',
     'privileged helper mounted with (mount option fd=N) and passed on. Sluice then serves',
     'that mount and needs neither /dev/fuse nor CAP_SYS_ADMIN; whoever mounted unmounts.',
@@ -70,6 +76,21 @@ function help(): string {
     '  sluice mount s3://my-bucket/train/ /mnt/train --daemon --log-file /var/log/sluice.log',
     '  sluice mount s3://open-dataset/ /mnt/open --no-sign-request --allow-other --uid 1000 --gid 1000',
   ].join('\n');
+}
+
+/**
+ * mount-s3's form `BUCKET [--prefix P]` as an s3:// URI; an s3:// URI is taken as it is, and
+ * --prefix may only add to one without a prefix.
+ */
+export function mountS3Uri(first: string, prefix: string | undefined): string {
+  const isUri = /^s3:\/\//i.test(first);
+  if (prefix === undefined) return isUri || first.includes('/') ? first : `s3://${first}/`;
+  const base = isUri ? first : `s3://${first}`;
+  const m = /^s3:\/\/[^/]*\/?(.*)$/is.exec(base);
+  if (m && m[1] !== '') {
+    throw new InvalidArgumentError(`--prefix ${prefix} given with ${first}, which names a prefix already`, { hint: `Put the whole prefix in the URI: s3://bucket/prefix/ (--prefix is mount-s3's form: sluice mount BUCKET /mnt --prefix P)` });
+  }
+  return `${base.replace(/\/$/, '')}/${prefix.replace(/^\//, '')}`;
 }
 
 const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
@@ -112,8 +133,9 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(help() + '\n');
     return 0;
   }
-  const { options, positionals } = parseOptions('mount', argv, NAMES);
+  const { options, positionals, extra, given } = parseOptions('mount', argv, NAMES, { prefix: { type: 'string' } });
   configureLogging(options);
+  logMemoryPlan(options);
   // With --snapshot the URI may be left out: the snapshot names it.
   if (positionals.length === 1 && options.snapshot !== undefined) positionals.unshift(undefined as unknown as string);
   if (positionals.length !== 2) {
@@ -122,6 +144,7 @@ export async function run(argv: string[]): Promise<number> {
     });
   }
   checkFastFileOptions(options);
+  if (positionals[0] !== undefined) positionals[0] = mountS3Uri(positionals[0], extra.prefix as string | undefined);
   steps.config = performance.now();
   if (options.daemon && !process.env[DAEMON_CHILD_ENV]) return mountInBackground(argv, options.logFile);
   const [uri, mountpointArg] = positionals as [string | undefined, string];
@@ -134,9 +157,12 @@ export async function run(argv: string[]): Promise<number> {
   let summaryLines: Summary | undefined;
   try {
     if (options.metricsPort >= 0) {
-      metrics = await startMetricsServer({ host: options.metricsHost, port: options.metricsPort });
+      // The default port, when taken by another sluice on the node, moves to the next free one.
+      metrics = await startMetricsServer({ host: options.metricsHost, port: options.metricsPort, fallbackPorts: given.has('metricsPort') ? 0 : METRICS_PORT_FALLBACKS });
       metrics.setReady(readyName, false);
-      log.info({ url: `${metrics.url}/metrics` }, `metrics at ${metrics.url}/metrics`);
+      const moved = metrics.port !== options.metricsPort && options.metricsPort !== 0;
+      log.info({ url: `${metrics.url}/metrics`, ...(moved ? { taken: options.metricsPort } : {}) },
+        moved ? `metrics port ${options.metricsPort} is taken (another sluice?): metrics at ${metrics.url}/metrics` : `metrics at ${metrics.url}/metrics`);
     }
     steps.metrics = performance.now();
     summaryLines = startSummary();
@@ -144,6 +170,12 @@ export async function run(argv: string[]): Promise<number> {
       uri, mountpoint, options,
       dataset: { snapshot: options.snapshot, snapshotOut: options.snapshotOut, filter: options.filter, skipArchived: options.skipArchived },
     });
+    // A prefix with no object mounts as an empty folder: almost always a typo in the URI.
+    void mount.listed.then(() => {
+      if (mount.core.fileCount === 0) {
+        log.warn({ uri: uri ?? options.snapshot, mountpoint }, `${uri ?? 'the snapshot'} holds no object: ${mountpoint} is an empty folder (check the bucket and prefix; a prefix matches keys that start with it)`);
+      }
+    }, () => undefined);
     try {
       if (signal.received() === undefined) {
         metrics?.setReady(readyName, true);

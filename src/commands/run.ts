@@ -28,13 +28,14 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
 import type { Readable } from 'node:stream';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { logMemoryPlan } from '../config/memory.js';
 import { configureLogging, log } from '../log.js';
-import { helpFor, parseOptions, type Options } from '../config/options.js';
+import { helpFor, OPTIONS, parseOptions, type Options } from '../config/options.js';
 import { AbortedError, ChildFailedError, ConfigError, InvalidArgumentError, SluiceError } from '../errors.js';
-import { startMetricsServer, type MetricsServer } from '../metrics/server.js';
+import { METRICS_PORT_FALLBACKS, startMetricsServer, type MetricsServer } from '../metrics/server.js';
 import { startSummary, summarizeDownload } from '../metrics/summary.js';
 import { channelEpoch } from '../metrics/metrics.js';
 import type { ObjectClient } from '../s3/object-client.js';
@@ -47,7 +48,7 @@ import { planBudgets, type ChannelBudget } from '../channels/budget.js';
 import { downloadChannel } from '../channels/file-mode.js';
 import { resolveHosts, type HostIdentity } from '../channels/hosts.js';
 import { hyperParametersFrom, readHyperParametersFlag, type HyperParameters } from '../channels/hyperparameters.js';
-import { checkChannels, parseChannelFlag, parseInputDataConfigText, type ChannelConfig, type InputMode, type TrainingJobSettings } from '../channels/input-config.js';
+import { checkChannels, INPUT_MODES, parseChannelFlag, parseInputDataConfigText, type ChannelConfig, type InputMode, type TrainingJobSettings } from '../channels/input-config.js';
 import { clearOutcome, failureText, TailBuffer, writeFailure, writeSuccess } from '../channels/failure.js';
 import { defaultInterface, instanceTypeFromDmi, UNKNOWN_INSTANCE_TYPE } from '../channels/node-facts.js';
 import { fromJs } from '../channels/pyjson.js';
@@ -107,9 +108,44 @@ export function help(): string {
   ].join('\n');
 }
 
+/**
+ * `sluice run --channel ... python3 -c '...'` without `--`: the training command's own flags
+ * (-c) would be read as sluice's and refused as unknown, far from the cause. The first word
+ * that is neither a flag nor a flag's value starts the command: say where `--` goes.
+ */
+function refuseCommandWithoutDashes(argv: readonly string[]): void {
+  const booleans = new Set(RUN_OPTION_NAMES.filter((n) => OPTIONS[n].type === 'boolean').map((n) => `--${OPTIONS[n].flag}`));
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a.startsWith('-')) {
+      if ((a.startsWith('--') && !a.includes('=') && !booleans.has(a)) || a === '-o') i++; // the flag's value
+      continue;
+    }
+    const shown = argv.slice(i).join(' ');
+    throw new InvalidArgumentError(`unexpected argument ${JSON.stringify(a)}`, {
+      hint: `Put the training command after --: sluice run ${argv.slice(0, i).join(' ')} -- ${shown.length > 60 ? `${shown.slice(0, 57)}...` : shown}`,
+    });
+  }
+}
+
+/**
+ * A FastFile channel's folder that holds files: an earlier run on this --root downloaded the
+ * channel there in File mode (sluice never writes into a FastFile channel's folder). The
+ * mount point check would say "choose an empty folder", a folder the user never chose.
+ */
+async function refuseEarlierFileChannel(name: string, mountpoint: string, root: string): Promise<void> {
+  let entries: string[];
+  try { entries = await readdir(mountpoint); } catch { return; } // a stale mount or no folder: prepareMountpoint says
+  if (entries.length === 0) return;
+  throw new ConfigError(`channel ${JSON.stringify(name)} is FastFile in this run, but ${mountpoint} holds ${entries.length} entr${entries.length === 1 ? 'y' : 'ies'} that an earlier run on this --root left (a File-mode channel of that name downloads there)`, {
+    hint: `Remove them (rm -r ${mountpoint}) or give this run another --root than ${root}`,
+  });
+}
+
 /** Channels from --input-data-config and every --channel, with their warnings. */
 async function loadChannels(o: RunOptions): Promise<{ channels: ChannelConfig[]; warnings: string[]; job: TrainingJobSettings }> {
-  const mode = o.inputMode as InputMode;
+  // Any case, as a channel's mode= (--input-mode pipe is Pipe).
+  const mode = INPUT_MODES.find((m) => m.toLowerCase() === o.inputMode.toLowerCase()) ?? (o.inputMode as InputMode);
   const channels: ChannelConfig[] = [];
   const warnings: string[] = [];
   let job: TrainingJobSettings = {};
@@ -191,8 +227,10 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(help() + '\n');
     return 0;
   }
-  const { options: o, rest, positionals } = parseOptions('run', argv, RUN_OPTION_NAMES);
+  if (dd < 0) refuseCommandWithoutDashes(argv);
+  const { options: o, rest, positionals, given } = parseOptions('run', argv, RUN_OPTION_NAMES);
   configureLogging(o);
+  logMemoryPlan(o);
   if (positionals.length > 0) throw new InvalidArgumentError(`unexpected argument ${JSON.stringify(positionals[0])}`, { hint: 'Put the training command after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
   if (rest.length === 0) throw new InvalidArgumentError('no training command given', { hint: 'Add it after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
 
@@ -238,7 +276,7 @@ export async function run(argv: string[]): Promise<number> {
   process.on('SIGINT', onSignal);
   try {
     const pipes: { name: string; pipe: PipeChannel }[] = [];
-    const metrics = await startMetrics(o, cleanup);
+    const metrics = await startMetrics(o, cleanup, given.has('metricsPort'));
     // One budget for the process: each channel gets its share (channels/budget.ts).
     const budgets = planBudgets(channels, o);
     log.info({ channels: Object.fromEntries(budgets.byChannel), sharedPoolConnections: budgets.sharedPoolConnections }, 'memory and connection budget per channel');
@@ -322,17 +360,18 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
-async function startMetrics(o: RunOptions, cleanup: Cleanup): Promise<MetricsServer | undefined> {
+async function startMetrics(o: RunOptions, cleanup: Cleanup, portGiven: boolean): Promise<MetricsServer | undefined> {
   if (o.metricsPort < 0) return undefined;
   let server: MetricsServer;
   try {
-    server = await startMetricsServer({ host: o.metricsHost, port: o.metricsPort });
+    server = await startMetricsServer({ host: o.metricsHost, port: o.metricsPort, fallbackPorts: portGiven ? 0 : METRICS_PORT_FALLBACKS });
   } catch (err) {
     // Metrics are for operators; a busy port must not stop a training job.
     log.warn({ err, port: o.metricsPort }, 'metrics endpoint not started (pass --metrics-port 0 for a free port, or -1 to disable)');
     return undefined;
   }
-  log.info({ url: server.url }, 'metrics endpoint');
+  if (server.port !== o.metricsPort && o.metricsPort !== 0) log.info({ url: `${server.url}/metrics`, taken: o.metricsPort }, `metrics port ${o.metricsPort} is taken (another sluice?): metrics at ${server.url}/metrics`);
+  else log.info({ url: server.url }, 'metrics endpoint');
   cleanup.add('metrics server', () => server.close());
   return server;
 }
@@ -384,6 +423,7 @@ async function prepareChannel(
   if (c.inputMode === 'FastFile') {
     const mountpoint = path.join(paths.dataDir, c.name);
     await mkdir(mountpoint, { recursive: true }).catch(() => undefined); // prepareMountpoint reports what is wrong
+    await refuseEarlierFileChannel(c.name, mountpoint, paths.root);
     const mount = await mountFastFile({
       uri: c.s3Uri, mountpoint, channel: c.name, options: { ...o, ...budget },
       dataset: { snapshot: c.snapshot, snapshotOut: c.snapshotOut, filter: c.filters, skipArchived: o.skipArchived },

@@ -13,7 +13,7 @@ import { diffSnapshots, readSnapshot } from '../snapshot/snapshot.js';
 
 export const summary = 'Save the listing of an S3 prefix as a snapshot file (or --diff two snapshots).';
 
-const NAMES = ['endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle', 'filter', 'skipArchived', 'logLevel', 'logFormat', 'logFile'] as const;
+const NAMES = ['endpoint', 'region', 'pathStyle', 'virtualHosted', 'profile', 'noSignRequest', 'requesterPays', 'expectedBucketOwner', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle', 'filter', 'skipArchived', 'progress', 'logLevel', 'logFormat', 'logFile'] as const;
 
 function help(): string {
   return [
@@ -44,6 +44,39 @@ function help(): string {
 }
 
 const mb = (n: number) => `${(n / 1e6).toFixed(1)} MB`;
+
+/** A terminal's progress line is redrawn this often: smooth to the eye, negligible work. */
+const BAR_INTERVAL_MS = 250;
+/** Without a terminal (a log collector), one progress line this often: a listing of millions of keys shows it is alive. */
+const LOG_INTERVAL_MS = 5_000;
+
+/**
+ * Progress of a listing: on a terminal one line on stderr, redrawn; otherwise (or --progress
+ * log) a log line every LOG_INTERVAL_MS; none with --progress none. stop() clears the line.
+ */
+function listingProgress(mode: string, uri: string): { add(o: { size: number }): void; stop(): void } {
+  const tty = process.stderr.isTTY === true;
+  const bar = mode === 'bar' || (mode === 'auto' && tty);
+  const logs = mode === 'log' || (mode === 'auto' && !tty);
+  let n = 0;
+  let bytes = 0;
+  const t0 = performance.now();
+  const text = () => `listing ${uri}: ${n.toLocaleString('en-US')} objects, ${mb(bytes)} in ${((performance.now() - t0) / 1000).toFixed(0)} s`;
+  const timer = bar || logs
+    ? setInterval(() => {
+      if (bar) process.stderr.write(`\r${text()}\x1b[K`);
+      else log.info({ objects: n, bytes }, text());
+    }, bar ? BAR_INTERVAL_MS : LOG_INTERVAL_MS)
+    : undefined;
+  timer?.unref();
+  return {
+    add(o) { n++; bytes += o.size; },
+    stop() {
+      if (timer) clearInterval(timer);
+      if (bar) process.stderr.write('\r\x1b[K');
+    },
+  };
+}
 
 async function diff(a: string, b: string): Promise<number> {
   const [sa, sb] = await Promise.all([readSnapshot(a), readSnapshot(b)]);
@@ -78,8 +111,13 @@ export async function run(argv: string[]): Promise<number> {
   const client = createObjectClient({ ...clientOptionsFrom(ds.bucket, options) });
   try {
     const objects = [];
-    for await (const o of client.list(ds.prefix, listOptionsFor(ds))) {
-      if (!ds.filter || ds.filter.matches(o.key)) objects.push(o);
+    const progress = listingProgress(options.progress, uri);
+    try {
+      for await (const o of client.list(ds.prefix, listOptionsFor(ds))) {
+        if (!ds.filter || ds.filter.matches(o.key)) { objects.push(o); progress.add(o); }
+      }
+    } finally {
+      progress.stop();
     }
     const listedMs = performance.now() - t0;
     const s = await settle(ds, objects, client);

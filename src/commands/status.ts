@@ -8,10 +8,13 @@
  * figures are computed by metrics/figures.ts, the same code as the periodic log summary.
  *
  * The default URL follows --metrics-host/--metrics-port (and their environment
- * variables), so it finds a daemon started with the same settings.
+ * variables), so it finds a daemon started with the same settings. With neither --url nor a
+ * port given, it also asks the ports a sluice moves to when the default one is taken, and
+ * shows every sluice that answers (several mounts on one node).
  */
 import { InvalidArgumentError, MetricsUnavailableError } from '../errors.js';
-import { helpFor, parseOptions } from '../config/options.js';
+import { helpFor, OPTIONS, parseOptions } from '../config/options.js';
+import { METRICS_PORT_FALLBACKS } from '../metrics/server.js';
 import { type Exposition, parseExposition } from '../metrics/exposition.js';
 import {
   cacheFigures, type ChannelRates, channelRates, channelTotals, fmt, processFigures, s3Figures,
@@ -37,7 +40,8 @@ function usage(): string {
     '',
     'Options:',
     '  --url URL',
-    '      The metrics endpoint. Default: http://<metrics-host>:<metrics-port>/metrics.',
+    '      The metrics endpoint. Default: http://<metrics-host>:<metrics-port>/metrics, and with no',
+    `      port given the ${METRICS_PORT_FALLBACKS} after it too (where a second sluice on the node listens): each that answers is shown.`,
     '  --interval SECONDS',
     `      Sample twice this far apart and show rates over it (default ${DEFAULT_INTERVAL_S}); 0 samples once and shows totals since start.`,
     helpFor(OPTION_NAMES),
@@ -158,7 +162,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(usage() + '\n');
     return 0;
   }
-  const { options, positionals, extra } = parseOptions('status', argv, OPTION_NAMES, { url: { type: 'string' }, interval: { type: 'string' } });
+  const { options, positionals, extra, given } = parseOptions('status', argv, OPTION_NAMES, { url: { type: 'string' }, interval: { type: 'string' } });
   if (positionals.length > 0) {
     throw new InvalidArgumentError(`sluice status takes no arguments, got ${JSON.stringify(positionals[0])}`, { hint: 'Pass the endpoint as --url http://HOST:PORT/metrics' });
   }
@@ -167,16 +171,25 @@ export async function run(argv: string[]): Promise<number> {
   if (!/^\d+(\.\d+)?$/.test(intervalText.trim()) || interval > MAX_INTERVAL_S) {
     throw new InvalidArgumentError(`--interval ${JSON.stringify(intervalText)} is not a number of seconds between 0 and ${MAX_INTERVAL_S}`, { hint: 'Use e.g. --interval 1, or 0 for a single sample' });
   }
-  const port = options.metricsPort < 1 ? 9400 : options.metricsPort;
-  const url = metricsUrl(extra.url as string | undefined, options.metricsHost, port);
-  const first = await scrape(url);
+  const port = options.metricsPort < 1 ? OPTIONS.metricsPort.default : options.metricsPort;
+  // Without --url or a port of its own, every sluice on the node: the default port and those a
+  // later sluice moves to when it is taken (src/metrics/server.ts, METRICS_PORT_FALLBACKS).
+  const urls = extra.url === undefined && !given.has('metricsPort')
+    ? Array.from({ length: METRICS_PORT_FALLBACKS + 1 }, (_, i) => metricsUrl(undefined, options.metricsHost, port + i))
+    : [metricsUrl(extra.url as string | undefined, options.metricsHost, port)];
+  const firsts = await Promise.allSettled(urls.map((u) => scrape(u)));
+  const found = urls.flatMap((u, i) => (firsts[i]!.status === 'fulfilled' ? [{ url: u, first: (firsts[i] as PromiseFulfilledResult<Exposition>).value }] : []));
+  if (found.length === 0) throw (firsts[0] as PromiseRejectedResult).reason;
   if (interval === 0) {
-    process.stdout.write(render(url, first) + '\n');
+    process.stdout.write(found.map((f) => render(f.url, f.first)).join('\n\n') + '\n');
     return 0;
   }
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, interval * 1000));
-  const second = await scrape(url);
-  process.stdout.write(render(url, second, first, (performance.now() - t0) / 1000) + '\n');
+  const seconds = (performance.now() - t0) / 1000;
+  const seconds2 = await Promise.allSettled(found.map((f) => scrape(f.url)));
+  const screens = found.flatMap((f, i) => (seconds2[i]!.status === 'fulfilled' ? [render(f.url, (seconds2[i] as PromiseFulfilledResult<Exposition>).value, f.first, seconds)] : []));
+  if (screens.length === 0) throw (seconds2[0] as PromiseRejectedResult).reason;
+  process.stdout.write(screens.join('\n\n') + '\n');
   return 0;
 }

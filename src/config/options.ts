@@ -7,9 +7,10 @@
  * Precedence: flag > environment variable > default.
  * Sizes accept suffixes: 64KiB, 8MiB, 2GiB (binary), 64KB, 8MB (decimal), or plain bytes.
  */
-import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { InvalidArgumentError } from '../errors.js';
+import { translateAliases } from './aliases.js';
+import { memoryLimit } from './memory.js';
 
 export type OptionType = 'string' | 'boolean' | 'int' | 'size' | 'duration-ms' | 'string[]' | 'octal';
 
@@ -31,14 +32,25 @@ const MiB = 1024 * KiB;
 const GiB = 1024 * MiB;
 
 /**
- * Default block cache: 1/8 of the machine's memory, clamped to [256 MiB, 8 GiB].
+ * Default block cache: 1/8 of the memory limit (the container's, else the machine's:
+ * ./memory.ts), clamped to [256 MiB, 8 GiB].
  * A training host's memory belongs to the training job; 1/8 leaves it almost all,
  * while keeping several max-prefetch windows (64 MiB each) for every open file.
  */
-export function defaultCacheSize(totalmem = os.totalmem()): number {
+export function defaultCacheSize(totalmem = memoryLimit().bytes): number {
   // Whole MiB: os.totalmem() is what the kernel has left after its own reservations (24 GiB
   // reads as 23.54 GiB), and a default shown as "3085446KiB" in --help reads as a mistake.
   return Math.min(8 * GiB, Math.max(256 * MiB, Math.floor(totalmem / 8 / MiB) * MiB));
+}
+
+/**
+ * Default --max-inflight: 1/8 of the memory limit, clamped to [64 MiB, 512 MiB]. 512 MiB keeps
+ * 64 parts of 8 MiB in flight (a full --max-connections pool) and is reached from a 4 GiB
+ * limit up; a smaller pod keeps cache plus in-flight bytes within a quarter of its memory.
+ * 64 MiB is one full --max-prefetch window.
+ */
+export function defaultMaxInflight(limit = memoryLimit().bytes): number {
+  return Math.min(512 * MiB, Math.max(64 * MiB, Math.floor(limit / 8 / MiB) * MiB));
 }
 
 const positive = (what: string) => (v: number) => (v > 0 ? undefined : `${what} must be > 0`);
@@ -47,18 +59,22 @@ const positive = (what: string) => (v: number) => (v > 0 ? undefined : `${what} 
 export const OPTIONS = {
   endpoint: { flag: 'endpoint', env: 'SLUICE_ENDPOINT', type: 'string', doc: 'S3-compatible endpoint URL, e.g. http://127.0.0.1:9000. Default: AWS S3 for the region (also read from AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL).' },
   region: { flag: 'region', env: 'AWS_REGION', type: 'string', doc: 'AWS region. Default: AWS_REGION, AWS_DEFAULT_REGION, the profile, then us-east-1.' },
-  pathStyle: { flag: 'path-style', env: 'SLUICE_PATH_STYLE', type: 'boolean', default: false, doc: 'Address buckets as endpoint/bucket/key instead of bucket.endpoint/key (most S3-compatible stores need this).' },
+  pathStyle: { flag: 'path-style', env: 'SLUICE_PATH_STYLE', type: 'boolean', default: false, doc: 'Address buckets as endpoint/bucket/key instead of bucket.endpoint/key. Default: path-style for a custom --endpoint (localhost, an IP, a name such as minio, any host not under amazonaws.com) and for bucket names with dots; virtual-hosted for AWS S3 (as the AWS CLI does). Alias: --force-path-style.' },
+  virtualHosted: { flag: 'virtual-hosted', env: 'SLUICE_VIRTUAL_HOSTED', type: 'boolean', default: false, doc: 'Address buckets as bucket.endpoint/key on a custom --endpoint too, for stores that refuse path-style (an IP or localhost endpoint stays path-style).' },
+  profile: { flag: 'profile', env: 'AWS_PROFILE', type: 'string', doc: 'Shared profile (~/.aws/config, ~/.aws/credentials) for credentials and region, as aws --profile and mount-s3 --profile.' },
+  requesterPays: { flag: 'requester-pays', env: 'SLUICE_REQUESTER_PAYS', type: 'boolean', default: false, doc: 'Read a Requester Pays bucket: every request (listing, HEAD, GET) carries x-amz-request-payer: requester, and your account pays for the requests and transfer.' },
+  expectedBucketOwner: { flag: 'expected-bucket-owner', env: 'SLUICE_EXPECTED_BUCKET_OWNER', type: 'string', doc: 'Account id that must own the bucket: every request carries x-amz-expected-bucket-owner, and S3 refuses it (403) when another account owns the bucket.', validate: (v: string) => (/^\d{12}$/.test(v) ? undefined : 'expected-bucket-owner must be a 12-digit AWS account id') },
   maxConnections: { flag: 'max-connections', env: 'SLUICE_MAX_CONNECTIONS', type: 'int', default: 64, doc: 'Keep-alive connections in the data-path pool. 64 saturates a 25 Gbit/s NIC at ~50 MB/s per S3 stream.', validate: (v: number) => (v >= 1 && v <= 1024 ? undefined : 'max-connections must be between 1 and 1024') },
   maxAttempts: { flag: 'max-attempts', env: 'SLUICE_MAX_ATTEMPTS', type: 'int', default: 10, doc: 'Attempts per S3 request (first try plus retries) for throttling, 5xx, resets and timeouts.', validate: (v: number) => (v >= 1 && v <= 100 ? undefined : 'max-attempts must be between 1 and 100') },
   requestTimeout: { flag: 'request-timeout', env: 'SLUICE_REQUEST_TIMEOUT', type: 'duration-ms', default: 10_000, doc: 'Deadline for one S3 request attempt with no progress (headers or body bytes), in ms. A stalled attempt is aborted and retried.', validate: positive('request-timeout') },
-  cacheSize: { flag: 'cache-size', env: 'SLUICE_CACHE_SIZE', type: 'size', default: () => defaultCacheSize(), doc: 'Bytes of the in-memory block cache. Default: 1/8 of RAM, between 256 MiB and 8 GiB.', validate: (v: number) => (v >= 4 * MiB ? undefined : 'cache-size must be at least 4MiB') },
+  cacheSize: { flag: 'cache-size', env: 'SLUICE_CACHE_SIZE', type: 'size', default: () => defaultCacheSize(), doc: "Bytes of the in-memory block cache. Default: 1/8 of the container's memory limit (cgroup v1 or v2), else of the machine's memory, between 256 MiB and 8 GiB. Above half of that limit together with --max-inflight, sluice warns.", validate: (v: number) => (v >= 4 * MiB ? undefined : 'cache-size must be at least 4MiB') },
   partSize: { flag: 'part-size', env: 'SLUICE_PART_SIZE', type: 'size', default: 8 * MiB, doc: 'Size of one read-ahead ranged GET (cache blocks are at most 256 KiB, so random reads fetch only what they touch). 8 MiB is the size AWS recommends per ranged GET: large enough to amortise ~20 ms time-to-first-byte, small enough to parallelise.', validate: (v: number) => (v >= 64 * KiB && v <= 256 * MiB ? undefined : 'part-size must be between 64KiB and 256MiB') },
   maxPrefetch: { flag: 'max-prefetch', env: 'SLUICE_MAX_PREFETCH', type: 'size', default: 64 * MiB, doc: 'Largest read-ahead window of one sequential reader. 64 MiB keeps 8 parts of 8 MiB in flight: at 80 MB/s per stream and 25 ms TTFB that fills a 5 Gbit/s share per file. Two or more readers at once start by sharing one window, a budget that grows toward a full window each while ranged GETs keep their best speed (SEMANTICS.md).', validate: positive('max-prefetch') },
-  maxInflight: { flag: 'max-inflight', env: 'SLUICE_MAX_INFLIGHT', type: 'size', default: 512 * MiB, doc: 'Bound on bytes being fetched at once across all readers (prefetch included). Bounds memory together with --cache-size.', validate: positive('max-inflight') },
+  maxInflight: { flag: 'max-inflight', env: 'SLUICE_MAX_INFLIGHT', type: 'size', default: () => defaultMaxInflight(), doc: "Bound on bytes being fetched at once across all readers (prefetch included). Bounds memory together with --cache-size. Default: 1/8 of the container's memory limit (else the machine's), between 64 MiB and 512 MiB.", validate: positive('max-inflight') },
   crossFilePrefetch: { flag: 'cross-file-prefetch', env: 'SLUICE_CROSS_FILE_PREFETCH', type: 'int', default: 32, doc: 'When files of a folder are read one after another, fetch up to this many next files (in listing order) ahead. 0 disables.', validate: (v: number) => (v >= 0 && v <= 4096 ? undefined : 'cross-file-prefetch must be between 0 and 4096') },
   crossFileMaxSize: { flag: 'cross-file-max-size', env: 'SLUICE_CROSS_FILE_MAX_SIZE', type: 'size', default: 4 * MiB, doc: 'Only files up to this size are fetched ahead whole by cross-file prefetch.', validate: positive('cross-file-max-size') },
   randomFillMaxSize: { flag: 'random-fill-max-size', env: 'SLUICE_RANDOM_FILL_MAX_SIZE', type: 'size', doc: 'A file read at random offsets is fetched whole in the background when it is at most this size, so its later reads are cache hits; files being filled together stay within it too. Default: 1/4 of --cache-size (at most --cache-size). 0 disables.', validate: (v: number) => (v >= 0 ? undefined : 'random-fill-max-size must be 0 or more') },
-  metricsPort: { flag: 'metrics-port', env: 'SLUICE_METRICS_PORT', type: 'int', default: 9400, doc: 'Port of the Prometheus /metrics, /healthz and /readyz endpoint. 0 picks a free port; -1 disables.', validate: (v: number) => (v >= -1 && v <= 65535 ? undefined : 'metrics-port must be between -1 and 65535') },
+  metricsPort: { flag: 'metrics-port', env: 'SLUICE_METRICS_PORT', type: 'int', default: 9400, doc: 'Port of the Prometheus /metrics, /healthz and /readyz endpoint. 0 picks a free port; -1 disables. When the default port is taken (another sluice on the node), the next free one of the 16 after it is used and logged; sluice status finds it. A port given explicitly fails when taken.', validate: (v: number) => (v >= -1 && v <= 65535 ? undefined : 'metrics-port must be between -1 and 65535') },
   metricsHost: { flag: 'metrics-host', env: 'SLUICE_METRICS_HOST', type: 'string', default: '127.0.0.1', doc: 'Address the metrics endpoint binds to. Use 0.0.0.0 only when Prometheus scrapes from outside the pod.' },
   readyFile: { flag: 'ready-file', env: 'SLUICE_READY_FILE', type: 'string', doc: 'Write this file once the mount answers (for scripts and readiness probes).' },
   allowOther: { flag: 'allow-other', env: 'SLUICE_ALLOW_OTHER', type: 'boolean', default: false, doc: 'Let users other than the one running sluice read the mount (FUSE allow_other).' },
@@ -80,13 +96,13 @@ export const OPTIONS = {
   inputDataConfig: { flag: 'input-data-config', env: 'SLUICE_INPUT_DATA_CONFIG', type: 'string', doc: "JSON file with the channels: SageMaker's InputDataConfig list (as passed to CreateTrainingJob), or a whole CreateTrainingJob request." },
   channel: { flag: 'channel', type: 'string[]', doc: 'A channel in short form, repeatable: NAME=s3://bucket/prefix/[,mode=File|FastFile|Pipe][,distribution=FullyReplicated|ShardedByS3Key][,seed=N][,type=S3Prefix|ManifestFile|AugmentedManifestFile][,attributes=a|b][,wrapper=None|RecordIO][,compression=None|Gzip][,content-type=T].' },
   root: { flag: 'root', env: 'SLUICE_ROOT', type: 'string', default: '/opt/ml', doc: "SageMaker's /opt/ml: config goes to ROOT/input/config, data to ROOT/input/data." },
-  inputMode: { flag: 'input-mode', env: 'SLUICE_INPUT_MODE', type: 'string', default: 'File', doc: "The job's TrainingInputMode: the mode of channels that do not set InputMode (File, FastFile or Pipe).", validate: (v: string) => (['File', 'FastFile', 'Pipe'].includes(v) ? undefined : 'input-mode must be File, FastFile or Pipe') },
+  inputMode: { flag: 'input-mode', env: 'SLUICE_INPUT_MODE', type: 'string', default: 'File', doc: "The job's TrainingInputMode: the mode of channels that do not set InputMode (File, FastFile or Pipe; any case, as a channel's mode=).", validate: (v: string) => (['file', 'fastfile', 'pipe'].includes(v.toLowerCase()) ? undefined : 'input-mode must be File, FastFile or Pipe (in any case)') },
   hostConfig: { flag: 'host-config', env: 'SLUICE_HOST_CONFIG', type: 'string', doc: 'A resourceconfig.json ({"current_host", "hosts"}) to take the host identity from, instead of ROOT/input/config/resourceconfig.json.' },
   currentHost: { flag: 'current-host', env: 'SLUICE_CURRENT_HOST', type: 'string', doc: 'This host\'s name (e.g. algo-2), when no resourceconfig.json, RANK/WORLD_SIZE or JOB_COMPLETION_INDEX says it.' },
   hosts: { flag: 'hosts', env: 'SLUICE_HOSTS', type: 'string', doc: 'All host names, comma-separated (e.g. algo-1,algo-2), with --current-host.' },
   hostCount: { flag: 'host-count', env: 'SLUICE_HOST_COUNT', type: 'int', doc: 'Number of hosts (hosts are algo-1..algo-N): with JOB_COMPLETION_INDEX (set it to the Indexed Job\'s completions) or with --current-host.', validate: (v: number) => (v >= 1 ? undefined : 'host-count must be at least 1') },
   epochs: { flag: 'epochs', env: 'SLUICE_EPOCHS', type: 'int', doc: 'Pipe mode: epochs to serve (FIFOs CHANNEL_0 .. CHANNEL_{N-1}). Default: no limit, as on SageMaker.', validate: (v: number) => (v >= 1 ? undefined : 'epochs must be at least 1') },
-  progress: { flag: 'progress', env: 'SLUICE_PROGRESS', type: 'string', default: 'auto', doc: 'File mode progress: auto (a bar on a terminal, else a log line every 10 s), bar, log or none.', validate: (v: string) => (['auto', 'bar', 'log', 'none'].includes(v) ? undefined : 'progress must be auto, bar, log or none') },
+  progress: { flag: 'progress', env: 'SLUICE_PROGRESS', type: 'string', default: 'auto', doc: 'Progress of File mode downloads (sluice run) and of sluice snapshot\'s listing: auto (a bar on a terminal, else a log line every 10 s, 5 s for a snapshot), bar, log or none.', validate: (v: string) => (['auto', 'bar', 'log', 'none'].includes(v) ? undefined : 'progress must be auto, bar, log or none') },
   // ---- deployment: access, ownership, logging, daemon (issue 13) ----
   noSignRequest: { flag: 'no-sign-request', env: 'SLUICE_NO_SIGN_REQUEST', type: 'boolean', default: false, doc: 'Send S3 requests unsigned, without looking for credentials: for public buckets (open datasets), as aws s3 --no-sign-request.' },
   uid: { flag: 'uid', env: 'SLUICE_UID', type: 'int', doc: 'Owner (user id) that files and folders of the mount show. Default: the user running sluice.', validate: (v: number) => (v >= 0 && v <= 0xfffffffe ? undefined : 'uid must be between 0 and 4294967294') },
@@ -176,6 +192,8 @@ export interface ParseResult<N extends OptionName> {
   rest: string[];
   /** Extra command-specific flags declared by the caller, raw. */
   extra: Record<string, string | boolean | string[] | undefined>;
+  /** The options set by a flag or an environment variable (the others have their default). */
+  given: ReadonlySet<N>;
 }
 
 export interface ExtraFlag {
@@ -197,7 +215,6 @@ export function parseOptions<N extends OptionName>(
   env: NodeJS.ProcessEnv = process.env,
 ): ParseResult<N> {
   const dd = argv.indexOf('--');
-  const head = dd === -1 ? argv : argv.slice(0, dd);
   const rest = dd === -1 ? [] : argv.slice(dd + 1);
   const parseSpec: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {};
   for (const n of names) {
@@ -205,6 +222,8 @@ export function parseOptions<N extends OptionName>(
     parseSpec[s.flag] = { type: s.type === 'boolean' ? 'boolean' : 'string', ...(s.type === 'string[]' ? { multiple: true } : {}) };
   }
   for (const [k, v] of Object.entries(extra)) parseSpec[k] = v;
+  // mount-s3 / s3fs / AWS CLI names (./aliases.ts), for the flags this command takes.
+  const head = translateAliases(dd === -1 ? argv : argv.slice(0, dd), command, (f) => Object.hasOwn(parseSpec, f.replace(/^--/, '')));
   // `--metrics-port -1`: parseArgs takes "-1" for a flag; join a negative number to its flag.
   const args: string[] = [];
   for (let i = 0; i < head.length; i++) {
@@ -233,12 +252,13 @@ export function parseOptions<N extends OptionName>(
   }
   const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   const out: Record<string, unknown> = {};
+  const given = new Set<N>();
   for (const n of names) {
     const s = OPTIONS[n] as OptionSpec;
     let v: unknown;
     const fromFlag = values[s.flag];
-    if (fromFlag !== undefined) v = convert(s, fromFlag, `--${s.flag}`);
-    else if (s.env && env[s.env] !== undefined && env[s.env] !== '') v = convert(s, env[s.env]!, s.env);
+    if (fromFlag !== undefined) { v = convert(s, fromFlag, `--${s.flag}`); given.add(n); }
+    else if (s.env && env[s.env] !== undefined && env[s.env] !== '') { v = convert(s, env[s.env]!, s.env); given.add(n); }
     else v = typeof s.default === 'function' ? (s.default as () => unknown)() : s.default;
     if (v !== undefined && s.validate) {
       const problem = (s.validate as (x: unknown) => string | undefined)(v);
@@ -248,7 +268,7 @@ export function parseOptions<N extends OptionName>(
   }
   const extraOut: Record<string, string | boolean | string[] | undefined> = {};
   for (const k of Object.keys(extra)) extraOut[k] = values[k];
-  return { options: out as Options<N>, positionals: parsed.positionals, rest, extra: extraOut };
+  return { options: out as Options<N>, positionals: parsed.positionals, rest, extra: extraOut, given };
 }
 
 /** Edit distance (insertions, deletions, substitutions, adjacent swaps) between a and b. */
@@ -285,7 +305,7 @@ export function closest(word: string, candidates: readonly string[]): string | u
 
 /** Topics of --help, in order. Options not listed here are shown under "Other options". */
 export const OPTION_GROUPS: ReadonlyArray<{ title: string; names: readonly OptionName[] }> = [
-  { title: 'S3', names: ['endpoint', 'region', 'pathStyle', 'noSignRequest', 'maxConnections', 'maxAttempts', 'requestTimeout'] },
+  { title: 'S3', names: ['endpoint', 'region', 'pathStyle', 'virtualHosted', 'profile', 'noSignRequest', 'requesterPays', 'expectedBucketOwner', 'maxConnections', 'maxAttempts', 'requestTimeout'] },
   { title: 'Cache and read-ahead', names: ['cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize', 'readAheadKb', 'fuseMaxRead', 'directIo'] },
   { title: 'Mount (FUSE)', names: ['allowOther', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode', 'attrTimeout', 'readyFile', 'daemon'] },
   { title: 'Channels and hosts (sluice run)', names: ['inputDataConfig', 'channel', 'root', 'inputMode', 'hostConfig', 'currentHost', 'hosts', 'hostCount', 'epochs', 'progress'] },

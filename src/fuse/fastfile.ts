@@ -38,6 +38,7 @@ import { loadFuse } from './native.js';
 /** The shared options (src/config/options.ts) a FastFile mount takes. */
 export const FASTFILE_OPTION_NAMES = [
   'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle',
+  'virtualHosted', 'profile', 'requesterPays', 'expectedBucketOwner',
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
   'noSignRequest', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode',

@@ -24,7 +24,7 @@
  * /dev/fuse) are needed, neither the /dev/fuse device node nor fusermount nor a folder.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
 import { readdir, readFile, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { DeadMountError, Errno, FuseUnavailableError, MountpointError } from '../errors.js';
@@ -75,6 +75,19 @@ export function checkFuseAvailable(): void {
     throw new FuseUnavailableError('FUSE is not available: fusermount is not installed', {
       hint: 'Install it with: apt-get install -y fuse (or: yum install -y fuse)',
     });
+  }
+  // A user other than root mounts through the setuid fusermount, which opens /dev/fuse as
+  // that user: without read-write access libfuse fails with a raw line of its own.
+  const uid = process.getuid?.() ?? 0;
+  if (uid !== 0) {
+    try {
+      accessSync(dev, fsConstants.R_OK | fsConstants.W_OK);
+    } catch {
+      const mode = (statSync(dev).mode & 0o777).toString(8).padStart(4, '0');
+      throw new FuseUnavailableError(`FUSE is not available to user ${uid}: ${dev} (mode ${mode}) is not readable and writable by it`, {
+        hint: `Run sluice as root, or let this user open ${dev} (its usual mode is 0666: chmod 0666 ${dev})`,
+      });
+    }
   }
 }
 

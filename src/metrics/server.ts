@@ -25,7 +25,18 @@ export interface MetricsServerOptions {
   host?: string;
   /** TCP port; 0 picks a free one. */
   port: number;
+  /**
+   * When `port` is in use, try the next ports up to port + fallbackPorts (the default port,
+   * not one the user chose: several sluice processes on one node). Default 0: fail at once.
+   */
+  fallbackPorts?: number;
 }
+
+/**
+ * Ports tried after the default one when it is taken: 16 sluice processes per node (a mount
+ * per channel of a few jobs) fit, and `sluice status` probes no more than these.
+ */
+export const METRICS_PORT_FALLBACKS = 16;
 
 export interface MetricsServer {
   /** The port actually bound (useful with port 0). */
@@ -51,6 +62,30 @@ function hostForUrl(host: string): string {
   if (host === '0.0.0.0' || host === '') return '127.0.0.1';
   if (host === '::') return '[::1]';
   return host.includes(':') ? `[${host}]` : host;
+}
+
+class PortInUse extends Error {}
+
+/** Binds `server` to one port; a taken port rejects with PortInUse, other failures with their one-line errors. */
+function listen(server: http.Server, port: number, host: string, asked: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException) => {
+      server.off('listening', onListening);
+      if (err.code === 'EADDRINUSE') {
+        reject(new PortInUse());
+      } else if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND') {
+        reject(new InvalidArgumentError(`cannot bind the metrics endpoint to ${host}: it is not an address of this host`, { hint: 'Pass --metrics-host 127.0.0.1 or 0.0.0.0' }));
+      } else if (err.code === 'EACCES') {
+        reject(new InvalidArgumentError(`not allowed to bind the metrics endpoint to port ${asked}`, { hint: 'Use a port above 1023' }));
+      } else {
+        reject(err);
+      }
+    };
+    const onListening = () => { server.off('error', onError); resolve(); };
+    server.once('error', onError);
+    server.once('listening', onListening);
+    server.listen(port, host);
+  });
 }
 
 export async function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer> {
@@ -88,24 +123,20 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   });
   server.keepAliveTimeout = KEEP_ALIVE_MS;
 
-  await new Promise<void>((resolve, reject) => {
-    const onError = (err: NodeJS.ErrnoException) => {
-      server.off('listening', onListening);
-      if (err.code === 'EADDRINUSE') {
-        reject(new InvalidArgumentError(`metrics port ${opts.port} on ${host} is already in use`, { hint: 'Pass another --metrics-port, 0 for a free one, or -1 to disable metrics' }));
-      } else if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND') {
-        reject(new InvalidArgumentError(`cannot bind the metrics endpoint to ${host}: it is not an address of this host`, { hint: 'Pass --metrics-host 127.0.0.1 or 0.0.0.0' }));
-      } else if (err.code === 'EACCES') {
-        reject(new InvalidArgumentError(`not allowed to bind the metrics endpoint to port ${opts.port}`, { hint: 'Use a port above 1023' }));
-      } else {
-        reject(err);
+  const last = opts.port === 0 ? 0 : Math.min(65535, opts.port + (opts.fallbackPorts ?? 0));
+  for (let port = opts.port; ; port++) {
+    try {
+      await listen(server, port, host, opts.port);
+      break;
+    } catch (err) {
+      if (!(err instanceof PortInUse) || port >= last) {
+        if (err instanceof PortInUse) {
+          throw new InvalidArgumentError(last > opts.port ? `metrics ports ${opts.port}-${last} on ${host} are all in use` : `metrics port ${opts.port} on ${host} is already in use`, { hint: 'Pass another --metrics-port, 0 for a free one, or -1 to disable metrics' });
+        }
+        throw err;
       }
-    };
-    const onListening = () => { server.off('error', onError); resolve(); };
-    server.once('error', onError);
-    server.once('listening', onListening);
-    server.listen(opts.port, host);
-  });
+    }
+  }
 
   const port = (server.address() as AddressInfo).port;
   let closed: Promise<void> | undefined;

@@ -258,7 +258,7 @@ export class RangeReader {
 
   private ctx(key: string, etag: string): FailureContext {
     const versionId = this.versions?.get(key);
-    return { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag, ...(versionId !== undefined ? { versionId } : {}) };
+    return { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, virtualHosted: this.o.addressing.virtualHosted, etag, ...(versionId !== undefined ? { versionId } : {}) };
   }
 
   /**
@@ -495,7 +495,7 @@ export class RangeReader {
 
   /** One attempt: yields validated bytes from `pos` on; throws when the reply is bad or breaks. */
   private async *attempt(key: string, pos: number, end: number, etag: string, p: Progress, signal?: AbortSignal): AsyncGenerator<Buffer> {
-    const ctx: FailureContext = { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, etag };
+    const ctx: FailureContext = { operation: 'get', bucket: this.o.bucket, key, endpoint: this.o.addressing.endpoint, virtualHosted: this.o.addressing.virtualHosted, etag };
     const where = `s3://${this.o.bucket}/${key}`;
     const slot = await this.slot(where, signal);
     let ok = false;

@@ -25,7 +25,8 @@ import { AbortedError, AccessDeniedError, InvalidArgumentError, ObjectChangedErr
 import { log, logOn } from '../log.js';
 import { logS3Request } from './request-log.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
-import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, regionFromEnv, type Addressing } from './addressing.js';
+import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, pathStyleFor, regionFromEnv, type Addressing } from './addressing.js';
+import { checkProfile } from './profile.js';
 import { compareKeys, listAll, listPruned, type ListPage, type ListPageFn, type ListQuery } from './lister.js';
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
@@ -55,6 +56,14 @@ export interface S3ClientOptions {
   region?: string;
   /** endpoint/bucket/key instead of bucket.endpoint/key. */
   pathStyle?: boolean;
+  /** bucket.endpoint/key on a custom endpoint too (--virtual-hosted); see ./addressing.ts. */
+  virtualHosted?: boolean;
+  /** Shared profile for credentials and region (--profile), instead of AWS_PROFILE's. */
+  profile?: string;
+  /** Send x-amz-request-payer: requester on every request (--requester-pays). */
+  requesterPays?: boolean;
+  /** Send x-amz-expected-bucket-owner on every request (--expected-bucket-owner): S3 refuses with 403 if another account owns the bucket. */
+  expectedBucketOwner?: string;
   /** Keep-alive connections of the data-path pool (default: --max-connections' default). */
   maxConnections?: number;
   /** Attempts per request, first try included (default: --max-attempts' default). */
@@ -90,8 +99,8 @@ function checkInt(name: string, v: number, min: number, max: number): number {
 }
 
 /** The shared-profile region, if any (the SDK reads AWS_PROFILE and ~/.aws/config). */
-async function profileRegion(): Promise<string> {
-  const probe = new S3Client({});
+async function profileRegion(profile: string | undefined): Promise<string> {
+  const probe = new S3Client(profile !== undefined ? { profile } : {});
   try {
     return await probe.config.region();
   } catch {
@@ -112,6 +121,8 @@ export class S3ObjectClient implements ObjectClient {
   private readonly region: Promise<string>;
   private readonly endpoint: string | undefined;
   private readonly pathStyle: boolean;
+  /** Headers every request carries, SDK and data path: requester pays, expected bucket owner. */
+  private readonly extraHeaders: Record<string, string>;
   private readonly maxConnections: number;
   private readonly maxAttempts: number;
   private readonly requestTimeoutMs: number;
@@ -156,10 +167,15 @@ export class S3ObjectClient implements ObjectClient {
     this.limiter = new ConcurrencyLimiter(this.maxConnections);
     this.endpoint = opts.endpoint ?? endpointFromEnv();
     if (this.endpoint !== undefined) parseEndpoint(this.endpoint);
-    this.pathStyle = opts.pathStyle ?? false;
+    if (opts.pathStyle && opts.virtualHosted) throw new InvalidArgumentError('--path-style and --virtual-hosted contradict each other', { hint: 'Pass one of them' });
+    this.pathStyle = pathStyleFor(this.bucket, this.endpoint, opts.pathStyle ? 'path' : opts.virtualHosted ? 'virtual' : 'auto');
+    this.extraHeaders = {
+      ...(opts.requesterPays ? { 'x-amz-request-payer': 'requester' } : {}),
+      ...(opts.expectedBucketOwner !== undefined ? { 'x-amz-expected-bucket-owner': opts.expectedBucketOwner } : {}),
+    };
     this.ca = opts.ca;
     const fixedRegion = opts.region ?? regionFromEnv();
-    this.region = fixedRegion !== undefined ? Promise.resolve(fixedRegion) : profileRegion();
+    this.region = fixedRegion !== undefined ? Promise.resolve(fixedRegion) : profileRegion(opts.profile);
     this.region.catch(() => {});
     this.noSignRequest = opts.noSignRequest ?? false;
     this.proxies = opts.proxies ?? proxySettingsFromEnv();
@@ -168,6 +184,7 @@ export class S3ObjectClient implements ObjectClient {
       region: () => this.region,
       ...(this.endpoint !== undefined ? { endpoint: this.endpoint } : {}),
       forcePathStyle: this.pathStyle,
+      ...(opts.profile !== undefined ? { profile: opts.profile } : {}),
       ...(opts.credentials ? { credentials: { ...opts.credentials } } : {}),
       // Anonymous: a signer that leaves requests as they are, and empty credentials so
       // the credential chain (IMDS included) is never consulted.
@@ -181,16 +198,25 @@ export class S3ObjectClient implements ObjectClient {
         : this.ca !== undefined ? { requestHandler: { httpsAgent: new https.Agent({ keepAlive: true, ca: this.ca }) } } : {}),
     });
     this.renewer = this.noSignRequest ? undefined : new CredentialRenewer(this.sdk.config.credentials as unknown as RefreshableProvider);
+    if (Object.keys(this.extraHeaders).length > 0) {
+      // Before signing ('build' runs before 'finalizeRequest'), so the headers are signed.
+      const extra = this.extraHeaders;
+      this.sdk.middlewareStack.add((next) => async (args) => {
+        const req = args.request as { headers?: Record<string, string> };
+        if (req.headers) Object.assign(req.headers, extra);
+        return next(args);
+      }, { step: 'build', name: 'sluiceExtraHeaders' });
+    }
   }
 
   private ctx(operation: Operation, key?: string): FailureContext {
-    return { operation, bucket: this.bucket, key, endpoint: this.endpoint ?? 'AWS S3' };
+    return { operation, bucket: this.bucket, key, endpoint: this.endpoint ?? 'AWS S3', virtualHosted: !this.pathStyle };
   }
 
   private getDataPath() {
     this.dataPath ??= (async () => {
       const region = await this.region;
-      const addressing = addressingFor(this.bucket, this.endpoint, region, this.pathStyle);
+      const addressing = addressingFor(this.bucket, this.endpoint, region, this.pathStyle ? 'path' : 'virtual');
       const proxy = proxyFor(addressing.origin, this.proxies);
       if (proxy !== undefined) log.debug({ origin: addressing.origin, proxy: `${proxy.protocol}//${proxy.host}` }, 'data path through a proxy');
       // Ranged GETs read through our own sockets into their buffers (./wire.ts): every GET of
@@ -227,13 +253,15 @@ export class S3ObjectClient implements ObjectClient {
         connections: this.maxConnections, keepAliveMs: KEEP_ALIVE_MS, stallMs: this.requestTimeoutMs,
         ...(this.ca !== undefined ? { ca: this.ca } : {}), ...(proxy !== undefined ? { proxy } : {}),
       });
-      const sign: SignGet = this.noSignRequest ? async (_path, headers) => headers
+      const signed: SignGet = this.noSignRequest ? async (_path, headers) => headers
         : this.express ? createSessionGetSigner({ origin: addressing.origin, region, sha256: this.sdk.config.sha256, session: () => this.session() })
         : createGetSigner({
           origin: addressing.origin, region,
           credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],
           sha256: this.sdk.config.sha256,
         });
+      const extra = this.extraHeaders;
+      const sign: SignGet = Object.keys(extra).length === 0 ? signed : (path, headers, date, query) => signed(path, { ...headers, ...extra }, date, query);
       const reader = new RangeReader({
         bucket: this.bucket, addressing, pool: streamPool, wire, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
         limiter: this.limiter, reachability: this.reachability,
@@ -530,10 +558,13 @@ export function createObjectClient(opts: S3ClientOptions): ObjectClient {
 }
 
 /** The command-line options (src/config/options.ts) that configure a client. */
-export type ClientCliOptions = Options<'endpoint' | 'region' | 'pathStyle' | 'maxConnections' | 'maxAttempts' | 'requestTimeout' | 'caBundle'> & Partial<Options<'noSignRequest'>>;
+export type ClientCliOptions = Options<'endpoint' | 'region' | 'pathStyle' | 'maxConnections' | 'maxAttempts' | 'requestTimeout' | 'caBundle'>
+  & Partial<Options<'noSignRequest' | 'virtualHosted' | 'profile' | 'requesterPays' | 'expectedBucketOwner'>>;
 
 /** Client options for `bucket` from the parsed command-line options (mount, run). */
 export function clientOptionsFrom(bucket: string, o: ClientCliOptions): S3ClientOptions {
+  // Unsigned requests read no profile; otherwise a missing one is named now, with its files.
+  if (o.profile !== undefined && !o.noSignRequest) checkProfile(o.profile);
   return {
     bucket,
     ...(o.endpoint !== undefined ? { endpoint: o.endpoint } : {}),
@@ -543,6 +574,10 @@ export function clientOptionsFrom(bucket: string, o: ClientCliOptions): S3Client
     maxAttempts: o.maxAttempts,
     requestTimeoutMs: o.requestTimeout,
     ...(o.noSignRequest ? { noSignRequest: true } : {}),
+    ...(o.virtualHosted ? { virtualHosted: true } : {}),
+    ...(o.profile !== undefined ? { profile: o.profile } : {}),
+    ...(o.requesterPays ? { requesterPays: true } : {}),
+    ...(o.expectedBucketOwner !== undefined ? { expectedBucketOwner: o.expectedBucketOwner } : {}),
     ...(o.caBundle !== undefined ? { ca: readCaBundle(o.caBundle) } : {}),
   };
 }

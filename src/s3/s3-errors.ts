@@ -30,6 +30,8 @@ export interface FailureContext {
   etag?: string | undefined;
   /** The version a GET is pinned to (a snapshot's, issue 15). */
   versionId?: string | undefined;
+  /** The bucket is addressed as bucket.host (./addressing.ts): a DNS failure then hints --path-style. */
+  virtualHosted?: boolean | undefined;
 }
 
 /** Internal: a transient failure detected by our own code (short body, stalled attempt). */
@@ -179,9 +181,21 @@ export function judgeError(err: unknown, ctx: FailureContext): Verdict {
   return { fail: new S3Error(`S3 ${ctx.operation} of ${where(ctx)} failed: ${e?.message ?? String(err)}`, undefined, undefined, { cause: err }) };
 }
 
+function hostOf(endpoint: string): string {
+  try { return new URL(endpoint).hostname; } catch { return '<endpoint host>'; }
+}
+
 /** The error raised when the attempts of a request ran out; `reason` is the last failure's. */
 export function exhausted(reason: RetryReason, attempts: number, cause: unknown, ctx: FailureContext, timeoutMs: number): SluiceError {
-  if (reason === 'unreachable') return new EndpointUnreachableError(ctx.endpoint, { cause });
+  if (reason === 'unreachable') {
+    const errno = errnoOf(cause);
+    if (ctx.virtualHosted && (errno === 'ENOTFOUND' || errno === 'EAI_AGAIN')) {
+      return new EndpointUnreachableError(ctx.endpoint, {
+        cause, hint: `The name ${ctx.bucket}.${hostOf(ctx.endpoint)} does not resolve (virtual-hosted addressing): pass --path-style if the endpoint serves buckets as endpoint/bucket/key`,
+      });
+    }
+    return new EndpointUnreachableError(ctx.endpoint, { cause });
+  }
   if (reason === 'timeout') {
     return new TimeoutError(`S3 ${ctx.operation} of ${where(ctx)} made no progress for ${timeoutMs} ms, ${attempts} times`, {
       cause, hint: 'Check the network to S3, or raise --request-timeout',

@@ -13,6 +13,9 @@ t.test('sluice demo on a tiny dataset', async (t) => {
   t.match(out, /^images: 50 files, [\d.]+ MB in [\d.]+ s: \d+ files\/s, [\d.]+ MB\/s \(3 workers\)$/m);
   t.match(out, /^shards: 1 files, 4\.2 MB in [\d.]+ s: [\d.]+ MB\/s/m);
   t.match(out, /^time to first byte: [\d.]+ ms from the first open/m);
+  // Issue 45: one time-to-first-byte figure, and no pointer at a daemon that is gone by then.
+  t.equal(out.split('\n').filter((l) => /first_byte|first byte/i.test(l)).length, 1, 'one time-to-first-byte figure');
+  t.notMatch(out, /`sluice status`/, 'does not send the user to sluice status for a mount that stops');
   t.match(out, /^verified: all 51 files match the sha256 of their source/m);
   t.match(out, /^ {2}sluice_fuse_operations_total\{op="read",result="ok"\} \d+$/m, 'shows key /metrics lines');
   t.match(out, /^cleaned up: unmounted, local S3 stopped, temporary files removed$/m);

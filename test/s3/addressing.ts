@@ -1,6 +1,6 @@
 import t from 'tap';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { addressingFor, defaultEndpoint, encodeKey, endpointFromEnv, parseEndpoint, regionFromEnv } from '../../src/s3/addressing.js';
+import { addressingFor, defaultEndpoint, pathStyleFor, encodeKey, endpointFromEnv, parseEndpoint, regionFromEnv } from '../../src/s3/addressing.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 
 t.test('keys are encoded once, per segment, RFC 3986', async (t) => {
@@ -23,7 +23,7 @@ t.test('path-style and virtual-hosted addressing', async (t) => {
   t.equal(dotted.pathFor('k'), '/my.bucket/k');
   t.equal(defaultEndpoint('cn-north-1'), 'https://s3.cn-north-1.amazonaws.com.cn');
   t.equal(addressingFor('bkt', 'http://h:1/base/', 'r', true).pathFor('k'), '/base/bkt/k', 'endpoint base path kept');
-  t.equal(addressingFor('bkt', 'http://minio.local:9000', 'r', false).origin, 'http://bkt.minio.local:9000', 'virtual-hosted on a custom endpoint');
+  t.equal(addressingFor('bkt', 'http://minio.local:9000', 'r', 'virtual').origin, 'http://bkt.minio.local:9000', 'virtual-hosted on a custom endpoint when asked');
   for (const ep of ['http://127.0.0.1:9000', 'http://[::1]:9000', 'http://localhost:9000']) {
     t.equal(addressingFor('bkt', ep, 'r', false).pathFor('k'), '/bkt/k', `${ep} is path-style`);
   }
@@ -53,4 +53,25 @@ t.test('endpoint and region from the environment; bad endpoints rejected', async
   t.equal(regionFromEnv({}), undefined);
   t.throws(() => parseEndpoint('127.0.0.1:9000x'), InvalidArgumentError);
   t.throws(() => parseEndpoint('nope'), InvalidArgumentError);
+});
+
+// Issue 45: one addressing decision for the SDK client and the data path.
+t.test('issue 45: custom endpoints are path-style by default, AWS S3 virtual-hosted', async (t) => {
+  const cases: Array<[string | undefined, boolean | 'auto' | 'path' | 'virtual', boolean, string]> = [
+    ['http://localhost:4568', false, true, 'localhost'],
+    ['http://127.0.0.1:9000', false, true, 'IPv4'],
+    ['http://[::1]:9000', 'virtual', true, 'IPv6, even when virtual-hosted is asked'],
+    ['http://minio:9000', false, true, 'a single-label host (compose service)'],
+    ['https://storage.example.com', false, true, 'a custom S3-compatible store'],
+    ['https://storage.example.com', 'virtual', false, 'a custom store with --virtual-hosted'],
+    ['https://s3.eu-west-1.amazonaws.com', false, false, 'AWS S3 named as the endpoint'],
+    ['https://bucket.vpce-1a2b.s3.us-east-1.vpce.amazonaws.com', false, false, 'an AWS VPC endpoint'],
+    [undefined, false, false, 'AWS S3 by default'],
+    [undefined, true, true, '--path-style on AWS S3'],
+  ];
+  for (const [ep, style, path, what] of cases) {
+    t.equal(pathStyleFor('bkt', ep, style), path, `${what}: ${path ? 'path-style' : 'virtual-hosted'}`);
+    t.equal(addressingFor('bkt', ep, 'us-east-1', style).virtualHosted, !path, `${what}: the data path agrees`);
+  }
+  t.equal(pathStyleFor('my.bucket', 'https://s3.us-east-1.amazonaws.com', false), true, 'dotted bucket names stay path-style');
 });
