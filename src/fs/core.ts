@@ -366,7 +366,9 @@ export class SluiceFs implements FsCore {
     const objects: ObjectInfo[] = [];
     const beforeRequest = () => this.afterLookups();
     const filter = this.opts.filter;
-    if (this.opts.listing) objects.push(...this.opts.listing);
+    // A loop, never push(...listing): a spread passes every element as an argument on the
+    // stack and overflows it past ~120 k objects (issue 46: a 1 M-object snapshot crashed).
+    if (this.opts.listing) for (const o of this.opts.listing) objects.push(o);
     else {
       for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered, ...(filter ? { filter } : {}), ...(this.opts.versions ? { versions: true } : {}) })) {
         if (!filter || filter.matches(o.key)) objects.push(o);
