@@ -61,7 +61,7 @@ import { RandomFill } from '../prefetch/random-fill.js';
 import { ReadCursor, type CursorStats, type ReadView } from '../prefetch/read-cursor.js';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { buildTree, lookupPath, newDir, normalizePrefix, unsafeReason, type FileNode, type Node, type SkippedKey, type Tree } from './tree.js';
-import type { Attr, BlockLease, FsCore, StatFs, TierOpensOf } from './types.js';
+import type { Attr, BlockLease, DirEntries, FsCore, StatFs, TierOpensOf } from './types.js';
 
 export interface SluiceFsOptions {
   client: ObjectClient;
@@ -441,6 +441,12 @@ export class SluiceFs implements FsCore {
     return this.listed.then(() => this.names(path));
   }
 
+  /** The folder's own names array (never copied: a folder may hold millions) and each entry's kind. Waits for the listing. */
+  readdirEntries(path: string): DirEntries | Promise<DirEntries> {
+    if (this.tree) return this.entries(path);
+    return this.listed.then(() => this.entries(path));
+  }
+
   /**
    * A file handle for `path`. Synchronous once listed (the kernel's open waits for no
    * promise); a promise before (the lookup may ask S3). Failures are always a rejection.
@@ -717,6 +723,13 @@ export class SluiceFs implements FsCore {
     const node = this.node(path);
     if (node.kind !== 'dir') throw new NotDirectoryError(path);
     return [...node.names];
+  }
+
+  private entries(path: string): DirEntries {
+    const node = this.node(path);
+    if (node.kind !== 'dir') throw new NotDirectoryError(path);
+    const { names, children } = node;
+    return { names, isDir: (i) => children.get(names[i]!)?.kind === 'dir' };
   }
 
   private attrOf(node: Node): Attr {
