@@ -61,7 +61,7 @@ import { RandomFill } from '../prefetch/random-fill.js';
 import { ReadCursor, type CursorStats, type ReadView } from '../prefetch/read-cursor.js';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { buildTree, lookupPath, newDir, normalizePrefix, unsafeReason, type FileNode, type Node, type SkippedKey, type Tree } from './tree.js';
-import type { Attr, BlockLease, FsCore, StatFs, TierOpensOf } from './types.js';
+import type { Attr, BlockLease, DirEntries, FsCore, StatFs, TierOpensOf } from './types.js';
 
 export interface SluiceFsOptions {
   client: ObjectClient;
@@ -366,7 +366,9 @@ export class SluiceFs implements FsCore {
     const objects: ObjectInfo[] = [];
     const beforeRequest = () => this.afterLookups();
     const filter = this.opts.filter;
-    if (this.opts.listing) objects.push(...this.opts.listing);
+    // A loop, never push(...listing): a spread passes every element as an argument on the
+    // stack and overflows it past ~120 k objects (issue 46: a 1 M-object snapshot crashed).
+    if (this.opts.listing) for (const o of this.opts.listing) objects.push(o);
     else {
       for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered, ...(filter ? { filter } : {}), ...(this.opts.versions ? { versions: true } : {}) })) {
         if (!filter || filter.matches(o.key)) objects.push(o);
@@ -437,6 +439,12 @@ export class SluiceFs implements FsCore {
   readdir(path: string): string[] | Promise<string[]> {
     if (this.tree) return this.names(path);
     return this.listed.then(() => this.names(path));
+  }
+
+  /** The folder's own names array (never copied: a folder may hold millions) and each entry's kind. Waits for the listing. */
+  readdirEntries(path: string): DirEntries | Promise<DirEntries> {
+    if (this.tree) return this.entries(path);
+    return this.listed.then(() => this.entries(path));
   }
 
   /**
@@ -715,6 +723,13 @@ export class SluiceFs implements FsCore {
     const node = this.node(path);
     if (node.kind !== 'dir') throw new NotDirectoryError(path);
     return [...node.names];
+  }
+
+  private entries(path: string): DirEntries {
+    const node = this.node(path);
+    if (node.kind !== 'dir') throw new NotDirectoryError(path);
+    const { names, children } = node;
+    return { names, isDir: (i) => children.get(names[i]!)?.kind === 'dir' };
   }
 
   private attrOf(node: Node): Attr {

@@ -62,7 +62,7 @@
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import { log, logOn } from '../log.js';
-import { releaseView, type Attr, type FsCore, type ReadView } from '../fs/types.js';
+import { releaseView, type Attr, type DirEntries, type FsCore, type ReadView } from '../fs/types.js';
 import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fusePassthroughCheckedAhead, fusePassthroughChecksAhead, fusePassthroughOpens, fuseOpSeconds, fuseReadBytes, fuseViewReplies } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
 import type { LendCounts, MemReads, NativeOps, NativeStat, ReadReply, ReadViews, TierOpens } from './native.js';
@@ -410,6 +410,41 @@ function listing(core: FsCore, path: string, names: string[]): { names: string[]
   return attrs.some((a) => a instanceof Promise) ? Promise.all(attrs).then(done) : done(attrs as Attr[]);
 }
 
+/**
+ * A readdir reply from the core's own entries (issue 46), for folders of millions of files:
+ * one pass over the names, no path built and no getattr per entry. libfuse 2's readdir (no
+ * readdirplus) takes only st_mode (for d_type) from each entry's stat (and st_ino only with
+ * use_ino, which we do not set), so every file shares one stat and every folder another, taken
+ * from the first entry of each kind; "." and ".." share the folder's own. fuse-native still
+ * wants all names at once (it fills libfuse's buffer with offset 0 and libfuse keeps the
+ * folder for that open handle), so one names array is built per readdir call.
+ */
+function entriesListing(core: FsCore, path: string, e: DirEntries): { names: string[]; stats: NativeStat[] } | Promise<{ names: string[]; stats: NativeStat[] }> {
+  const { names: all } = e;
+  let firstFile = -1;
+  let firstDir = -1;
+  for (let i = 0; i < all.length && (firstFile < 0 || firstDir < 0); i++) {
+    if (e.isDir(i)) { if (firstDir < 0) firstDir = i; } else if (firstFile < 0) firstFile = i;
+  }
+  const asked = [core.getattr(path), firstFile >= 0 ? core.getattr(childPath(path, all[firstFile]!)) : undefined, firstDir >= 0 ? core.getattr(childPath(path, all[firstDir]!)) : undefined];
+  const done = ([self, file, dir]: (Attr | undefined)[]) => {
+    const selfStat = toNativeStat(self!);
+    const fileStat = file ? toNativeStat(file) : selfStat;
+    const dirStat = dir ? toNativeStat(dir) : selfStat;
+    const names = new Array<string>(all.length + 2);
+    const stats = new Array<NativeStat>(all.length + 2);
+    names[0] = '.';
+    names[1] = '..';
+    stats[0] = stats[1] = selfStat;
+    for (let i = 0; i < all.length; i++) {
+      names[i + 2] = all[i]!;
+      stats[i + 2] = e.isDir(i) ? dirStat : fileStat;
+    }
+    return { names, stats };
+  };
+  return asked.some((a) => a instanceof Promise) ? Promise.all(asked).then(done) : done(asked as (Attr | undefined)[]);
+}
+
 /** The fuse-native operations object for `core`. */
 export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
   /**
@@ -510,6 +545,10 @@ export function fuseOpsFor(core: FsCore, hooks: AdapterHooks = {}): NativeOps {
     },
     readdir(path, cb) {
       handle('readdir', path, () => {
+        if (core.readdirEntries) {
+          const e = core.readdirEntries(path);
+          return e instanceof Promise ? e.then((x) => entriesListing(core, path, x)) : entriesListing(core, path, e);
+        }
         const names = core.readdir(path);
         return names instanceof Promise ? names.then((n) => listing(core, path, n)) : listing(core, path, names);
       }, (c, r) => cb(c, r?.names, r?.stats));
