@@ -28,9 +28,9 @@
  *   stall-body headers and a third of the body, then nothing;
  *   drip       the body in small pieces, a piece every few ms (a slow GET that keeps making
  *              progress; bounded by DRIP_MAX_MS in all);
- *   dup-cl     two different Content-Length headers;
+ *   dup-cl     two different Content-Length headers, the first 7 bytes short;
  *   bad-status the status line `HTTP/1.1 2061 Partial Content`;
- *   te-gzip    `Transfer-Encoding: gzip, chunked` around the plain bytes;
+ *   te-gzip    `Transfer-Encoding: gzip, chunked` and the body gzipped, then chunked;
  *   wrong-range a Content-Range and bytes of another range of the same length;
  *   long       Content-Length says fewer bytes than are sent (the rest pollutes the connection);
  *   flood-1xx  a `102 Processing` every FLOOD_PERIOD_MS, never a final reply.
@@ -39,6 +39,7 @@
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { createHash } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 
 export const FAULTS = ['503', '500', '403', '404', 'cut', 'reset', 'stall', 'stall-body', 'drip', 'dup-cl', 'bad-status', 'te-gzip', 'wrong-range', 'long', 'flood-1xx'] as const;
 export type Fault = (typeof FAULTS)[number];
@@ -269,14 +270,17 @@ export async function startModelS3(bucket: string): Promise<ModelS3> {
     let body = v.bytes.subarray(start, end);
     switch (fault) {
       case 'dup-cl':
-        write(sock, status, [...headers, ['Content-Length', body.length], ['Content-Length', body.length + 7]], body);
+        // The first one short: a client that takes the first would end the body early.
+        write(sock, status, [...headers, ['Content-Length', Math.max(0, body.length - 7)], ['Content-Length', body.length]], body);
         return done();
       case 'bad-status':
         write(sock, status.replace(/^(\d+)/, '$11'), [...headers, ['Content-Length', body.length]], body);
         return done();
       case 'te-gzip': {
-        const chunk = Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]);
-        write(sock, status, [...headers, ['Transfer-Encoding', 'gzip, chunked']], body.length > 0 ? chunk : Buffer.from('0\r\n\r\n'));
+        // Really gzip: a client that reads it as plain chunked gets gzip bytes as object data.
+        const z = gzipSync(body);
+        const chunk = Buffer.concat([Buffer.from(`${z.length.toString(16)}\r\n`), z, Buffer.from('\r\n0\r\n\r\n')]);
+        write(sock, status, [...headers, ['Transfer-Encoding', 'gzip, chunked']], chunk);
         return done();
       }
       case 'wrong-range': {

@@ -248,9 +248,13 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     const began = Date.now();
     totals.reads++;
     let n: number;
+    // A read past its deadline is a violation; the daemon is killed so that the read (and the test) end.
+    let overdue = false;
+    const watchdog = setTimeout(() => { overdue = true; d.killed = true; d.cli.child.kill('SIGKILL'); }, READ_DEADLINE_MS);
     try {
       n = (await fh.read(buf, 0, len, at)).bytesRead;
     } catch (err) {
+      if (overdue) throw new ModelViolation(`${where}: read ${len} at ${at} of f${file} had no answer within its deadline of ${READ_DEADLINE_MS} ms (the daemon was killed to end it)`);
       const code = errnoName(err);
       const ms = Date.now() - began;
       totals.failedReads++;
@@ -260,6 +264,7 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
       if (!causes.has(code)) throw new ModelViolation(`${where}: read ${len} at ${at} of f${file} (size ${want.length}) failed with ${code}, which nothing in the program causes (causes: ${[...causes].join(',') || 'none'})`);
       return -1;
     }
+    finally { clearTimeout(watchdog); }
     const ms = Date.now() - began;
     if (ms > READ_DEADLINE_MS) throw new ModelViolation(`${where}: read ${len} at ${at} of f${file} took ${ms} ms > deadline ${READ_DEADLINE_MS} ms`);
     if (n !== expectN) throw new ModelViolation(`${where}: short read: ${n} of ${len} bytes at ${at} of f${file} (size ${want.length}), expected ${expectN}`);
@@ -408,13 +413,74 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
   }
 }
 
-/** Runs `numRuns` programs of seed `seed` (or until `untilMs`); returns fast-check's report (seed, path, shrunk counterexample). */
-export async function checkPrograms(o: { seed: number; numRuns: number; arb: fc.Arbitrary<Program>; untilMs?: number; log?: (s: string) => void }): Promise<fc.RunDetails<[Program]>> {
-  return fc.check(fc.asyncProperty(o.arb, async (prog) => { await runProgram(prog, o.log); }), {
-    seed: o.seed, numRuns: o.numRuns, endOnFailure: false,
-    // Shrinking re-runs programs (each mounts): bounded in time like everything else.
-    interruptAfterTimeLimit: o.untilMs !== undefined ? Math.max(1, o.untilMs - Date.now()) : undefined,
-    maxSkipsPerRun: 0,
-  });
+/**
+ * Runs `numRuns` programs of seed `seed`; returns fast-check's report (seed, path, shrunk
+ * counterexample). Past `untilMs` no program starts (a program is never cut half-way: it
+ * owns mounts and processes), so shrinking stops there with the smallest failure found.
+ */
+export async function checkPrograms(o: { seed: number; numRuns: number; arb: fc.Arbitrary<Program>; untilMs?: number; log?: (s: string) => void }): Promise<fc.RunDetails<[Program]> & { late: boolean }> {
+  let late = false;
+  const d = await fc.check(fc.asyncProperty(o.arb, async (prog) => {
+    if (o.untilMs !== undefined && Date.now() > o.untilMs) { late = true; return; }
+    await runProgram(prog, o.log);
+  }), { seed: o.seed, numRuns: o.numRuns, endOnFailure: false });
+  return { ...d, late };
 }
 
+const MB = (n: number) => Math.round(n * MiB);
+const openAll = (files: number[]): Op[] => files.map((file, slot) => ({ k: 'open', slot, file }));
+
+/**
+ * Programs written by hand after the defects of issue 43, run first by the CI file (and as
+ * fast-check examples, so the random programs shrink toward them when they fail the same way).
+ */
+export const DEFECT_PROGRAMS: Record<string, Program> = {
+  /** Defect 0: a tier smaller than the data, the smallest memory cache, GETs that drip on while their object is overwritten (later If-Match GETs 412). */
+  'short reads after an overwrite': {
+    profile: 'tiny', paths: 'all', directIo: false, tier: true, crossFile: 4, ops: [
+      ...openAll([8, 7, 6, 8]),
+      { k: 'reads', reads: [{ slot: 0, at: 0, len: MB(1) }, { slot: 1, at: 500_000, len: 300_000 }, { slot: 3, at: MB(3), len: MB(1) }] },
+      { k: 'fault', fault: 'drip', n: 40 },
+      { k: 'reads', reads: [{ slot: 0, at: 2_352_304, len: MB(3) }, { slot: 1, at: 100, len: MB(2) }, { slot: 2, at: 0, len: 1100 * KiB }, { slot: 3, at: MB(5), len: MB(1) }], event: { afterMs: 60, e: { what: 'overwrite', file: 8 } } },
+      { k: 'fault', fault: 'drip', n: 40 },
+      { k: 'reads', reads: [{ slot: 0, at: MB(1), len: MB(3) }, { slot: 1, at: MB(1), len: MB(2) }, { slot: 3, at: MB(4), len: MB(2) }, { slot: 2, at: 1000, len: 79_314 }], event: { afterMs: 40, e: { what: 'overwrite', file: 7 } } },
+      { k: 'fault', fault: 'drip', n: 40 },
+      { k: 'reads', reads: [{ slot: 2, at: 0, len: 1100 * KiB }, { slot: 0, at: 0, len: MB(6) }, { slot: 3, at: 2_352_304, len: MB(3) }], event: { afterMs: 30, e: { what: 'overwrite', file: 6 } } },
+    ],
+  },
+  /** Defect 1: over the tier, one run of a range 412s (overwrite) while another run's GET drips on into the caller's slab, which is then reused. */
+  'tier ranges after a failed run': {
+    profile: 'tiny', paths: 'all', directIo: false, tier: true, crossFile: 0, ops: [
+      ...openAll([8]),
+      { k: 'reads', reads: [{ slot: 0, at: 256 * KiB, len: 256 * KiB }, { slot: 0, at: MB(2) + 256 * KiB, len: 256 * KiB }] },
+      { k: 'restart' },
+      ...openAll([8, 7, 6, 5]),
+      { k: 'fault', fault: 'drip', n: 2 },
+      { k: 'fault', fault: '503', n: 1 },
+      { k: 'reads', reads: [{ slot: 0, at: 0, len: MB(3) }, { slot: 1, at: 0, len: MB(3) }, { slot: 2, at: 0, len: MB(1) }, { slot: 3, at: 0, len: 300_000 }], event: { afterMs: 20, e: { what: 'overwrite', file: 8 } } },
+      { k: 'reads', reads: [{ slot: 1, at: 0, len: MB(3) }, { slot: 2, at: 0, len: MB(1) }, { slot: 3, at: 0, len: 300_000 }] },
+    ],
+  },
+  /** Defect 7: a stall on a connection used before must be judged by --request-timeout (deadline property). */
+  'a stall on a reused connection': {
+    profile: 'tiny', paths: 'no-c-open', directIo: true, tier: false, crossFile: 0, ops: [
+      ...openAll([4, 5]),
+      { k: 'reads', reads: [{ slot: 0, at: 0, len: 4096 }] },
+      { k: 'reads', reads: [{ slot: 1, at: 0, len: 4096 }] },
+      { k: 'fault', fault: 'stall-body', n: 3 },
+      { k: 'reads', reads: [{ slot: 1, at: 200_000, len: 4096 }] },
+    ],
+  },
+  /** Defect 9: framing a strict parser refuses (gzip under chunked, a short first Content-Length, 1xx without end). */
+  'malformed framing': {
+    profile: 'tiny', paths: 'no-c-open', directIo: true, tier: false, crossFile: 0, ops: [
+      ...openAll([4, 5, 6]),
+      { k: 'fault', fault: 'te-gzip', n: 3 },
+      { k: 'reads', reads: [{ slot: 0, at: 0, len: 4096 }] },
+      { k: 'fault', fault: 'dup-cl', n: 3 },
+      { k: 'reads', reads: [{ slot: 1, at: 0, len: 100_000 }] },
+      { k: 'fault', fault: 'flood-1xx', n: 3 },
+      { k: 'reads', reads: [{ slot: 2, at: 0, len: 4096 }] },
+    ],
+  },
+};
