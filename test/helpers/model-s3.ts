@@ -79,6 +79,8 @@ export interface ModelS3 {
   heal(): void;
   counts: Record<string, number>;
   gets: number;
+  /** Called at each data GET's arrival with its number (1, 2, ...), before its fault is drawn. */
+  onDataGet?: (n: number, key: string) => void;
   close(): Promise<void>;
 }
 
@@ -234,13 +236,13 @@ export async function startModelS3(bucket: string): Promise<ModelS3> {
       if (req.method === 'HEAD') { write(sock, '200 OK', [['Content-Length', 0]]); return done(); }
       return s3Error(sock, '501 Not Implemented', 'NotImplemented', done);
     }
-    const versions = objects.get(key);
-    if (!versions) return s3Error(sock, '404 Not Found', 'NoSuchKey', done);
-    const v = versions.at(-1)!;
+    if (!objects.has(key)) return s3Error(sock, '404 Not Found', 'NoSuchKey', done);
+    if (req.method === 'GET') { model.gets++; model.onDataGet?.(model.gets, key); }
+    // After onDataGet: an overwrite it makes is this GET's to see.
+    const v = objects.get(key)!.at(-1)!;
     const meta: Array<[string, string | number]> = [['ETag', v.etag], ['Last-Modified', v.lastModified.toUTCString()], ['Accept-Ranges', 'bytes'], ['x-amz-request-id', 'model']];
     if (req.method === 'HEAD') { write(sock, '200 OK', [...meta, ['Content-Length', v.bytes.length]]); return done(); }
     if (req.method !== 'GET') return s3Error(sock, '405 Method Not Allowed', 'MethodNotAllowed', done);
-    model.gets++;
     const fault = nextFault();
     if (fault !== undefined) counts[fault] = (counts[fault] ?? 0) + 1;
     if (fault === '503') return s3Error(sock, '503 Slow Down', 'SlowDown', done);

@@ -418,13 +418,13 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
  * counterexample). Past `untilMs` no program starts (a program is never cut half-way: it
  * owns mounts and processes), so shrinking stops there with the smallest failure found.
  */
-export async function checkPrograms(o: { seed: number; numRuns: number; arb: fc.Arbitrary<Program>; untilMs?: number; log?: (s: string) => void }): Promise<fc.RunDetails<[Program]> & { late: boolean }> {
+export async function checkPrograms(o: { seed: number; numRuns: number; arb: fc.Arbitrary<Program>; untilMs?: number; log?: (s: string) => void }) {
   let late = false;
   const d = await fc.check(fc.asyncProperty(o.arb, async (prog) => {
     if (o.untilMs !== undefined && Date.now() > o.untilMs) { late = true; return; }
     await runProgram(prog, o.log);
   }), { seed: o.seed, numRuns: o.numRuns, endOnFailure: false });
-  return { ...d, late };
+  return { details: d, late };
 }
 
 const MB = (n: number) => Math.round(n * MiB);

@@ -21,9 +21,9 @@ const SEED_BUDGET_MS = 45_000;
 const soakMinutes = Number(process.env.SLUICE_SOAK_MINUTES ?? '0');
 
 async function check(t: Test, seed: number, runs: number, untilMs: number, arb = programArb()): Promise<boolean> {
-  const d = await checkPrograms({ seed, numRuns: runs, arb, untilMs });
+  const { details: d, late } = await checkPrograms({ seed, numRuns: runs, arb, untilMs });
   if (d.failed) t.fail(`seed ${seed}: ${fc.defaultReportMessage(d) ?? 'failed'}`);
-  else t.pass(`seed ${seed}: ${d.numRuns} programs hold${d.late ? ' (time budget reached: some not run)' : ''}`);
+  else t.pass(`seed ${seed}: ${d.numRuns} programs hold${late ? ' (time budget reached: some not run)' : ''}`);
   return !d.failed;
 }
 
