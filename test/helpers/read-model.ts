@@ -26,10 +26,12 @@
  * A failure throws a ModelViolation naming the property; fast-check shrinks the program and
  * prints its seed and path.
  */
-import { mkdtemp, open, readdir, rm, truncate, stat, type FileHandle } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readdir, rm, truncate, stat, type FileHandle } from 'node:fs/promises';
 import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { TIER_FOLDER, WRITE_QUEUE_BYTES } from '../../src/cache/disk-cache.js';
 import { s3DeadlineMs } from '../../src/fuse/deadline.js';
@@ -88,7 +90,8 @@ export type Op =
   | { k: 'kill9' }
   | { k: 'second'; reads: ReadSpec[] };
 
-export interface Program { profile: ProfileName; paths: PathName; directIo: boolean; tier: boolean; crossFile: number; ops: Op[] }
+/** `enospc`: the tier is a tmpfs smaller than its --cache-dir-size, so its writes meet ENOSPC. */
+export interface Program { profile: ProfileName; paths: PathName; directIo: boolean; tier: boolean; enospc?: boolean; crossFile: number; ops: Op[] }
 
 /** The faults a program draws; `only` narrows them (a CI test per family). */
 export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly Fault[]; maxOps?: number } = {}): fc.Arbitrary<Program> {
@@ -122,6 +125,7 @@ export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly F
     paths: fc.constantFrom(...(Object.keys(PATHS) as PathName[])),
     directIo: fc.boolean(),
     tier: fc.oneof({ weight: 3, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }),
+    enospc: fc.oneof({ weight: 4, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
     crossFile: fc.constantFrom(0, 4),
     ops: fc.array(op, { minLength: 1, maxLength: opts.maxOps ?? 24 }),
   });
@@ -132,6 +136,7 @@ export const totals = { programs: 0, reads: 0, failedReads: 0, bytes: 0, restart
 
 interface Daemon { cli: RunningCli; mnt: string; listed: Map<string, Version>; rss0: number; fds0: number; killed: boolean }
 
+const execFileP = promisify(execFile);
 const BUCKET = 'model';
 const PREFIX = 'ds/';
 const fileKey = (i: number) => `${PREFIX}f${String(i).padStart(2, '0')}`;
@@ -185,7 +190,7 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     const cli = await startCli(['mount', `s3://${BUCKET}/${PREFIX}`, mnt, ...flags(over)], env, /^ready .+$/m, 60_000);
     const d: Daemon = { cli, mnt, listed: new Map(), rss0: 0, fds0: 0, killed: false };
     daemons.push(d);
-    await readdir(mnt); // waits for the listing
+    await bounded(d, 'the listing (readdir of the mount)', () => readdir(mnt));
     d.listed = server.snapshot();
     d.rss0 = procRss(cli.child.pid!);
     d.fds0 = procFds(cli.child.pid!);
@@ -204,7 +209,7 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     for (let i = 0; i < handles.length; i++) {
       const h = handles[i];
       handles[i] = undefined;
-      await h?.fh.close().catch(() => undefined);
+      if (h && cur) await bounded(cur, `close of f${h.file}`, () => h.fh.close().catch(() => undefined));
     }
   }
 
@@ -214,6 +219,24 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     cur = await startDaemon();
     gen++;
     causes = new Set();
+  }
+
+  /**
+   * `op` on daemon `d`'s mount, bounded: past READ_DEADLINE_MS the daemon is killed (which
+   * answers every request it holds) and the operation is a violation of the deadline property.
+   */
+  async function bounded<T>(d: Daemon, what: string, op: () => Promise<T>): Promise<T> {
+    let overdue = false;
+    const timer = setTimeout(() => { overdue = true; d.killed = true; d.cli.child.kill('SIGKILL'); }, READ_DEADLINE_MS);
+    try {
+      return await op();
+    } catch (err) {
+      if (overdue) throw new ModelViolation(`${what} had no answer within the deadline of ${READ_DEADLINE_MS} ms (the daemon was killed to end it)`);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+      if (overdue) throw new ModelViolation(`${what} had no answer within the deadline of ${READ_DEADLINE_MS} ms (the daemon was killed to end it)`);
+    }
   }
 
   function checkBounds(d: Daemon, where: string): void {
@@ -282,7 +305,7 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     if (!p.tier) return;
     totals.diskFaults++;
     const objects = path.join(tierDir, TIER_FOLDER, 'objects');
-    if (f === 'rmdir') { await rm(objects, { recursive: true, force: true }); return; }
+    if (f === 'rmdir') { await rm(path.join(tierDir, TIER_FOLDER), { recursive: true, force: true }); return; }
     const files: string[] = [];
     for (const sub of await readdir(objects).catch(() => [] as string[])) {
       for (const n of await readdir(path.join(objects, sub)).catch(() => [] as string[])) files.push(path.join(objects, sub, n));
@@ -328,27 +351,36 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
   async function openSlot(d: Daemon, slot: number, file: number): Promise<void> {
     const old = handles[slot];
     handles[slot] = undefined;
-    await old?.fh.close().catch(() => undefined);
+    if (old) await bounded(d, `close of f${old.file}`, () => old.fh.close().catch(() => undefined));
     try {
-      handles[slot] = { fh: await open(path.join(d.mnt, `f${String(file).padStart(2, '0')}`), 'r'), file, pos: 0, gen };
+      handles[slot] = { fh: await bounded(d, `open of f${file}`, () => open(path.join(d.mnt, `f${String(file).padStart(2, '0')}`), 'r')), file, pos: 0, gen };
     } catch (err) {
       const code = errnoName(err);
       // Opening from the tier in C may read the file whole: the causes of a read apply.
       if ((causes.has(code) || (code === 'ESTALE' && causes.has(`ESTALE:${file}`)))) return;
+      if (err instanceof ModelViolation) throw err;
       throw new ModelViolation(`open of f${file} failed with ${code} (causes: ${[...causes].join(',') || 'none'})`);
     }
   }
 
+  let tmpfs = false;
   try {
+    if (p.tier && p.enospc) {
+      await mkdir(tierDir);
+      // Mode 0700: a tier root open to others is refused (SEMANTICS.md, the tier's trust model).
+      await execFileP('mount', ['-t', 'tmpfs', '-o', `size=${Math.floor(prof.tierSize / 2)},mode=0700`, 'tmpfs', tierDir]);
+      tmpfs = true;
+    }
     cur = await startDaemon();
     for (let i = 0; i < SLOTS; i++) await openSlot(cur, i, i % nFiles);
+    log(`program ${JSON.stringify({ ...p, ops: p.ops.length })}`);
     for (const [idx, o] of p.ops.entries()) {
       const where = `op ${idx} (${o.k})`;
       log(`${where} ${JSON.stringify(o)}`);
       const d = cur!;
       switch (o.k) {
         case 'open': await openSlot(d, o.slot, o.file % nFiles); break;
-        case 'close': { const h = handles[o.slot]; handles[o.slot] = undefined; await h?.fh.close().catch(() => undefined); break; }
+        case 'close': { const h = handles[o.slot]; handles[o.slot] = undefined; if (h) await bounded(d, `close of f${h.file}`, () => h.fh.close().catch(() => undefined)); break; }
         case 'fault': server.inject(o.fault, o.n); addCause(o.fault); break;
         case 'overwrite': overwrite(o.file % nFiles); break;
         case 'disk': await diskFault(o.fault, o.pick); break;
@@ -388,12 +420,13 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
           try {
             for (const r of o.reads) {
               const file = (r.slot * 3 + r.at) % nFiles;
-              const fh = await open(path.join(d2.mnt, `f${String(file).padStart(2, '0')}`), 'r').catch((err: NodeJS.ErrnoException) => {
+              const fh = await bounded(d2, `second daemon: open of f${file}`, () => open(path.join(d2.mnt, `f${String(file).padStart(2, '0')}`), 'r')).catch((err: unknown) => {
+                if (err instanceof ModelViolation) throw err;
                 if (causes.has(errnoName(err))) return undefined;
                 throw new ModelViolation(`second daemon: open of f${file} failed with ${errnoName(err)}`);
               });
               if (!fh) continue;
-              try { await checkedRead(d2, fh, file, r.at % (prof.sizes[file]! + 4096), r.len, () => false, `${where} second`); } finally { await fh.close(); }
+              try { await checkedRead(d2, fh, file, r.at % (prof.sizes[file]! + 4096), r.len, () => false, `${where} second`); } finally { await bounded(d2, `second daemon: close of f${file}`, () => fh.close()); }
             }
             checkBounds(d2, `${where} second`);
           } finally {
@@ -407,6 +440,7 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
   } finally {
     await closeAll();
     for (const d of daemons) await stopDaemon(d, 'term').catch(() => undefined);
+    if (tmpfs) await execFileP('umount', ['-l', tierDir]).catch(() => undefined);
     await server.close();
     await rm(work, { recursive: true, force: true }).catch(() => undefined);
     totals.programs++;
@@ -418,12 +452,14 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
  * counterexample). Past `untilMs` no program starts (a program is never cut half-way: it
  * owns mounts and processes), so shrinking stops there with the smallest failure found.
  */
-export async function checkPrograms(o: { seed: number; numRuns: number; arb: fc.Arbitrary<Program>; untilMs?: number; log?: (s: string) => void }) {
+export async function checkPrograms(o: { seed: number; numRuns: number; arb: fc.Arbitrary<Program>; untilMs?: number; path?: string; log?: (s: string) => void }) {
   let late = false;
+  // SLUICE_MODEL_TRACE=1 prints each operation as it runs (on stderr), to see where a program stands.
+  const log = o.log ?? (process.env.SLUICE_MODEL_TRACE === '1' ? (s: string) => { process.stderr.write(`model: ${s}\n`); } : undefined);
   const d = await fc.check(fc.asyncProperty(o.arb, async (prog) => {
     if (o.untilMs !== undefined && Date.now() > o.untilMs) { late = true; return; }
-    await runProgram(prog, o.log);
-  }), { seed: o.seed, numRuns: o.numRuns, endOnFailure: false });
+    await runProgram(prog, log);
+  }), { seed: o.seed, numRuns: o.numRuns, endOnFailure: false, ...(o.path !== undefined ? { path: o.path } : {}) });
   return { details: d, late };
 }
 
