@@ -91,7 +91,11 @@ export type Op =
   | { k: 'second'; reads: ReadSpec[] };
 
 /** `enospc`: the tier is a tmpfs smaller than its --cache-dir-size, so its writes meet ENOSPC. */
-export interface Program { profile: ProfileName; paths: PathName; directIo: boolean; tier: boolean; enospc?: boolean; crossFile: number; ops: Op[] }
+/** `chaos`: the probability that any data GET gets one of CHAOS_FAULTS, all through the program. */
+export interface Program { profile: ProfileName; paths: PathName; directIo: boolean; tier: boolean; enospc?: boolean; chaos?: number; crossFile: number; ops: Op[] }
+
+/** Background faults that retries must absorb or turn into EIO/ETIMEDOUT: those of the held-out chaos check (drips, cuts, 503s, stalls). */
+export const CHAOS_FAULTS: readonly Fault[] = ['503', '500', 'cut', 'reset', 'drip', 'stall-body'];
 
 /** The faults a program draws; `only` narrows them (a CI test per family). */
 export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly Fault[]; maxOps?: number } = {}): fc.Arbitrary<Program> {
@@ -125,6 +129,7 @@ export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly F
     paths: fc.constantFrom(...(Object.keys(PATHS) as PathName[])),
     directIo: fc.boolean(),
     tier: fc.oneof({ weight: 3, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }),
+    chaos: fc.constantFrom(0, 0, 0.05, 0.2),
     enospc: fc.oneof({ weight: 4, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
     crossFile: fc.constantFrom(0, 4),
     ops: fc.array(op, { minLength: 1, maxLength: opts.maxOps ?? 24 }),
@@ -219,6 +224,7 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     cur = await startDaemon();
     gen++;
     causes = new Set();
+    if (p.chaos) for (const f of CHAOS_FAULTS) addCause(f);
   }
 
   /**
@@ -372,6 +378,10 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
       tmpfs = true;
     }
     cur = await startDaemon();
+    if (p.chaos) {
+      server.chaos({ p: p.chaos, faults: CHAOS_FAULTS }, prof.sizes.length + Math.round(p.chaos * 1000));
+      for (const f of CHAOS_FAULTS) addCause(f);
+    }
     for (let i = 0; i < SLOTS; i++) await openSlot(cur, i, i % nFiles);
     log(`program ${JSON.stringify({ ...p, ops: p.ops.length })}`);
     for (const [idx, o] of p.ops.entries()) {
@@ -388,15 +398,14 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
         case 'kill9': totals.kills++; await newGeneration('kill'); break;
         case 'reads': {
           let killing = false;
-          let timer: NodeJS.Timeout | undefined;
           const event = o.event;
-          const fired = event ? new Promise<void>((r) => { timer = setTimeout(() => { if (event.e.what === 'kill9') killing = true; void fire(event.e).finally(r); }, event.afterMs); }) : Promise.resolve();
+          const fired = event ? new Promise<void>((r) => { setTimeout(() => { if (event.e.what === 'kill9') killing = true; void fire(event.e).finally(r); }, event.afterMs); }) : Promise.resolve();
           const results = await Promise.allSettled(o.reads.map(async (r) => {
             const h = handles[r.slot];
             if (!h) return;
             await checkedRead(d, h.fh, h.file, r.at % (prof.sizes[h.file]! + 4096), r.len, () => killing, where);
           }));
-          clearTimeout(timer);
+          // The event fires even when the reads ended first (at most 400 ms later): it is part of the program.
           await fired;
           const bad = results.find((x): x is PromiseRejectedResult => x.status === 'rejected');
           if (bad) throw bad.reason;
