@@ -115,7 +115,7 @@ export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly F
   const op: fc.Arbitrary<Op> = fc.oneof(
     { weight: 3, arbitrary: fc.record({ k: fc.constant('open' as const), slot, file }) },
     { weight: 1, arbitrary: fc.record({ k: fc.constant('close' as const), slot }) },
-    { weight: 6, arbitrary: fc.record({ k: fc.constant('reads' as const), reads: fc.array(read, { minLength: 1, maxLength: 6 }), event: fc.option(fc.record({ afterMs: fc.nat(400), e: event }), { nil: undefined, freq: 2 }) }, { requiredKeys: ['k', 'reads'] }) },
+    { weight: 9, arbitrary: fc.record({ k: fc.constant('reads' as const), reads: fc.array(read, { minLength: 1, maxLength: 6 }), event: fc.option(fc.record({ afterMs: fc.nat(400), e: event }), { nil: undefined, freq: 2 }) }, { requiredKeys: ['k', 'reads'] }) },
     { weight: 2, arbitrary: fc.record({ k: fc.constant('seq' as const), slot, chunk: fc.constantFrom(128 * KiB, 1 * MiB, 64 * KiB + 3), count: fc.integer({ min: 1, max: 24 }) }) },
     { weight: 3, arbitrary: fc.record({ k: fc.constant('fault' as const), fault, n: fc.integer({ min: 1, max: 6 }) }) },
     { weight: 2, arbitrary: fc.record({ k: fc.constant('overwrite' as const), file }) },
@@ -132,7 +132,7 @@ export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly F
     chaos: fc.constantFrom(0, 0, 0.05, 0.2),
     enospc: fc.oneof({ weight: 4, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
     crossFile: fc.constantFrom(0, 4),
-    ops: fc.array(op, { minLength: 1, maxLength: opts.maxOps ?? 24 }),
+    ops: fc.array(op, { minLength: 4, maxLength: opts.maxOps ?? 24 }),
   });
 }
 
@@ -218,13 +218,16 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     }
   }
 
+  /** Stops the daemon (SIGTERM or SIGKILL) and starts another on the same tier; the handles are opened again on the same files. */
   async function newGeneration(how: 'term' | 'kill'): Promise<void> {
+    const files = handles.map((h) => h?.file);
     await closeAll();
     if (cur) await stopDaemon(cur, how);
     cur = await startDaemon();
     gen++;
     causes = new Set();
     if (p.chaos) for (const f of CHAOS_FAULTS) addCause(f);
+    for (const [slot, file] of files.entries()) if (file !== undefined) await openSlot(cur, slot, file);
   }
 
   /**
@@ -383,10 +386,11 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
       for (const f of CHAOS_FAULTS) addCause(f);
     }
     for (let i = 0; i < SLOTS; i++) await openSlot(cur, i, i % nFiles);
+    const began = Date.now();
     log(`program ${JSON.stringify({ ...p, ops: p.ops.length })}`);
     for (const [idx, o] of p.ops.entries()) {
       const where = `op ${idx} (${o.k})`;
-      log(`${where} ${JSON.stringify(o)}`);
+      log(`${where} +${Date.now() - began} ms ${JSON.stringify(o)}`);
       const d = cur!;
       switch (o.k) {
         case 'open': await openSlot(d, o.slot, o.file % nFiles); break;
