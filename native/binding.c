@@ -18,7 +18,7 @@
  *          setFuseMaxPages(pages: number): undefined   (larger FUSE reads, src/fuse_init.c)
  *          fuseInitState(): { maxPages: number, kernelMinor: number }
  *          pipeWriterOpen/Push/End/Cancel/Stats   (the paced FIFO writer, src/pipe_writer.c)
- *          memReadAdd/Remove/Drain/Clear/Mounted   (FUSE reads from memory in C, src/fuse_memread.c)
+ *          memReadAdd/Remove/Drain/Clear/Mounted   (FUSE reads from memory in C, src/fuse_memread.c, src/fuse_memread_napi.c)
  *          lendSet/lendTake/lendCounts   (a sequential reader's FUSE reads from lent blocks in C, src/fuse_lend.c)
  *          setRecvLowat(fd: number, bytes: number): number   (SO_RCVLOWAT, the mark set; see js_set_recv_lowat)
  */

@@ -1,7 +1,7 @@
 /*
  * What new anonymous memory costs on this machine, in one process: 512 MiB mapped, made ready
  * one of five ways, then written once in full (memset), with the CPU time of each step.
- *   1  MADV_POPULATE_WRITE (what the receive slabs get: src/cache/slab-arena.ts populateSlab)
+ *   1  MADV_POPULATE_WRITE (what the receive slabs get: src/memory/slab-arena.ts populateSlab)
  *   2  memset (first touch by a full write)   3  one byte per 4 KiB page
  *   4  MADV_POPULATE_WRITE, then one byte per page   5  one byte per page (plain faults)
  * On this project's VM, populate takes ~0.15 s/GB but the first write after it still costs

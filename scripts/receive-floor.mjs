@@ -9,7 +9,7 @@
  * Each mode runs in its own process; "fresh" is its first pass over the object, "warm" the second.
  * The GETs land in 8 slabs, or with --slabs N in N slabs taken in turn (a larger working set,
  * each slab's first write in the fresh pass); with --arena the slabs come from the block
- * cache's pool (populated in its region, src/pipe/native.ts slabPool), else Buffer.alloc.
+ * cache's pool (populated in its region, src/native/addon.ts slabPool), else Buffer.alloc.
  * Every pass is sha256-verified. Usage: node scripts/receive-floor.mjs [--size MiB] [--rounds N]
  * [--modes wire,undici-request,...] [--slabs N] [--arena]
  */
@@ -31,7 +31,7 @@ if (process.argv[2] === '--child') {
   const { pool, reader, addressing } = await client.getDataPath();
   const sign = reader.o.sign;
   const count = Number(process.env.RECEIVE_FLOOR_SLABS ?? PARALLEL);
-  const { slabPool } = await import(path.join(dist, 'pipe/native.js'));
+  const { slabPool } = await import(path.join(dist, 'memory/slab-pool.js'));
   const arena = process.env.RECEIVE_FLOOR_ARENA === '1' ? slabPool(count * PART, 256 * 1024) : undefined;
   const all = Array.from({ length: count }, () => (arena ? arena.acquire(PART).buf : Buffer.alloc(PART)));
   let turn = 0;

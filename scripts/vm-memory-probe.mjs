@@ -20,7 +20,7 @@ const rounds = Number(process.argv[3] ?? 3);
 const idleS = Number(process.argv[4] ?? 3);
 const dir = process.argv[5] ?? '/tmp';
 const size = sizeMiB * 1024 * 1024;
-const { prefaultedAlloc } = await import(new URL('../dist/pipe/native.js', import.meta.url).href);
+const { prefaultedAlloc } = await import(new URL('../dist/native/addon.js', import.meta.url).href);
 const sleep = (s) => new Promise((r) => setTimeout(r, s * 1000));
 const timed = (fn) => {
   const u0 = process.cpuUsage();

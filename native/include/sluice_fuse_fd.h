@@ -14,7 +14,7 @@ int sluice_parse_fuse_fd_path(const char *mountpoint);
 /* 0 when fd is an open /dev/fuse descriptor; -EBADF when it is not open, -ENODEV when it is something else. */
 int sluice_check_fuse_fd(int fd);
 
-/* libfuse.so.2's `name` at `version` (or any version), or NULL without libfuse (dlopen'ed once). */
+/* libfuse.so.2's `name` at `version` (or any version), or NULL without libfuse (dlopen'ed once; src/libfuse.c). */
 void *sluice_libfuse_sym(const char *name, const char *version);
 
 /* Larger FUSE reads (src/fuse_init.c). */

@@ -1,7 +1,9 @@
 /*
  * Lent blocks: a sequential handle's reads answered in libfuse's worker thread from block
  * cache buffers JavaScript lends it (src/fuse_lend.c). A table per mount, held by
- * src/fuse_memread.c's struct mount and consulted by its read hook first.
+ * src/fuse_memread.c's struct mount and consulted by its read hook first. Plain C but for
+ * sluice_lend_init: the lend functions' JavaScript face is in src/fuse_memread_napi.c, which
+ * finds a mount's table.
  */
 #ifndef SLUICE_LEND_H
 #define SLUICE_LEND_H
@@ -11,6 +13,13 @@
 #include <node_api.h>
 
 struct sluice_lends;
+
+/*
+ * Ranges per lend: 16. Blocks of one GET are slices of one buffer and lent as one range, so
+ * 16 ranges cover 16 parts (128 MiB at the default 8 MiB part size, twice --max-prefetch's
+ * default); blocks that each have a buffer of their own (no pool) are lent 16 at a time.
+ */
+#define SLUICE_LEND_RANGES 16
 
 /* A new, empty table (NULL when out of memory: the mount then simply has none). */
 struct sluice_lends *sluice_lends_new(void);
@@ -44,10 +53,21 @@ int sluice_view_take(const char *mem, size_t size, const char **at, size_t *n, v
 /* Ends a view's hold (after its reply's writev): JavaScript's viewsDone reports its id. */
 void sluice_view_release(void *note);
 
-/* The table of the mount whose fuse-native thread buffer is `thread` (src/fuse_memread.c), or NULL. */
-struct sluice_lends *sluice_memread_lends(const void *thread);
+/*
+ * Sets fh's lend: reads inside [start, stop) answered from the n parts (contiguous in the file
+ * from start; stop is cut to their bytes and to `size`): 1, or 0 when the slot is held, n is 0
+ * or above SLUICE_LEND_RANGES, or nothing is left to lend. JavaScript's lendSet
+ * (src/fuse_memread_napi.c).
+ */
+int sluice_lends_set(struct sluice_lends *t, uint64_t fh, uint64_t start, uint64_t stop, uint64_t size, uint32_t n, const uint64_t *len, const char *const *bytes);
+/*
+ * fh's counts (reads, bytes served, bytes asked, furthest offset served) into out, then zeroed
+ * (not the offset); with `end` the lend ends (no copy from its parts after this returns).
+ * 1, or 0 when fh has no lend. JavaScript's lendTake / lendCounts.
+ */
+int sluice_lends_counts(struct sluice_lends *t, uint64_t fh, int end, uint64_t out[4]);
 
-/* Registers lendSet and lendTake on the addon's exports. */
+/* Registers viewInvited, viewReply, viewsDone and viewCode on the addon's exports. */
 napi_status sluice_lend_init(napi_env env, napi_value exports);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * Argument checks and replies shared by the addon's N-API functions (src/fuse_memread.c,
+ * Argument checks and replies shared by the addon's N-API functions (src/fuse_memread_napi.c,
  * src/fuse_lend.c): static inline, so each file keeps its own copy and no symbol is exported.
  */
 #ifndef SLUICE_NAPI_H

@@ -21,7 +21,7 @@
  *    nothing: the mount belongs to whoever made it, and they unmount it.
  *  - both wrap the channel for larger reads when asked to (src/fuse_init.c).
  *  - any other mount point: both forward to libfuse's own functions (version FUSE_2.6,
- *    the one fuse-native links), looked up in libfuse.so.2 with dlvsym.
+ *    the one fuse-native links), looked up in libfuse.so.2 with dlvsym (src/libfuse.c).
  * libfuse is opened at run time (dlopen), never linked, so the addon still loads on a
  * host without libfuse (Pipe mode needs none).
  */
@@ -68,20 +68,6 @@ int sluice_check_fuse_fd(int fd) {
   if (fstat(fd, &st) != 0) return -errno;
   if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != FUSE_DEV_MAJOR || minor(st.st_rdev) != FUSE_DEV_MINOR) return -ENODEV;
   return 0;
-}
-
-/* libfuse.so.2, opened once; NULL when it is not installed. */
-static void *libfuse(void) {
-  static void *handle;
-  if (handle == NULL) handle = dlopen("libfuse.so.2", RTLD_NOW | RTLD_LOCAL);
-  return handle;
-}
-
-void *sluice_libfuse_sym(const char *name, const char *version) {
-  void *h = libfuse();
-  if (h == NULL) return NULL;
-  void *sym = dlvsym(h, name, version);
-  return sym != NULL ? sym : dlsym(h, name);
 }
 
 typedef struct fuse_chan *(*fuse_mount_fn)(const char *, struct fuse_args *);

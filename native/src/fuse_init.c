@@ -31,7 +31,7 @@
  * FUSE_INIT_EXT, FUSE_PASSTHROUGH and max_stack_depth = 2 (FILESYSTEM_MAX_STACK_DEPTH: the
  * backing files may then sit on a stacked filesystem of depth 1, overlayfs in a container;
  * the price is that this mount cannot itself be a lower layer of an overlay). Then an OPEN
- * answered by fuse_memread.c may name a backing file: it registers the file's descriptor
+ * answered by fuse_open.c may name a backing file: it registers the file's descriptor
  * with the kernel (ioctl FUSE_DEV_IOC_BACKING_OPEN on /dev/fuse, which needs CAP_SYS_ADMIN;
  * refused: no passthrough, as before) and asks, for the reply to the request this thread is
  * answering, for FOPEN_PASSTHROUGH with that backing id; send() rewrites that one
@@ -295,7 +295,7 @@ static int wrap_send(struct fuse_chan *ch, const struct iovec iov[], size_t coun
       ((const struct out_header *)iov[0].iov_base)->error == 0) {
     memcpy(&open_reply, iov[1].iov_base, sizeof open_reply);
     if (tl_backing > 0) {
-      /* The OPEN this thread answered with a backing file (fuse_memread.c): FOPEN_PASSTHROUGH and its id.
+      /* The OPEN this thread answered with a backing file (fuse_open.c): FOPEN_PASSTHROUGH and its id.
        * libfuse's kernel_cache sets FOPEN_KEEP_CACHE, which passthrough refuses (the page cache is the backing file's). */
       open_reply.open_flags = (open_reply.open_flags & FOPEN_PASSTHROUGH_ALLOWED) | FOPEN_PASSTHROUGH_FLAG;
       open_reply.backing_id = tl_backing;

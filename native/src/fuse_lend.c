@@ -55,12 +55,8 @@
  * ~350 bytes are 90 KB per mount.
  */
 #define LEND_SLOTS 256
-/*
- * Ranges per lend: 16. Blocks of one GET are slices of one buffer and lent as one range, so
- * 16 ranges cover 16 parts (128 MiB at the default 8 MiB part size, twice --max-prefetch's
- * default); blocks that each have a buffer of their own (no pool) are lent 16 at a time.
- */
-#define LEND_RANGES 16
+/* Ranges per lend: SLUICE_LEND_RANGES (sluice_lend.h says why 16). */
+#define LEND_RANGES SLUICE_LEND_RANGES
 
 struct lend {
   pthread_rwlock_t lock;
@@ -180,52 +176,19 @@ void sluice_lends_unlock(void *hold) {
   pthread_rwlock_unlock(&((struct lend *)hold)->lock);
 }
 
-/* ---- N-API ---- */
-
-/* A whole number in [0, 2^53). */
-static int u53_arg(napi_env env, napi_value v, uint64_t *out) {
-  double d;
-  if (napi_get_value_double(env, v, &d) != napi_ok || !(d >= 0) || d > 9007199254740991.0 || d != (double)(uint64_t)d) return 0;
-  *out = (uint64_t)d;
-  return 1;
-}
-
 /*
- * lendSet(thread: Buffer, fh: number, start: number, stop: number, size: number, parts: Buffer[]): boolean.
- * Answers fh's reads inside [start, stop] from parts (contiguous in the file from start) until
- * lendTake. False: no table for this mount, the slot is held (also by fh itself: take first),
- * or more than LEND_RANGES parts.
+ * Sets fh's lend (see sluice_lend.h): its reads inside [start, stop) are answered from the n
+ * parts until sluice_lends_counts(..., end = 1). stop is first cut to the parts' bytes and
+ * the file's size. 1, or 0 when the slot is held (also by fh itself: take first), n is 0 or
+ * more than LEND_RANGES, or nothing is left to lend.
  */
-static napi_value js_lend_set(napi_env env, napi_callback_info info) {
-  size_t argc = 6;
-  napi_value argv[6];
-  void *thread;
-  size_t tl;
-  uint64_t fh, start, stop, size;
-  uint32_t n = 0;
-  bool is_array = false;
-  static const char usage[] = "lendSet(thread: Buffer, fh: number, start: number, stop: number, size: number, parts: Buffer[])";
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 || !sluice_buffer_arg(env, argv[0], &thread, &tl) ||
-      !u53_arg(env, argv[1], &fh) || !u53_arg(env, argv[2], &start) || !u53_arg(env, argv[3], &stop) || !u53_arg(env, argv[4], &size) ||
-      napi_is_array(env, argv[5], &is_array) != napi_ok || !is_array || napi_get_array_length(env, argv[5], &n) != napi_ok) {
-    return sluice_bad_args(env, usage);
-  }
-  if (n == 0 || n > LEND_RANGES) return sluice_boolean(env, 0);
-  uint64_t len[LEND_RANGES], total = 0;
-  const char *bytes[LEND_RANGES];
-  for (uint32_t i = 0; i < n; i++) {
-    napi_value part;
-    void *data;
-    size_t length;
-    if (napi_get_element(env, argv[5], i, &part) != napi_ok || !sluice_buffer_arg(env, part, &data, &length)) return sluice_bad_args(env, usage);
-    len[i] = length;
-    bytes[i] = data;
-    total += length;
-  }
+int sluice_lends_set(struct sluice_lends *t, uint64_t fh, uint64_t start, uint64_t stop, uint64_t size, uint32_t n, const uint64_t *len, const char *const *bytes) {
+  if (t == NULL || n == 0 || n > LEND_RANGES) return 0;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < n; i++) total += len[i];
   if (stop > start + total) stop = start + total;
   if (stop > size) stop = size;
-  struct sluice_lends *t = sluice_memread_lends(thread);
-  if (t == NULL || stop <= start) return sluice_boolean(env, 0);
+  if (stop <= start) return 0;
   struct lend *l = &t->slots[fh % LEND_SLOTS];
   int ok = 0;
   pthread_rwlock_wrlock(&l->lock);
@@ -242,54 +205,32 @@ static napi_value js_lend_set(napi_env env, napi_callback_info info) {
     ok = 1;
   }
   pthread_rwlock_unlock(&l->lock);
-  return sluice_boolean(env, ok);
+  return ok;
 }
 
 /*
- * lendTake(thread: Buffer, fh: number, out: Float64Array(4)): boolean. Ends fh's lend: once it
- * returns, no read copies from its parts. out = reads answered, bytes served, bytes the kernel
- * asked for (each since lendSet or the last lendCounts), the furthest file offset served (0:
- * none). False when fh had no lend.
- *
- * lendCounts(thread, fh, out): the same counts, then zeroed (the furthest offset is not); the
- * lend stays. So the metrics of a long lend lag by at most the caller's period.
+ * fh's counts into out: reads answered, bytes served, bytes the kernel asked for (each since
+ * the lend was set or last counted), the furthest file offset served (0: none). With `end`
+ * the lend ends: once this returns, no read copies from its parts; else the first three are
+ * zeroed and the lend stays. 1, or 0 when fh has no lend.
  */
-static napi_value lend_counts(napi_env env, napi_callback_info info, int end, const char *usage) {
-  size_t argc = 3;
-  napi_value argv[3];
-  void *thread;
-  size_t tl, count = 0;
-  uint64_t fh;
-  double *out = NULL;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || !sluice_buffer_arg(env, argv[0], &thread, &tl) ||
-      !u53_arg(env, argv[1], &fh) || !sluice_f64_arg(env, argv[2], &out, &count) || count < 4) {
-    return sluice_bad_args(env, usage);
-  }
-  struct sluice_lends *t = sluice_memread_lends(thread);
-  if (t == NULL) return sluice_boolean(env, 0);
+int sluice_lends_counts(struct sluice_lends *t, uint64_t fh, int end, uint64_t out[4]) {
+  if (t == NULL) return 0;
   struct lend *l = &t->slots[fh % LEND_SLOTS];
   int found = 0;
   /* Exclusive for both: a take waits for every copy, and counts are zeroed together, never between one read's adds. */
   pthread_rwlock_wrlock(&l->lock);
   if (l->used && l->fh == fh) {
-    out[0] = (double)l->reads;
-    out[1] = (double)l->served;
-    out[2] = (double)l->asked;
-    out[3] = (double)l->end;
+    out[0] = l->reads;
+    out[1] = l->served;
+    out[2] = l->asked;
+    out[3] = l->end;
     if (end) l->used = 0;
     else l->reads = l->served = l->asked = 0;
     found = 1;
   }
   pthread_rwlock_unlock(&l->lock);
-  return sluice_boolean(env, found);
-}
-
-static napi_value js_lend_take(napi_env env, napi_callback_info info) {
-  return lend_counts(env, info, 1, "lendTake(thread: Buffer, fh: number, out: Float64Array(4))");
-}
-
-static napi_value js_lend_counts(napi_env env, napi_callback_info info) {
-  return lend_counts(env, info, 0, "lendCounts(thread: Buffer, fh: number, out: Float64Array(4))");
+  return found;
 }
 
 /*
@@ -429,9 +370,6 @@ static napi_value js_views_done(napi_env env, napi_callback_info info) {
 
 napi_status sluice_lend_init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
-    {"lendSet", NULL, js_lend_set, NULL, NULL, NULL, napi_enumerable, NULL},
-    {"lendTake", NULL, js_lend_take, NULL, NULL, NULL, napi_enumerable, NULL},
-    {"lendCounts", NULL, js_lend_counts, NULL, NULL, NULL, napi_enumerable, NULL},
     {"viewInvited", NULL, js_view_invited, NULL, NULL, NULL, napi_enumerable, NULL},
     {"viewReply", NULL, js_view_reply, NULL, NULL, NULL, napi_enumerable, NULL},
     {"viewsDone", NULL, js_views_done, NULL, NULL, NULL, napi_enumerable, NULL},

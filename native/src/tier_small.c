@@ -1,6 +1,6 @@
 /*
  * A file of the disk tier read whole and checked in libfuse's worker thread (issue 14: the
- * OPEN of a restarted job's file answered without JavaScript; see fuse_memread.c "Opens"
+ * OPEN of a restarted job's file answered without JavaScript; see fuse_open.c "Opens"
  * and "Passthrough").
  *
  * It reads exactly what src/cache/disk-cache.ts openSmall() reads, with the same checks, and

@@ -3,7 +3,7 @@
 // Usage: npm run build; node scripts/tier-epoch1/pwrite-floor.mjs FILE [direct]
 import fs from 'node:fs';
 const file = process.argv[2]; const direct = process.argv[3] === 'direct';
-const { prefaultedAlloc } = await import(new URL('../../dist/pipe/native.js', import.meta.url).href);
+const { prefaultedAlloc } = await import(new URL('../../dist/native/addon.js', import.meta.url).href);
 const buf = prefaultedAlloc()(4 << 20); buf.fill(7);
 const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_TRUNC | (direct ? fs.constants.O_DIRECT : 0));
 const u0 = process.cpuUsage(); const t0 = performance.now();

@@ -37,7 +37,7 @@ import(url).then((m) => m.prefaultedAlloc?.()).catch(() => undefined).then((allo
 
 /** Runs the probe; undefined when the child fails (the figure is informative, never required). */
 export function probeMemory(): MemoryProbe | undefined {
-  const url = new URL('../pipe/native.js', import.meta.url).href;
+  const url = new URL('../native/addon.js', import.meta.url).href;
   const r = spawnSync(process.execPath, ['-e', CHILD, String(PROBE_SLABS), url], { encoding: 'utf8', timeout: 30_000 });
   let ms: unknown;
   try {

@@ -27,7 +27,7 @@ import { createHash, type Hash } from 'node:crypto';
 import { open, readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
-import { prefaultedAlloc } from '../pipe/native.js';
+import { prefaultedAlloc } from '../native/addon.js';
 import { epochMs, randomOffsets, type ReadPlan, type ReaderHashing, type ReadResult } from './read-plan.js';
 
 /** 1 MiB reads: what a data loader's buffered reader does; the kernel splits them into FUSE max_read requests. */

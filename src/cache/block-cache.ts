@@ -51,8 +51,8 @@
  * ratio is the reader's; lookups made by the prefetcher are not counted.
  */
 import { LRUCache } from 'lru-cache';
-import type { BufferPool, Slab } from './buffer-pool.js';
-import { slabPool } from '../pipe/native.js';
+import type { BufferPool, Slab } from '../memory/buffer-pool.js';
+import { slabPool } from '../memory/slab-pool.js';
 import { cacheBytes, cacheCapacityBytes, cacheEvictions, cacheHits, cacheMisses, prefetchBytes, prefetchEvictedUnreadBytes } from '../metrics/metrics.js';
 
 /**
@@ -192,7 +192,7 @@ export class BlockCache implements BlockStore {
     this.capacityBytes = opts.capacityBytes;
     this.aheadLimit = Math.floor(opts.capacityBytes * AHEAD_SHARE);
     // Slabs mapped up front where the addon can (one call per slab instead of a fault per
-    // 4 KiB inside the socket reads; ../pipe/native.ts): a fresh daemon's first GB otherwise
+    // 4 KiB inside the socket reads; ../native/addon.ts): a fresh daemon's first GB otherwise
     // pays ~2 CPU s of page faults on this kind of VM.
     this.pool = opts.poolBytes !== undefined ? slabPool(opts.poolBytes, opts.blockSize) : undefined;
     this.resident = new LRUCache<string, Resident>({

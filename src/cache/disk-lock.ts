@@ -19,7 +19,7 @@
  */
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
-import { flockOps } from '../pipe/native.js';
+import { flockOps } from '../native/addon.js';
 
 /** Retry period of a busy lock: short against the ~1 ms a holder keeps it for a ledger update. */
 const LOCK_POLL_MS = 2;

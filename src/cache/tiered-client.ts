@@ -25,7 +25,8 @@
  * close() closes the inner client and lets go of the shared tier (the last user closes it).
  */
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
-import { DiskCache, objectName, type DiskBlockId, type WholeFile } from './disk-cache.js';
+import { DiskCache } from './disk-cache.js';
+import { type DiskBlockId, objectName, type WholeFile } from './tier-layout.js';
 
 /** getStream() window: 8 MiB, the default --part-size (one window per Pipe / File mode part). */
 const STREAM_WINDOW = 8 * 1024 * 1024;

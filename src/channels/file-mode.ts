@@ -31,7 +31,7 @@
  *     file under the final name. On failure or abort, temp files are removed (after a
  *     kill -9, the next run's sweep removes them; the script never starts on a
  *     channel that was not completed).
- *     Each part is one ranged GET into a buffer from a BufferPool (../cache/buffer-pool.ts)
+ *     Each part is one ranged GET into a buffer from a BufferPool (../memory/buffer-pool.ts)
  *     of part-sized slabs: the body lands there straight from the socket (../s3/wire.ts),
  *     and pwritev writes it from that very buffer in WRITE_PIECE pieces as they land
  *     (RangeOptions.onFilled), so a GET's end leaves at most a piece to write and the
@@ -62,7 +62,7 @@ import { log } from '../log.js';
 import { channelObjects, channelSkippedBytes, servedBytes } from '../metrics/metrics.js';
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
-import { slabPool } from '../pipe/native.js';
+import { slabPool } from '../memory/slab-pool.js';
 import { explainDeadMount } from '../fuse/mountpoint.js';
 
 export interface DownloadObject {
@@ -327,7 +327,7 @@ function conflict(key: string, err: unknown): Error {
  */
 async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, progress: Progress, finish: (j: Job) => Promise<void>): Promise<void> {
   // Part buffers in use are bounded by the in-flight budget (plus the one part that may exceed it).
-  // Slabs mapped up front (../pipe/native.ts): see step 5 above.
+  // Slabs mapped up front (../native/addon.ts): see step 5 above.
   const pool = slabPool(o.maxInflight + o.partSize, o.partSize);
   // Parts held: every connection's, and a few whose last piece is still being written. More
   // would only touch more fresh memory (a fault per 4 KiB): the disk is not what waits.
@@ -363,7 +363,7 @@ async function runParts(parts: Part[], o: FileModeOptions, signal: AbortSignal, 
     pump();
   });
   // Every part has settled, so every slab is idle: their pages go back now, while the script runs,
-  // rather than when V8 collects the pool (../cache/slab-arena.ts).
+  // rather than when V8 collects the pool (../memory/slab-arena.ts).
   pool.clear();
   if (failure !== undefined) throw failure;
   if (signal.aborted) throw new AbortedError('File mode download aborted');

@@ -49,7 +49,7 @@ import { BlockCache } from '../cache/block-cache.js';
 import { OPTIONS } from '../config/options.js';
 import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NoSuchKeyError, NotDirectoryError, NotFoundError, ObjectArchivedError, ReadOnlyError } from '../errors.js';
 import { archivedAs } from '../s3/archive.js';
-import type { PruneFilter } from '../s3/lister.js';
+import type { PruneFilter } from '../s3/object-client.js';
 import { channelObjects, earlyLookups, listingSeconds, openHandles, readWait, servedBytes } from '../metrics/metrics.js';
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import { WaitClock } from '../metrics/wait-clock.js';

@@ -97,7 +97,7 @@ export interface FsCore {
   readonly listed?: Promise<void>;
   /**
    * Small files of the disk tier that may be opened outside open() (the FUSE thread,
-   * native/src/fuse_memread.c "Opens"): the tier's objects folder, its block size, and per
+   * native/src/fuse_open.c "Opens"): the tier's objects folder, its block size, and per
    * listed path the cache file name (hex sha256) under which the file's one block would be,
    * or undefined where only open() may open it. Optional.
    */
@@ -105,7 +105,7 @@ export interface FsCore {
   /**
    * Given once the listing with tierOpens' names is handed over: marks a row (nameOf's `row`)
    * whose file cross-file prefetch starts fetching into memory, so that the FUSE thread leaves
-   * its opens to open() for a while (native/src/fuse_memread.c "Fetched into memory").
+   * its opens to open() for a while (native/src/fuse_open.c "Fetched into memory").
    */
   setTierHot?(mark: ((row: number) => void) | undefined): void;
   /**

@@ -279,7 +279,7 @@ export function countMemGetattrs(n: number): void {
   fuseMemoryGetattrs.inc(n);
 }
 
-/** Length of the counts countMemOpens reads, in C's order (OWN_COUNTS in native/src/fuse_memread.c, which refuses a shorter array). */
+/** Length of the counts countMemOpens reads, in C's order (OWN_COUNTS in native/src/memread.h, which refuses a shorter array). */
 export const MEM_OPEN_COUNTS = 12;
 
 /**
@@ -288,7 +288,7 @@ export const MEM_OPEN_COUNTS = 12;
  * handles read into memory and released, opens, reads, bytes served, bytes asked, bytes read
  * from disk, handles that served a byte; then passthrough opens, passthrough releases, and
  * the bytes and files read from disk to verify passthrough files, the passthrough opens that
- * used a check made ahead (fuse_memread.c "Checked ahead"), and the checks ahead started. A
+ * used a check made ahead (fuse_open.c "Checked ahead"), and the checks ahead started. A
  * passthrough handle's reads never reach sluice: its file counts as delivered at its release,
  * its bytes are not in served bytes.
  */

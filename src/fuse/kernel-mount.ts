@@ -80,7 +80,7 @@ export interface KernelMount {
   readonly attrTable: Promise<boolean>;
   /** The largest read the kernel sends this mount, bytes (128 KiB unless the INIT reply raised it). */
   readonly maxRead: number;
-  /** The INIT reply asked for FUSE passthrough (the kernel offered it): small files of the disk tier may be passed through (native/src/fuse_memread.c). */
+  /** The INIT reply asked for FUSE passthrough (the kernel offered it): small files of the disk tier may be passed through (native/src/fuse_open.c). */
   readonly passthrough: boolean;
   /** Files are opened without the page cache (--direct-io). */
   readonly directIo: boolean;
@@ -143,7 +143,7 @@ const INIT_TIMEOUT_MS = 30_000;
 const MEM_DRAIN_MS = 1000;
 
 /**
- * Largest file of the disk tier passed through (native/src/fuse_memread.c "Passthrough"):
+ * Largest file of the disk tier passed through (native/src/fuse_open.c "Passthrough"):
  * 256 MiB. The whole file is read and checked before its OPEN is answered; at the 2-4 GB/s
  * a check runs from the page cache or NVMe here that adds up to about 0.1 s before the
  * first byte, where a bigger file would wait longer than its reader gains. Larger files are

@@ -72,12 +72,9 @@
  * SLUICE_NO_VIEW=1 turns views off.
  */
 import { createRequire } from 'node:module';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { FuseUnavailableError } from '../errors.js';
 import { releaseView, type BlockLease, type ReadView } from '../fs/types.js';
-import { nativeForcedOff } from '../pipe/native.js';
+import { fuseNativeBinding, loadAddonGlobal, nativeForcedOff } from '../native/addon.js';
 
 /** A stat as fuse-native encodes it (dates or epoch ms). */
 export interface NativeStat {
@@ -162,7 +159,7 @@ export interface NativeFuse {
    * loaded after fuse-native, a fuse-native it was not checked against) or SLUICE_NO_NATIVE is set.
    */
   memReads(): MemReads | undefined;
-  /** getattr answered in libfuse's worker thread from the listing (native/src/fuse_memread.c), where memReads() is; else undefined. */
+  /** getattr answered in libfuse's worker thread from the listing (native/src/fuse_attrs.c), where memReads() is; else undefined. */
   memAttrs(): MemAttrs | undefined;
   /**
    * Releases the native mount's hold on the event loop when unmount() failed because the
@@ -206,7 +203,7 @@ export interface FuseFdShim {
   viewCode?: number;
   /** How many mounts of this process have a live libfuse struct fuse: an ended mount's is forgotten (fuse_memread.c "Ended mounts"; tests). */
   memReadLiveMounts?(): number;
-  /** native/src/fuse_memread.c: the listing getattr answers from (see MemAttrs). */
+  /** native/src/fuse_attrs.c: the listing getattr answers from (see MemAttrs). */
   attrTableSet?(thread: Buffer, paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number, tierDir?: string, tierBlock?: number, names?: Buffer): boolean;
   attrTableTake?(thread: Buffer, clear: boolean): number;
   ownOpensTake?(thread: Buffer, out: Float64Array): void;
@@ -341,12 +338,12 @@ export interface MemAttrs {
    * counts written into `out` (length 10; see adapter.ts countMemOpens).
    */
   takeOpens(out: Float64Array): void;
-  /** Marks a row of the installed listing hot: its OPENs go to JavaScript for a while (fuse_memread.c "Fetched into memory"). False without such a row. */
+  /** Marks a row of the installed listing hot: its OPENs go to JavaScript for a while (fuse_open.c "Fetched into memory"). False without such a row. */
   markHot(row: number): boolean;
 }
 
 /**
- * Small files opened in libfuse's worker thread (native/src/fuse_memread.c "Opens"): for
+ * Small files opened in libfuse's worker thread (native/src/fuse_open.c "Opens"): for
  * each listed row with a name, the OPEN reads the one-block cache file `names[32 * row ..]`
  * under `objectsDir` and checks it as DiskCache.openSmall does; JavaScript never sees the
  * handle. A name of 32 zero bytes: the file is opened here as usual.
@@ -451,7 +448,7 @@ export function requestFuseMaxRead(bytes: number): boolean {
 /**
  * Asks for FUSE passthrough (Linux >= 6.9) in the INIT reply of the mounts made after this
  * call, when the kernel offers it (native/src/fuse_init.c): small files of the disk tier are
- * then read by the kernel from their cache files (native/src/fuse_memread.c "Passthrough").
+ * then read by the kernel from their cache files (native/src/fuse_open.c "Passthrough").
  * SLUICE_NO_PASSTHROUGH=1 turns it off. False when the addon cannot.
  */
 export function requestFusePassthrough(on: boolean): boolean {
@@ -500,25 +497,20 @@ export function negotiatedFuseMaxRead(): number {
   return pages > 0 ? pages * FUSE_PAGE : LIBFUSE2_MAX_READ;
 }
 
-/** native/ sits two levels above both src/fuse/ (tests) and dist/fuse/ (the CLI). */
-const NATIVE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native');
-
 /**
- * Loads our addon into the global symbol scope (RTLD_GLOBAL), where its fuse_mount and
- * fuse_unmount take precedence over libfuse's for fuse-native. Must run before
- * fuse-native is loaded. Throws FuseUnavailableError when the addon is missing or old.
+ * Loads our addon into the global symbol scope (RTLD_GLOBAL; src/native/addon.ts
+ * loadAddonGlobal), where its fuse_mount and fuse_unmount take precedence over libfuse's for
+ * fuse-native. Must run before fuse-native is loaded. Throws FuseUnavailableError when the
+ * addon is missing or old.
  */
 export function loadFuseFdShim(): FuseFdShim {
   if (fdShim) return fdShim;
   const fix = 'Build the addon (needs a C compiler, make and python3): npm run build:native';
-  let file: string;
-  try {
-    file = (createRequire(import.meta.url)('node-gyp-build') as { path(dir: string): string }).path(NATIVE_DIR);
-  } catch {
+  const exports = loadAddonGlobal() as Partial<FuseFdShim> | undefined;
+  if (exports === undefined) {
     throw new FuseUnavailableError("mounting from a /dev/fd/N descriptor needs sluice's native addon, which is not built", { hint: fix });
   }
-  const mod = { exports: {} as Partial<FuseFdShim> };
-  process.dlopen(mod, file, os.constants.dlopen.RTLD_NOW | os.constants.dlopen.RTLD_GLOBAL);
+  const mod = { exports };
   if (typeof mod.exports.checkFuseFd !== 'function') {
     throw new FuseUnavailableError("sluice's native addon was built before it could mount from a /dev/fd/N descriptor", { hint: fix });
   }
@@ -577,11 +569,10 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
   if (cached) return cached;
   const req = createRequire(import.meta.url);
   const Fuse = req('fuse-native') as new (...a: any[]) => any;
-  // fuse-native's own addon (node-gyp-build resolves the same file, so require's cache
-  // hands back the instance fuse-native uses).
-  const index = req.resolve('fuse-native');
-  const binding = createRequire(index)('node-gyp-build')(path.dirname(index)) as FuseBinding;
-  const version = (req('fuse-native/package.json') as { version: string }).version;
+  // fuse-native's own addon: the instance fuse-native uses (src/native/addon.ts).
+  const loaded = fuseNativeBinding();
+  const binding = loaded.binding as FuseBinding;
+  const version = loaded.version;
   const direct = DIRECT_READ_VERSIONS.has(version) && typeof binding.fuse_native_signal_read === 'function' && binding.op_read === 23;
   const directMeta = direct && typeof binding.fuse_native_signal_getattr === 'function' && typeof binding.fuse_native_signal_open === 'function'
     && typeof binding.fuse_native_signal_release === 'function' && binding.op_getattr === 5 && binding.op_open === 21 && binding.op_release === 25;

@@ -49,7 +49,7 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { getSystemErrorName, promisify } from 'node:util';
 import { InvalidArgumentError } from '../errors.js';
-import { fifoOps, pipeWriterAddon, type FifoOps } from './native.js';
+import { fifoOps, pipeWriterAddon, type FifoOps } from '../native/addon.js';
 import { PacedPipe, type PacedPipeStats } from './paced-writer.js';
 
 const openFd = promisify(openCb);

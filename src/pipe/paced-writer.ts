@@ -13,14 +13,9 @@
  * No promise per buffer: waitWritten(n) makes one only when the caller must wait.
  */
 
-/** The addon's exports this class uses. */
-export interface PipeWriterAddon {
-  pipeWriterOpen(fd: number, pipeSize: number, onProgress: (written: number, finished: boolean, errno: number) => void): unknown;
-  pipeWriterPush(handle: unknown, buf: Buffer): boolean;
-  pipeWriterEnd(handle: unknown): void;
-  pipeWriterCancel(handle: unknown): void;
-  pipeWriterStats(handle: unknown): number[];
-}
+import type { PipeWriterAddon } from '../native/addon.js';
+
+export type { PipeWriterAddon };
 
 /** What one writer did: counts per epoch, for the log (and tests). */
 export interface PacedPipeStats {

@@ -47,8 +47,9 @@ import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import type { ObjectClient } from '../s3/object-client.js';
 import { epochBytes, type Compression, type RecordWrapper } from './epoch-bytes.js';
 import { DEFAULT_WAIT_WARNING_MS, FifoWriter, type LongWait } from './fifo-writer.js';
-import type { BufferPool } from '../cache/buffer-pool.js';
-import { fifoOps, nativeLoadError, slabPool } from './native.js';
+import type { BufferPool } from '../memory/buffer-pool.js';
+import { fifoOps, nativeLoadError } from '../native/addon.js';
+import { slabPool } from '../memory/slab-pool.js';
 import { Readahead, type PipeItem } from './readahead.js';
 
 export type { PipeItem } from './readahead.js';

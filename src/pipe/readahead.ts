@@ -47,7 +47,7 @@
  * time, and a large object downloads as several ranges at once.
  *
  * A part is one ranged GET. With `recycleParts` it is offered a slab of a per-epoch
- * BufferPool (../cache/buffer-pool.ts, bounded by the byte window) as the stream's `into`:
+ * BufferPool (../memory/buffer-pool.ts, bounded by the byte window) as the stream's `into`:
  * the S3 client lands the body there straight from the socket (../s3/wire.ts) and yields
  * it as one buffer, and the writer gives the slab back (Part.release) once its bytes are in
  * the pipe, so it carries a later part. A client that ignores `into` yields chunks of its
@@ -72,8 +72,8 @@ import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
-import type { BufferPool } from '../cache/buffer-pool.js';
-import { slabPool } from './native.js';
+import type { BufferPool } from '../memory/buffer-pool.js';
+import { slabPool } from '../memory/slab-pool.js';
 
 /** One thing to write to a pipe: an S3 object, or bytes given inline (augmented manifest attributes). */
 export type PipeItem =

@@ -37,7 +37,7 @@ import { performance } from 'node:perf_hooks';
 import type { ObjectClient, RangeOptions } from '../s3/object-client.js';
 import { BadRangeReplyError } from '../errors.js';
 import type { BlockCache, PrefetchKind } from '../cache/block-cache.js';
-import type { Slab } from '../cache/buffer-pool.js';
+import type { Slab } from '../memory/buffer-pool.js';
 import type { InflightBudget } from './inflight-budget.js';
 
 /** An object version as the reader pinned it. */

@@ -76,7 +76,7 @@
  *     a lookup counts a block at its first read: so a lent block no read reached stays
  *     unread, protected from retirement and in the ahead budget (block-cache.ts).
  */
-import type { Slab } from '../cache/buffer-pool.js';
+import type { Slab } from '../memory/buffer-pool.js';
 import { AbortedError, BadRangeReplyError } from '../errors.js';
 import type { AheadShare } from './ahead-share.js';
 import type { BlockFetcher, FileRef } from './block-fetcher.js';

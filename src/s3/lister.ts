@@ -24,7 +24,7 @@
  * Cost: discovery is 1 + (up to TARGET per level) single-page requests; the listing is
  * ~N/1000 pages spread over the parts plus at most one overshooting page per part.
  */
-import type { ObjectInfo } from './object-client.js';
+import type { ObjectInfo, PruneFilter } from './object-client.js';
 import { AbortedError } from '../errors.js';
 
 export interface ListQuery {
@@ -207,13 +207,6 @@ export async function* listAll(prefix: string, page: ListPageFn, opts: ListerOpt
 }
 
 // ---- issue 15: partition pruning ----------------------------------------------------
-
-/** What listPruned needs of a filter (src/s3/filters.ts, KeyFilter). */
-export interface PruneFilter {
-  matches(key: string): boolean;
-  couldMatchUnder(folder: string): boolean;
-  needsDeeper(folder: string): boolean;
-}
 
 /**
  * Folder levels walked with a delimiter before the rest is listed flat: Hive tables have

@@ -14,7 +14,12 @@
  *  - `getStream()` yields the bytes of [start, end) in order, of that version only.
  *  - Errors are SluiceError subclasses from ../errors.ts.
  */
-import type { PruneFilter } from './lister.js';
+/** What a pruned listing (./lister.ts listPruned) needs of a filter (src/s3/filters.ts, KeyFilter). */
+export interface PruneFilter {
+  matches(key: string): boolean;
+  couldMatchUnder(folder: string): boolean;
+  needsDeeper(folder: string): boolean;
+}
 
 export interface ObjectInfo {
   /** Full key, including the prefix. */

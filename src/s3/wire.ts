@@ -71,7 +71,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
-import { recvLowatOp } from '../pipe/native.js';
+import { recvLowatOp } from '../native/addon.js';
 
 /** Header names lower-cased; the first value of a repeated header. */
 export type WireHeaders = Record<string, string>;

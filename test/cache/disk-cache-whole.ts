@@ -9,7 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import type { Test } from '../helpers/tap.js';
-import { DISK_BLOCK_SIZE, DiskCache, RING_AHEAD, RING_BEHIND, RING_WINDOWS, WHOLE_BUFFER_BYTES, WINDOW, type WholeFile } from '../../src/cache/disk-cache.js';
+import { DiskCache } from '../../src/cache/disk-cache.js';
+import { DISK_BLOCK_SIZE, type WholeFile } from '../../src/cache/tier-layout.js';
+import { RING_AHEAD, RING_BEHIND, RING_WINDOWS, WHOLE_BUFFER_BYTES, WINDOW } from '../../src/cache/tier-readers.js';
 import { patternBytes } from '../helpers/fake-client.js';
 
 const B = DISK_BLOCK_SIZE;

@@ -11,8 +11,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { crc32c } from '@node-rs/crc32';
-import { DISK_BLOCK_SIZE, DiskCache, ENTRY_BYTES, HEADER_BYTES, objectName, TIER_FOLDER, WINDOW, WRITE_RUN_BYTES, type WriteEvent } from '../../src/cache/disk-cache.js';
-import { NO_NATIVE_ENV, tierOpenPairOp } from '../../src/pipe/native.js';
+import { DiskCache } from '../../src/cache/disk-cache.js';
+import { DISK_BLOCK_SIZE, ENTRY_BYTES, HEADER_BYTES, objectName, TIER_FOLDER, type WriteEvent } from '../../src/cache/tier-layout.js';
+import { WINDOW } from '../../src/cache/tier-readers.js';
+import { WRITE_RUN_BYTES } from '../../src/cache/tier-writer.js';
+import { NO_NATIVE_ENV, tierOpenPairOp } from '../../src/native/addon.js';
 import { TieredClient } from '../../src/cache/tiered-client.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
@@ -442,7 +445,7 @@ t.test('the writer: jobs fit a small grant, and jobs waiting on one refill are a
 });
 
 t.test('--cache-dir-direct-write: whole pages written with O_DIRECT where the buffer is aligned, the rest the ordinary way; all read back right', async (t) => {
-  const { prefaultedAlloc } = await import('../../src/pipe/native.js');
+  const { prefaultedAlloc } = await import('../../src/native/addon.js');
   const { constants, openSync, closeSync } = await import('node:fs');
   const dir = await tempDir(t);
   let fsDirect = true;

@@ -13,7 +13,8 @@ import path from 'node:path';
 import t from 'tap';
 import type { Test } from '../helpers/tap.js';
 
-import { DiskCache, TIER_FOLDER } from '../../src/cache/disk-cache.js';
+import { DiskCache } from '../../src/cache/disk-cache.js';
+import { TIER_FOLDER } from '../../src/cache/tier-layout.js';
 import { withDiskTier } from '../../src/cache/tiered-client.js';
 import { downloadChannel } from '../../src/channels/file-mode.js';
 import { listChannel } from '../../src/channels/sources.js';

@@ -1,5 +1,5 @@
 /**
- * Large files of the disk tier checked ahead (native/src/fuse_memread.c, "Checked ahead"): when
+ * Large files of the disk tier checked ahead (native/src/fuse_open.c, "Checked ahead"): when
  * a passthrough OPEN checks a large file afresh, the next listed file is checked on a thread
  * of its own, and its OPEN uses that check. Real kernel mounts over a tier filled once, every
  * byte read compared with its source by sha256: a reader that goes through a folder in order
@@ -27,7 +27,7 @@ setLogLevel('error');
 const MiB = 1024 * 1024;
 const BUCKET = 'ahead';
 const PREFIX = 'ds/';
-/** Files of 9 MiB and a bit: above fuse_memread.c's AHEAD_MIN (8 MiB), so each is checked ahead of its OPEN. */
+/** Files of 9 MiB and a bit: above memread.h's AHEAD_MIN (8 MiB), so each is checked ahead of its OPEN. */
 const SIZE = 9 * MiB + 4321;
 const FILES = 4;
 

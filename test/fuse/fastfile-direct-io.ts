@@ -6,7 +6,7 @@
  * second read instead of returning old pages or new bytes. With a disk tier, opens passed
  * through (the kernel reads the cache file) and direct-I/O opens of the same files mix in one
  * mount without a failed open (the kernel refuses a non-passthrough open of an inode that has
- * a passthrough one; native/src/fuse_memread.c keeps them apart).
+ * a passthrough one; native/src/fuse_open.c keeps them apart).
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';

@@ -1,6 +1,6 @@
 /**
  * getattr of listed paths answered in libfuse's worker thread from a copy of the listing
- * (native/src/fuse_memread.c, native.ts MemAttrs): through real kernel mounts, every
+ * (native/src/fuse_attrs.c, native.ts MemAttrs): through real kernel mounts, every
  * file's and folder's stat equals what the JavaScript path answers for the same listing
  * (a second mount with SLUICE_NO_NATIVE), the C path did answer them
  * (sluice_fuse_memory_getattrs_total), and paths outside the listing still get ENOENT; a

@@ -20,7 +20,7 @@ import path from 'node:path';
 import t from 'tap';
 import { skip, type Test } from '../helpers/tap.js';
 import '../helpers/exit-watch.js';
-import { TIER_FOLDER } from '../../src/cache/disk-cache.js';
+import { TIER_FOLDER } from '../../src/cache/tier-layout.js';
 import type { FastFileMount } from '../../src/fuse/fastfile.js';
 import { sourceBytes, uploadLayout, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';

@@ -1,7 +1,7 @@
 /**
  * Epoch 1 over an empty disk tier, through a real kernel mount: files that cross-file
  * prefetch fetched into memory are opened by JavaScript and read from memory, even once the
- * tier has written them, so the prefetch walk goes on (native/src/fuse_memread.c "Fetched
+ * tier has written them, so the prefetch walk goes on (native/src/fuse_open.c "Fetched
  * into memory", src/fs/core.ts openNode); the next epoch opens them from the tier in C again.
  * Before this, libfuse's thread opened such files from the tier itself: JavaScript never saw
  * those opens, its walk stopped, and the reader waited for S3 past the walk's end
@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import '../helpers/exit-watch.js';
-import { TIER_FOLDER } from '../../src/cache/disk-cache.js';
+import { TIER_FOLDER } from '../../src/cache/tier-layout.js';
 import { uploadLayout, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { setLogLevel } from '../../src/log.js';

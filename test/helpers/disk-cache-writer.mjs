@@ -1,6 +1,7 @@
 // A second process writing to a disk tier folder (test/cache/disk-cache.ts): argv = dir, bound, tag, blocks.
 // Writes block 0 of keys `${tag}0..` with patternBytes(B, tag.charCodeAt(0) * 1000 + i) (test/helpers/pattern-bytes.mjs, as the tests).
-import { DiskCache, DISK_BLOCK_SIZE } from '../../dist/cache/disk-cache.js';
+import { DiskCache } from '../../dist/cache/disk-cache.js';
+import { DISK_BLOCK_SIZE } from '../../dist/cache/tier-layout.js';
 import { patternBytes } from './pattern-bytes.mjs';
 
 const [dir, bound, tag, blocks] = process.argv.slice(2);

@@ -17,7 +17,8 @@ import { fileURLToPath } from 'node:url';
 import { crc32c } from '@node-rs/crc32';
 import t from 'tap';
 import type { Test } from '../helpers/tap.js';
-import { DISK_BLOCK_SIZE, DiskCache, objectName, TIER_FOLDER } from '../../src/cache/disk-cache.js';
+import { DiskCache } from '../../src/cache/disk-cache.js';
+import { DISK_BLOCK_SIZE, objectName, TIER_FOLDER } from '../../src/cache/tier-layout.js';
 import { patternBytes } from '../helpers/fake-client.js';
 
 const B = DISK_BLOCK_SIZE;

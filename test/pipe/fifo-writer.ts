@@ -5,7 +5,7 @@ import { lstat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { FifoWriter, PIPE_BUFFER_BYTES } from '../../src/pipe/fifo-writer.js';
-import { fifoOps, NO_NATIVE_ENV } from '../../src/pipe/native.js';
+import { fifoOps, NO_NATIVE_ENV } from '../../src/native/addon.js';
 import { readFifo, tempDir, waitFor } from '../helpers/pipe.js';
 
 t.test('create() makes a FIFO, replaces a stale one, refuses anything else', async (t) => {

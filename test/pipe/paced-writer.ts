@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { FifoWriter, growPipe, PIPE_BUFFER_BYTES, WRITE_AHEAD_BYTES } from '../../src/pipe/fifo-writer.js';
-import { pipeWriterAddon } from '../../src/pipe/native.js';
+import { pipeWriterAddon } from '../../src/native/addon.js';
 import { bytesFor, tempDir } from '../helpers/pipe.js';
 
 const MiB = 1024 * 1024;

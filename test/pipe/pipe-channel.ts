@@ -14,7 +14,7 @@ import { BadRangeReplyError, DecompressionError, InvalidArgumentError, NoSuchKey
 import { channelEpoch, channelObjects, pipeEmptySeconds, pipeFullSeconds, servedBytes } from '../../src/metrics/metrics.js';
 import { createLogger, setLogLevel } from '../../src/log.js';
 import { Writable } from 'node:stream';
-import { NO_NATIVE_ENV } from '../../src/pipe/native.js';
+import { NO_NATIVE_ENV } from '../../src/native/addon.js';
 import { startPipeChannel, type PipeChannel, type PipeChannelOptions, type PipeItem } from '../../src/pipe/pipe-channel.js';
 import { decodeRecordIO } from '../../src/pipe/recordio.js';
 import type { StreamOptions } from '../../src/s3/object-client.js';

@@ -3,7 +3,7 @@ import { BlockCache } from '../../src/cache/block-cache.js';
 import { BadRangeReplyError, ObjectChangedError } from '../../src/errors.js';
 import { BlockFetcher } from '../../src/prefetch/block-fetcher.js';
 import { InflightBudget } from '../../src/prefetch/inflight-budget.js';
-import type { Slab } from '../../src/cache/buffer-pool.js';
+import type { Slab } from '../../src/memory/buffer-pool.js';
 import { FakeObjectClient, patternBytes } from '../helpers/fake-client.js';
 
 const KiB = 1024;

@@ -1,10 +1,10 @@
 /**
- * The GET buffer pool (src/cache/buffer-pool.ts) and its safety in the block cache:
+ * The GET buffer pool (src/memory/buffer-pool.ts) and its safety in the block cache:
  * a recycled buffer is never visible to a reader that still holds a block of it.
  */
 import t from 'tap';
 import { BlockCache } from '../../src/cache/block-cache.js';
-import { BufferPool } from '../../src/cache/buffer-pool.js';
+import { BufferPool } from '../../src/memory/buffer-pool.js';
 import { BlockFetcher, type FileRef } from '../../src/prefetch/block-fetcher.js';
 import { InflightBudget } from '../../src/prefetch/inflight-budget.js';
 import { ReadCursor } from '../../src/prefetch/read-cursor.js';

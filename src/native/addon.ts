@@ -1,29 +1,45 @@
 /**
- * FIFO primitives for Pipe mode: create a FIFO, and set / read a pipe's buffer size.
+ * The one door to sluice's N-API addon (native/): it loads the addon, and every other module
+ * reaches the addon's operations through the typed functions here. Nothing else in src/ calls
+ * node-gyp-build for our addon or dlopens it. This module sits at the bottom of the house: it
+ * imports nothing of sluice but errors, so pipe/, cache/, s3/, fuse/, channels/, memory/ and
+ * bench/ may all import it without an arrow running back up.
  *
- * Two backends, chosen on each call to fifoOps():
- *  - 'native': our N-API addon (native/, loaded with node-gyp-build from
- *    native/build/Release or native/prebuilds): mkfifo(3) and fcntl F_SETPIPE_SZ /
- *    F_GETPIPE_SZ.
+ * Loading: node-gyp-build finds the build in native/build/Release or native/prebuilds. The
+ * addon is loaded at most once (and a failure to load is remembered), so the cost is one
+ * dlopen per process. loadAddonGlobal() loads the same file a second way, with RTLD_GLOBAL,
+ * for the FUSE descriptor shim (src/fuse/native.ts); fuseNativeBinding() hands back
+ * fuse-native's own binding, the other native module sluice talks to directly.
+ *
+ * Each operation is exposed as a function that returns it, or undefined when the addon is
+ * not built, is an older build without it, or is forced off: the caller then takes its
+ * JavaScript path. Invariant: no caller holds the raw addon object.
+ *
+ * FIFO primitives for Pipe mode (fifoOps()) have two backends, chosen on each call:
+ *  - 'native': mkfifo(3) and fcntl F_SETPIPE_SZ / F_GETPIPE_SZ from the addon.
  *  - 'mkfifo-command': when the addon was not built (no compiler at install time) or
  *    is forced off, FIFOs come from coreutils `mkfifo` through execFile (no shell),
  *    and pipe sizes are unsupported: setPipeSize/getPipeSize return undefined and
  *    the pipe keeps the kernel's default buffer (64 KiB on Linux).
  *
- * Test hook: SLUICE_NO_NATIVE=1 forces the 'mkfifo-command' backend. It is read on
- * every fifoOps() call, so a test can flip it without reloading modules.
- *
- * The addon is loaded at most once (and a failure to load is remembered), so the
- * cost is one dlopen per process.
+ * Test hook: SLUICE_NO_NATIVE=1 forces every fallback. It is read on every call, so a test
+ * can flip it without reloading modules.
  */
 import { execFile } from 'node:child_process';
 import { lstat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import type { PipeWriterAddon } from './paced-writer.js';
-import { SlabArena } from '../cache/slab-arena.js';
-import { BufferPool } from '../cache/buffer-pool.js';
+import os from 'node:os';
+
+/** The addon's paced FIFO writer (native/src/pipe_writer.c), driven by src/pipe/paced-writer.ts. */
+export interface PipeWriterAddon {
+  pipeWriterOpen(fd: number, pipeSize: number, onProgress: (written: number, finished: boolean, errno: number) => void): unknown;
+  pipeWriterPush(handle: unknown, buf: Buffer): boolean;
+  pipeWriterEnd(handle: unknown): void;
+  pipeWriterCancel(handle: unknown): void;
+  pipeWriterStats(handle: unknown): number[];
+}
 
 /** What the compiled addon exports (native/binding.c). */
 interface NativeAddon {
@@ -35,7 +51,7 @@ interface NativeAddon {
   unlock?(fd: number): void;
   /** A buffer whose pages (4 KiB) are mapped before first use; undefined when external buffers are not allowed (absent from an old build). */
   allocPrefaulted?(bytes: number): Buffer | undefined;
-  /** A mapping with no page yet, for a pool's slabs (../cache/slab-arena.ts); undefined when external buffers are not allowed (absent from an old build). */
+  /** A mapping with no page yet, for a pool's slabs (../memory/slab-arena.ts); undefined when external buffers are not allowed (absent from an old build). */
   reserveRegion?(bytes: number): Buffer | undefined;
   /** Maps the whole pages inside a slab of a region (MADV_POPULATE_WRITE; absent from an old build). */
   populateSlab?(buf: Buffer): void;
@@ -84,7 +100,7 @@ export interface FifoOps {
 /** Environment variable that forces the fallback backend (a test hook, also an escape hatch). */
 export const NO_NATIVE_ENV = 'SLUICE_NO_NATIVE';
 
-/** native/ sits two levels above both src/pipe/ (tests) and dist/pipe/ (the CLI). */
+/** native/ sits two levels above both src/native/ (tests) and dist/native/ (the CLI). */
 const NATIVE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native');
 
 let addon: NativeAddon | null | undefined; // undefined: not tried yet; null: tried and failed
@@ -101,6 +117,46 @@ function loadAddon(): NativeAddon | null {
     addonError = err;
   }
   return addon;
+}
+
+/**
+ * The path of the addon's built file (node-gyp-build's choice), or undefined when it is not
+ * built. For loadAddonGlobal().
+ */
+export function addonFile(): string | undefined {
+  try {
+    return (createRequire(import.meta.url)('node-gyp-build') as { path(dir: string): string }).path(NATIVE_DIR);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Loads the addon's file again into the global symbol scope (RTLD_NOW | RTLD_GLOBAL), where
+ * its fuse_mount, fuse_unmount and fuse_new take precedence over libfuse's for fuse-native
+ * (native/src/fuse_fd.c, fuse_init.c). Must run before fuse-native is loaded. Returns the
+ * exports (the caller, src/fuse/native.ts, types and checks them), or undefined when the
+ * addon is not built.
+ */
+export function loadAddonGlobal(): Record<string, unknown> | undefined {
+  const file = addonFile();
+  if (file === undefined) return undefined;
+  const mod = { exports: {} as Record<string, unknown> };
+  process.dlopen(mod, file, os.constants.dlopen.RTLD_NOW | os.constants.dlopen.RTLD_GLOBAL);
+  return mod.exports;
+}
+
+/**
+ * fuse-native's own binding, the module object its index.js loads (node-gyp-build resolves
+ * the same file, so require's cache hands back that very instance), with its package
+ * version; src/fuse/native.ts types it and checks the version before using its privates.
+ */
+export function fuseNativeBinding(): { binding: unknown; version: string } {
+  const req = createRequire(import.meta.url);
+  const index = req.resolve('fuse-native');
+  const binding = createRequire(index)('node-gyp-build')(path.dirname(index)) as unknown;
+  const version = (req('fuse-native/package.json') as { version: string }).version;
+  return { binding, version };
 }
 
 /**
@@ -134,36 +190,16 @@ export function prefaultedAlloc(): ((bytes: number) => Buffer) | undefined {
 }
 
 /**
- * BufferPool options for a pool of at most `maxBytes` whose slabs come from the addon: carved
- * out of regions reserved now (../cache/slab-arena.ts: V8 counts their memory once, here, and
- * not slab by slab in the middle of the reads), else mapped one by one (prefaultedAlloc), with
- * `discard` giving a dropped slab's pages back at once. Empty (the pool's defaults) when the
- * addon cannot give slabs.
+ * The addon's operations on a reserved region, for a pool's slabs (src/memory/slab-arena.ts):
+ * reserve a mapping with no page yet, map the whole pages of a slab, give them back.
+ * Undefined when the addon is not built, is an older build, or is forced off.
  */
-export function prefaultedPoolOptions(maxBytes: number): { alloc?: (bytes: number) => Buffer; discard?: (buf: Buffer) => void } {
-  const alloc = prefaultedAlloc();
-  if (alloc === undefined) return {};
+export function regionOps(): { reserve(bytes: number): Buffer | undefined; populate(buf: Buffer): void; discard(buf: Buffer): void } | undefined {
+  if (nativeForcedOff()) return undefined;
   const a = loadAddon();
   const { reserveRegion, populateSlab, discardPages } = a ?? {};
-  if (!a || !reserveRegion || !populateSlab || !discardPages) return { alloc };
-  let arena: SlabArena | undefined;
-  try {
-    arena = new SlabArena(maxBytes, { reserve: (n) => reserveRegion.call(a, n), populate: (b) => populateSlab.call(a, b), discard: (b) => discardPages.call(a, b) });
-  } catch {
-    arena = undefined; // mmap refused the reservation (e.g. strict overcommit): slabs one by one
-  }
-  return {
-    alloc: (n) => arena?.alloc(n) ?? alloc(n),
-    // A slab of its own is left to V8 to unmap, as before; a region's goes back to the arena.
-    discard: (b) => {
-      if (arena?.owns(b)) arena.release(b);
-    },
-  };
-}
-
-/** A BufferPool of at most `maxBytes` in slabs of multiples of `unit`, from the addon where it can (prefaultedPoolOptions). */
-export function slabPool(maxBytes: number, unit: number): BufferPool {
-  return new BufferPool({ maxBytes, unit, ...prefaultedPoolOptions(maxBytes) });
+  if (!a || !reserveRegion || !populateSlab || !discardPages) return undefined;
+  return { reserve: (n) => reserveRegion.call(a, n), populate: (b) => populateSlab.call(a, b), discard: (b) => discardPages.call(a, b) };
 }
 
 /** The addon's batch writer of small objects for the disk tier (TierWriteSmall), or undefined when the addon is not built, is an older build, or is forced off. */

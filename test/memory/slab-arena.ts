@@ -1,5 +1,5 @@
 import t from 'tap';
-import { HUGE_BLOCK, REGION_MAX, SlabArena, type ArenaOps } from '../../src/cache/slab-arena.js';
+import { HUGE_BLOCK, REGION_MAX, SlabArena, type ArenaOps } from '../../src/memory/slab-arena.js';
 
 /** Ops over plain buffers, recording what was populated and discarded (by offset in its region). */
 function fakeOps(): ArenaOps & { reserved: number[]; populated: string[]; discarded: string[]; refuse: boolean } {
