@@ -50,7 +50,10 @@ export type ErrorCode =
   | 'SLUICE_OBJECT_ARCHIVED'
   | 'SLUICE_ARCHIVED_OBJECTS'
   // a dead FUSE mount in sluice's way
-  | 'SLUICE_DEAD_MOUNT';
+  | 'SLUICE_DEAD_MOUNT'
+  // issue 43: the data path's HTTP/1.1 client refuses what would break framing, both ways
+  | 'SLUICE_HTTP_PROTOCOL'
+  | 'SLUICE_UNSAFE_HEADER';
 
 export interface SluiceErrorOptions {
   hint?: string;
@@ -238,6 +241,28 @@ export class ObjectChangedError extends SluiceError {
 export class BadRangeReplyError extends SluiceError {
   constructor(message: string, opts: SluiceErrorOptions = {}) {
     super('SLUICE_BAD_RANGE_REPLY', message, opts);
+  }
+}
+
+/**
+ * A reply that breaks HTTP/1.1's framing rules (RFC 9112; src/s3/reply-parser.ts): conflicting
+ * lengths, a transfer coding other than chunked, a control character in a field, ... No byte
+ * of it is used, and it is not retried: the same server would frame the next one the same way.
+ */
+export class HttpProtocolError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_HTTP_PROTOCOL', message, opts);
+  }
+}
+
+/**
+ * A request header or path holding CR, LF or another control character (src/s3/wire.ts):
+ * written as is, it would end the header early and could smuggle a second request onto the
+ * connection. E.g. an ETag from a snapshot file or a listing.
+ */
+export class UnsafeHeaderError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_UNSAFE_HEADER', message, opts);
   }
 }
 

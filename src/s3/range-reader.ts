@@ -37,7 +37,7 @@ import { LimiterTimeout, type ConcurrencyLimiter, type Slot } from './concurrenc
 import { OUTAGE_POLL_MS, requestDeadlineMs, type Reachability } from './outage.js';
 import { BACKOFF_BASE_MS, backoffMs, sleep } from './retry.js';
 import type { SignGet } from './signing.js';
-import { WireStallError, type Exchange, type WireHeaders, type WirePool } from './wire.js';
+import { unsafeRequestHead, WireStallError, type Exchange, type WireHeaders, type WirePool } from './wire.js';
 import { exhausted, judgeError, judgeReply, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
 
 
@@ -456,6 +456,10 @@ export class RangeReader {
     const base = this.o.addressing.pathFor(key);
     const versionId = this.versions?.get(key);
     const range = { range: `bytes=${pos}-${end - 1}`, 'if-match': etag };
+    // An ETag from a snapshot or a listing is written into the request: refuse CR/LF and
+    // other controls here too, so the stream path (undici) fails with the same typed error.
+    const unsafe = unsafeRequestHead(base, range);
+    if (unsafe !== undefined) throw unsafe;
     if (versionId === undefined) return { path: base, headers: await this.o.sign(base, range) };
     const headers = await this.o.sign(base, range, undefined, { versionId });
     return { path: `${base}?versionId=${encodeURIComponent(versionId).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`, headers };

@@ -53,9 +53,17 @@
  *    exchange if nothing came for `stallMs` (WireStallError), closes the connection if it
  *    sat idle for `keepAliveMs`, and otherwise sleeps for exactly the time left. So a busy
  *    connection wakes about once per `stallMs`, whatever the number of requests it serves.
- *  - A Conn parses replies itself: status line and headers (at most MAX_HEAD bytes), then a
- *    body framed by Content-Length, chunked transfer coding or the connection's end. No
- *    pipelining: one exchange at a time per connection, so nothing but our reply arrives.
+ *    Each exchange still gets its own deadline: sending on a reused connection whose timer
+ *    is set later than `stallMs` away (the keep-alive check) re-arms it. Interim (1xx)
+ *    replies do not count as progress: the clock runs on from sending.
+ *  - A Conn parses replies with ./reply-parser.ts, strictly (RFC 9112): status line and
+ *    headers, then a body framed by Content-Length, chunked transfer coding or the
+ *    connection's end; anything else is an HttpProtocolError. No pipelining: one exchange at
+ *    a time per connection, so nothing but our reply arrives; a byte after it drops the
+ *    connection.
+ *  - Requests: the path and every header are checked before a byte is written
+ *    (unsafeRequestHead): a CR, LF or other control character (e.g. in an ETag read from a
+ *    snapshot) fails the request with UnsafeHeaderError instead of smuggling a second one.
  *  - Body bytes: while a Content-Length body is being read and the handler names a landing
  *    region (`landing()`), the next socket read goes straight there (`onLanded(n)`);
  *    otherwise into the connection's bounce buffer, passed to `onBody()` for one copy.
@@ -66,15 +74,17 @@
  *    server closed it while idle) is sent again once on a fresh connection: a GET is
  *    idempotent and no byte was delivered.
  *  - Errors keep their errno (ECONNREFUSED, ECONNRESET, ...) for ./s3-errors.ts; a reply cut
- *    short by the server closing is ECONNABORTED; a malformed reply is WireProtocolError.
+ *    short by the server closing is ECONNABORTED; a malformed reply is HttpProtocolError.
  */
 import net from 'node:net';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
+import { UnsafeHeaderError } from '../errors.js';
 import { recvLowatOp } from '../native/addon.js';
+import { ParseState, ReplyParser, type ReplyHeaders, type ReplySink } from './reply-parser.js';
 
-/** Header names lower-cased; the first value of a repeated header. */
-export type WireHeaders = Record<string, string>;
+/** Header names lower-cased; repeats combined (./reply-parser.ts). */
+export type WireHeaders = ReplyHeaders;
 
 export interface ReplyHandler {
   /** Status line and headers came. May call exchange.close() (e.g. an error reply it will not read). */
@@ -107,10 +117,6 @@ export interface WirePoolOptions {
   stallMs?: number;
   /** CA certificates (PEM) to trust for an https origin instead of Node's default roots (tls `ca`). */
   ca?: string;
-}
-
-export class WireProtocolError extends Error {
-  readonly code = 'EPROTO';
 }
 
 /** No byte of a reply came for `stallMs`. */
@@ -163,12 +169,27 @@ export function lowatAfterRead(current: number, remaining: number, tried: boolea
   if (!tried && remaining >= 2 * RECV_LOWAT_BYTES + held) return RECV_LOWAT_BYTES;
   return undefined;
 }
-/** S3 reply headers are ~1 KiB; 64 KiB is far beyond any real reply and bounds a broken one. */
-const MAX_HEAD = 64 * 1024;
-const CRLFCRLF = Buffer.from('\r\n\r\n');
+/**
+ * A request's target and fields as they may be written (RFC 9112 3.2, RFC 9110 5.5):
+ * origin-form of printable ASCII, token names, values of printable ASCII, SP and HTAB.
+ * Anything else - above all CR and LF, which would end the head early and could smuggle a
+ * second request onto the connection - is refused before a byte is written.
+ */
+const REQUEST_TARGET = /^\/[\x21-\x7e]*$/;
+const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const FIELD_VALUE = /^[\t\x20-\x7e]*$/;
 
-const enum State { Idle, Head, Length, Chunked, UntilClose, Done }
-const enum ChunkState { Size, Data, DataEnd, Trailer }
+/** Why `path` and `headers` may not be written as a request head, or undefined when they may. */
+export function unsafeRequestHead(path: string, headers: Record<string, string>): UnsafeHeaderError | undefined {
+  if (!REQUEST_TARGET.test(path)) return new UnsafeHeaderError(`refused to send a request for ${JSON.stringify(path.slice(0, 200))}: its path holds a space, a control or a non-ASCII character`);
+  for (const [k, v] of Object.entries(headers)) {
+    if (!FIELD_NAME.test(k)) return new UnsafeHeaderError(`refused to send the header name ${JSON.stringify(k.slice(0, 80))}: not an HTTP token`);
+    if (typeof v !== 'string' || !FIELD_VALUE.test(v)) {
+      return new UnsafeHeaderError(`refused to send ${k}: ${JSON.stringify(String(v).slice(0, 200))}: it holds CR, LF, another control or a non-ASCII character`);
+    }
+  }
+  return undefined;
+}
 
 /**
  * The server closed the connection cleanly before its reply ended (a truncated body, or a
@@ -179,26 +200,24 @@ function closedError(message: string): Error {
   return Object.assign(new Error(message), { code: 'ECONNABORTED' });
 }
 
-class Conn {
+class Conn implements ReplySink {
   readonly sock: net.Socket;
   private readonly bounce = Buffer.allocUnsafe(BOUNCE_BYTES);
   /** The region the next read lands in when it is not the bounce buffer. */
   private landed: Buffer | undefined;
   ex: ExchangeImpl | undefined;
-  private state = State.Idle;
-  private head: Buffer[] = [];
-  private headLen = 0;
-  private remaining = 0;
-  private chunkState = ChunkState.Size;
-  private line = '';
-  private keepAlive = true;
+  private readonly parser = new ReplyParser(this);
   /** Exchanges served; > 0 means the server may have closed it while idle. */
   uses = 0;
   dead = false;
   /** The connection's one timer (stall and keep-alive checks); armed while it lives. */
   private timer: NodeJS.Timeout | undefined;
+  /** performance.now() when the timer fires. */
+  private due = 0;
   /** performance.now() of the last reply byte (or of sending) while an exchange is on; of going idle otherwise. */
   private last = performance.now();
+  /** performance.now() when the current exchange's request was sent: interim replies set `last` back to it. */
+  private sentAt = 0;
   /** The socket's SO_RCVLOWAT as last set (1: the kernel's default, every byte is reported). */
   private lowat = 1;
   /** The mark was raised (or tried) during the current exchange. */
@@ -227,6 +246,7 @@ class Conn {
   }
 
   private arm(ms: number): void {
+    this.due = performance.now() + ms;
     this.timer = setTimeout(this.check, ms);
     this.timer.unref();
   }
@@ -257,10 +277,10 @@ class Conn {
   }
 
   private readonly nextBuffer = (): Buffer => {
-    if (this.state === State.Length && this.ex !== undefined && this.remaining > 0) {
+    if (this.parser.state === ParseState.Length && this.ex !== undefined && this.parser.remaining > 0) {
       const r = this.ex.handler.landing();
       if (r !== undefined && r.length > 0) {
-        this.landed = r.length > this.remaining ? r.subarray(0, this.remaining) : r;
+        this.landed = r.length > this.parser.remaining ? r.subarray(0, this.parser.remaining) : r;
         return this.landed;
       }
     }
@@ -275,11 +295,10 @@ class Conn {
       const ex = this.ex;
       if (ex === undefined) { this.destroy(); return false; }
       ex.started = true;
-      this.remaining -= n;
       ex.handler.onLanded(n);
       if (this.ex === ex) {
-        if (this.remaining === 0) this.complete();
-        else this.tuneLowat();
+        this.parser.landed(n);
+        if (this.ex === ex) this.tuneLowat();
       }
       return true;
     }
@@ -290,12 +309,16 @@ class Conn {
   send(ex: ExchangeImpl, hostHeader: string): void {
     this.ex = ex;
     ex.conn = this;
-    this.state = State.Head;
-    this.head = [];
-    this.headLen = 0;
-    this.keepAlive = true;
+    this.parser.reset();
     this.lowatTried = false;
-    this.last = performance.now();
+    this.last = this.sentAt = performance.now();
+    // Each exchange gets its own stall deadline: a reused connection's timer may be set for
+    // the keep-alive check, up to keepAliveMs away (a stalled second GET was judged after
+    // 9 s with a 500 ms timeout). Re-armed only when it would fire too late.
+    if (this.stallMs > 0 && (this.timer === undefined || this.due > this.sentAt + this.stallMs)) {
+      clearTimeout(this.timer);
+      this.arm(this.stallMs);
+    }
     let req = `GET ${ex.path} HTTP/1.1\r\nhost: ${hostHeader}\r\n`;
     for (const [k, v] of Object.entries(ex.headers)) if (k.toLowerCase() !== 'host') req += `${k}: ${v}\r\n`;
     this.sock.write(req + '\r\n');
@@ -303,139 +326,52 @@ class Conn {
 
   /** Parses bytes of buf[off, end) in the bounce buffer (or a 'data' chunk). */
   feed(buf: Buffer, off: number, end: number): void {
-    while (off < end) {
-      const ex = this.ex;
-      if (ex === undefined || this.state === State.Idle || this.state === State.Done) {
-        // Bytes nobody asked for: the connection cannot be trusted any more.
-        this.destroy();
-        return;
-      }
-      ex.started = true;
-      switch (this.state) {
-        case State.Head: off = this.parseHead(buf, off, end); break;
-        case State.Length: {
-          const n = Math.min(this.remaining, end - off);
-          this.remaining -= n;
-          ex.handler.onBody(buf.subarray(off, off + n));
-          off += n;
-          if (this.ex === ex) {
-            if (this.remaining === 0) this.complete();
-            else this.tuneLowat();
-          }
-          break;
-        }
-        case State.UntilClose:
-          ex.handler.onBody(buf.subarray(off, end));
-          off = end;
-          break;
-        case State.Chunked: off = this.parseChunked(buf, off, end); break;
-      }
-      if (this.ex !== ex) return; // the handler closed it, or it completed
-    }
+    const ex = this.ex;
+    // Bytes nobody asked for: the connection cannot be trusted any more.
+    if (ex === undefined) { this.destroy(); return; }
+    ex.started = true;
+    if (!this.parser.feed(buf, off, end)) this.destroy();
   }
 
-  private parseHead(buf: Buffer, off: number, end: number): number {
-    const piece = buf.subarray(off, end);
-    const prev = this.headLen;
-    // The usual case: the whole head is in this read (with the first body bytes behind it),
-    // so it is parsed where it lies. Copying the read instead cost ~0.4 ms per GET (a 64 KiB
-    // Buffer.from, mostly body bytes), measured 4% of the receive path's CPU.
-    let all = piece;
-    let at = prev === 0 ? piece.indexOf(CRLFCRLF) : -1;
-    if (at < 0) {
-      // The head goes on in the next read: keep what may be head (a copy: the bounce buffer
-      // is reused by the next read), and search again from 3 bytes before the new piece,
-      // as the terminator may straddle reads.
-      const keep = piece.subarray(0, Math.min(piece.length, MAX_HEAD + 4));
-      this.head.push(Buffer.from(keep));
-      this.headLen += keep.length;
-      all = this.head.length === 1 ? this.head[0]! : Buffer.concat(this.head, this.headLen);
-      this.head = [all];
-      at = all.indexOf(CRLFCRLF, Math.max(0, prev - 3));
-      if (at < 0) {
-        if (this.headLen > MAX_HEAD) this.fail(new WireProtocolError(`reply headers longer than ${MAX_HEAD} bytes`));
-        return end;
-      }
-    }
-    const used = at + 4 - prev; // bytes of this piece that belong to the head
-    const lines = all.toString('latin1', 0, at).split('\r\n');
-    const m = /^HTTP\/1\.([01]) (\d{3})/.exec(lines[0] ?? '');
-    if (!m) { this.fail(new WireProtocolError(`bad status line ${JSON.stringify((lines[0] ?? '').slice(0, 80))}`)); return end; }
-    const status = Number(m[2]);
-    const headers: WireHeaders = {};
-    for (let i = 1; i < lines.length; i++) {
-      const l = lines[i]!;
-      const c = l.indexOf(':');
-      if (c <= 0) continue;
-      const name = l.slice(0, c).trim().toLowerCase();
-      if (!(name in headers)) headers[name] = l.slice(c + 1).trim();
-    }
-    this.head = [];
-    this.headLen = 0;
-    if (status >= 100 && status < 200) {
-      // 100 Continue and friends: the real reply follows.
-      return off + used;
-    }
-    const conn = headers['connection']?.toLowerCase();
-    this.keepAlive = m[1] === '1' ? conn !== 'close' : conn === 'keep-alive';
-    const te = headers['transfer-encoding']?.toLowerCase();
-    const cl = headers['content-length'];
-    if (status === 204 || status === 304) this.state = State.Done;
-    else if (te !== undefined && te.endsWith('chunked')) { this.state = State.Chunked; this.chunkState = ChunkState.Size; this.line = ''; }
-    else if (cl !== undefined) {
-      if (!/^\d+$/.test(cl)) { this.fail(new WireProtocolError(`bad Content-Length ${JSON.stringify(cl)}`)); return end; }
-      this.remaining = Number(cl);
-      this.state = this.remaining === 0 ? State.Done : State.Length;
-    } else { this.state = State.UntilClose; this.keepAlive = false; }
-    const ex = this.ex!;
-    ex.handler.onHeaders(status, headers);
-    if (this.ex !== ex) return end;
-    if (this.state === State.Done) { this.complete(); return end; }
-    return off + used;
+  /** ReplySink: an interim (1xx) reply is not progress: the stall clock runs on from sending. */
+  onInterim(): void {
+    this.last = this.sentAt;
   }
 
-  private parseChunked(buf: Buffer, off: number, end: number): number {
-    const ex = this.ex!;
-    while (off < end && this.ex === ex) {
-      if (this.chunkState === ChunkState.Data) {
-        const n = Math.min(this.remaining, end - off);
-        this.remaining -= n;
-        ex.handler.onBody(buf.subarray(off, off + n));
-        off += n;
-        if (this.remaining === 0) { this.chunkState = ChunkState.DataEnd; this.line = ''; }
-        continue;
-      }
-      // Size, DataEnd and Trailer are lines: collect up to LF.
-      const lf = buf.indexOf(10, off);
-      const stop = lf < 0 || lf >= end ? end : lf;
-      this.line += buf.toString('latin1', off, stop);
-      if (this.line.length > 8192) { this.fail(new WireProtocolError('chunked framing line too long')); return end; }
-      if (stop === end) return end;
-      off = stop + 1;
-      const line = this.line.replace(/\r$/, '');
-      this.line = '';
-      if (this.chunkState === ChunkState.Size) {
-        const size = /^([0-9a-fA-F]+)/.exec(line);
-        if (!size) { this.fail(new WireProtocolError(`bad chunk size ${JSON.stringify(line.slice(0, 40))}`)); return end; }
-        this.remaining = parseInt(size[1]!, 16);
-        this.chunkState = this.remaining === 0 ? ChunkState.Trailer : ChunkState.Data;
-      } else if (this.chunkState === ChunkState.DataEnd) {
-        if (line !== '') { this.fail(new WireProtocolError('chunk not followed by CRLF')); return end; }
-        this.chunkState = ChunkState.Size;
-      } else if (line === '') {
-        this.complete();
-        return off;
-      }
-    }
-    return off;
+  /** ReplySink. */
+  onHeaders(status: number, headers: ReplyHeaders): void {
+    this.ex?.handler.onHeaders(status, headers);
+  }
+
+  /** ReplySink. */
+  onBody(chunk: Buffer): void {
+    const ex = this.ex;
+    if (ex === undefined) return;
+    ex.handler.onBody(chunk);
+    if (this.ex === ex && this.parser.state === ParseState.Length) this.tuneLowat();
+  }
+
+  /** ReplySink: the reply is complete: hand the connection back (or drop it) and tell the handler. */
+  onComplete(): void {
+    const ex = this.ex;
+    if (ex === undefined) return;
+    this.ex = undefined;
+    ex.conn = undefined;
+    if (this.lowat > 1) this.setLowat(1); // the next reply's head (and a short body) must be seen at once
+    this.uses++;
+    if (this.parser.keepAlive) this.pool.release(this);
+    else this.destroy();
+    ex.done = true;
+    ex.handler.onEnd();
+  }
+
+  /** ReplySink: the reply broke the framing rules. */
+  onError(err: Error): void {
+    this.fail(err);
   }
 
   private onEof(): void {
-    if (this.ex !== undefined && this.state === State.UntilClose) {
-      this.keepAlive = false;
-      this.complete();
-      return;
-    }
+    if (this.ex !== undefined && this.parser.eof()) return;
     this.fail(closedError('the server closed the connection before the reply ended'));
   }
 
@@ -445,7 +381,7 @@ class Conn {
    * long body.
    */
   private tuneLowat(): void {
-    const next = lowatAfterRead(this.lowat, this.remaining, this.lowatTried, this.heldByReader);
+    const next = lowatAfterRead(this.lowat, this.parser.remaining, this.lowatTried, this.heldByReader);
     if (next === undefined) return;
     if (next > 1) this.lowatTried = true; // once per exchange: not again after the stall check took it down
     this.setLowat(next);
@@ -464,20 +400,6 @@ class Conn {
     } catch {
       this.lowat = 1; // EBADF/ENOTSOCK: the socket is going away; nothing to tune
     }
-  }
-
-  /** The reply is complete: hand the connection back (or drop it) and tell the handler. */
-  private complete(): void {
-    const ex = this.ex!;
-    this.ex = undefined;
-    ex.conn = undefined;
-    this.state = State.Idle;
-    if (this.lowat > 1) this.setLowat(1); // the next reply's head (and a short body) must be seen at once
-    this.uses++;
-    if (this.keepAlive) this.pool.release(this);
-    else this.destroy();
-    ex.done = true;
-    ex.handler.onEnd();
   }
 
   /** The connection broke: fail its exchange, if any, and forget it. */
@@ -500,7 +422,7 @@ class Conn {
   destroy(): void {
     if (this.dead) return;
     this.dead = true;
-    this.state = State.Idle;
+    this.parser.stop();
     this.landed = undefined;
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -541,6 +463,12 @@ export class WirePool {
   /** Sends `GET path` with `headers`; the handler hears the reply. */
   request(path: string, headers: Record<string, string>, handler: ReplyHandler): Exchange {
     const ex = new ExchangeImpl(this, path, headers, handler);
+    const unsafe = unsafeRequestHead(path, headers);
+    if (unsafe !== undefined) {
+      ex.done = true;
+      queueMicrotask(() => handler.onError(unsafe));
+      return ex;
+    }
     if (this.closed) {
       ex.done = true;
       queueMicrotask(() => handler.onError(Object.assign(new Error('the connection pool is closed'), { code: 'UND_ERR_CLOSED' })));

@@ -48,6 +48,10 @@ t.test('the Indexed Job', async (t) => {
   const port = c.ports.find((p: Obj) => p.name === 'metrics');
   t.equal(port?.containerPort, 9400);
   t.same(c.readinessProbe.httpGet, { path: '/readyz', port: 'metrics' });
+  // Issue 45: the liveness probe docs/METRICS.md promises.
+  t.same(c.livenessProbe?.httpGet, { path: '/healthz', port: 'metrics' }, 'liveness on /healthz');
+  const metricsMd = readFileSync(new URL('../../docs/METRICS.md', import.meta.url), 'utf8');
+  t.match(metricsMd, /livenessProbe:[^\n]*\n\s*httpGet: \{ path: \/healthz, port: metrics \}/, 'as docs/METRICS.md shows it');
   t.equal(job!.spec.template.metadata.annotations['prometheus.io/port'], String(port.containerPort));
   t.equal(c.args[c.args.indexOf('--input-data-config') + 1], `${c.volumeMounts.find((m: Obj) => m.name === 'channels').mountPath}/channels.json`, 'channels file from the ConfigMap');
 });
@@ -59,12 +63,24 @@ t.test('the PodMonitor selects the Job\'s pods and scrapes the metrics port', as
   const labels = job!.spec.template.metadata.labels;
   for (const [k, v] of Object.entries(pm!.spec.selector.matchLabels)) t.equal(labels[k], v, `pod label ${k}`);
   t.same(pm!.spec.podMetricsEndpoints.map((e: Obj) => [e.port, e.path]), [['metrics', '/metrics']]);
+  // Issue 45: the job label tells Jobs apart: it comes from the pod label Kubernetes sets to the Job's name.
+  t.equal(pm!.spec.jobLabel, 'job-name', 'job label from the pod\'s job-name label');
 });
 
 t.test('the device plugin advertises the resource the Job requests', async (t) => {
   const [ds] = find('DaemonSet');
   const c = ds!.spec.template.spec.containers[0];
   t.match(c.image, /generic-device-plugin/);
+  // Issue 45: a pinned image, not privileged, not on every node.
+  t.match(c.image, /@sha256:[0-9a-f]{64}$|:v?\d+\.\d+/, 'image pinned to a digest or a release');
+  t.notOk(c.image.endsWith(':latest'), 'not :latest');
+  t.not(c.securityContext?.privileged, true, 'not privileged');
+  t.equal(c.securityContext?.allowPrivilegeEscalation, false);
+  t.same(c.securityContext?.capabilities?.drop, ['ALL'], 'every capability dropped');
+  t.ok(c.volumeMounts.find((m: Obj) => m.mountPath === '/dev')?.readOnly, '/dev read-only');
+  const sel = ds!.spec.template.spec.nodeSelector as Obj | undefined;
+  t.ok(sel && Object.keys(sel).length > 0, 'a nodeSelector: only the nodes that run FastFile pods');
+  t.match(readFileSync(new URL('../../docker/README.md', import.meta.url), 'utf8'), new RegExp(`${Object.keys(sel ?? {})[0]}=${Object.values(sel ?? {})[0]}`), 'docker/README.md names the node label');
   const { parse } = await import('yaml');
   const device = parse(c.args[c.args.indexOf('--device') + 1]) as Obj;
   t.equal(`squat.ai/${device.name}`, 'squat.ai/fuse');
@@ -79,4 +95,7 @@ t.test('docker/README.md explains both FUSE setups and says which the example us
   t.match(readme, /example uses the device plugin/i);
   t.match(readme, /\/dev\/fd\/N/);
   t.match(readme, /Bases checked/i);
+  // FastFile refuses ShardedByS3Key (src/channels/input-config.ts): the page must not say it shards.
+  t.notMatch(readme, /ShardedByS3Key[^.]*work[^.]*as with FastFile/i, 'does not say FastFile shards by key');
+  t.match(readme, /FastFile[^.]*refuses\s+ShardedByS3Key/, 'says FastFile refuses it');
 });

@@ -234,3 +234,160 @@ t.test('end to end over HTTPS with a CA made for the test', async (t) => {
   t.type(err, SluiceError, 'without the CA: a typed error');
   t.match(String((err as Error).message), /certificate/i, 'naming the certificate problem');
 });
+
+// ---- issue 43, defects 6, 7 and 9: requests that cannot smuggle, deadlines per exchange,
+// and a strict reply parser. A scripted server answers each request with the bytes a test
+// gives it; errors are checked by their stable code, so these tests run against any build.
+
+/** A raw TCP server: `reply(conn, n, request)` answers the n-th request (0-based) on connection `conn`. */
+interface Scripted { port: number; requests: string[]; perConn: number[]; close(): Promise<void> }
+async function scripted(reply: (sock: Socket, n: number, request: string) => void): Promise<Scripted> {
+  const net = await import('node:net');
+  const socks = new Set<Socket>();
+  const s: Scripted = { port: 0, requests: [], perConn: [], close: async () => {} };
+  const server = net.createServer((sock) => {
+    socks.add(sock);
+    sock.on('close', () => socks.delete(sock));
+    sock.on('error', () => {});
+    const conn = s.perConn.push(0) - 1;
+    let buf = '';
+    sock.on('data', (d) => {
+      buf += d.toString('latin1');
+      for (let at = buf.indexOf('\r\n\r\n'); at >= 0; at = buf.indexOf('\r\n\r\n')) {
+        const req = buf.slice(0, at + 4);
+        buf = buf.slice(at + 4);
+        s.requests.push(req);
+        reply(sock, s.perConn[conn]!++, req);
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  s.port = (server.address() as AddressInfo).port;
+  s.close = async () => { for (const k of socks) k.destroy(); await new Promise<void>((r) => server.close(() => r())); };
+  return s;
+}
+
+/** Outcome of one exchange through `pool`: the body and status, or the error; `boundMs` bounds the wait. */
+async function exchange(pool: WirePool, headers: Record<string, string> = {}, boundMs = 15_000, path = '/k'):
+  Promise<{ status?: number; body?: Buffer; err?: Error & { code?: string }; timedOut?: boolean }> {
+  return new Promise((resolve) => {
+    const parts: Buffer[] = [];
+    let status: number | undefined;
+    let ex: { close(): void } | undefined = undefined;
+    const bound = setTimeout(() => { ex?.close(); resolve({ timedOut: true }); }, boundMs);
+    const done = (r: { status?: number; body?: Buffer; err?: Error & { code?: string } }) => { clearTimeout(bound); resolve(r); };
+    ex = pool.request(path, headers, {
+      onHeaders: (s) => { status = s; },
+      landing: () => undefined,
+      onLanded: () => {},
+      onBody: (c) => { parts.push(Buffer.from(c)); },
+      onEnd: () => done({ ...(status !== undefined ? { status } : {}), body: Buffer.concat(parts) }),
+      onError: (err) => done({ err }),
+    });
+  });
+}
+
+t.test('issue 43 defect 6: an ETag or header with CR/LF or a control character is never written', async (t) => {
+  const s = await scripted((sock) => sock.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'));
+  t.teardown(() => s.close());
+  const origin = `http://127.0.0.1:${s.port}`;
+  const p = new WirePool(origin, { connections: 1, keepAliveMs: 5_000 });
+  t.teardown(() => p.close());
+  const smuggle = '"abc"\r\n\r\nGET /smuggled HTTP/1.1\r\nhost: x\r\n';
+  for (const [what, path, headers] of [
+    ['CRLF in a value (a second request smuggled)', '/k', { 'if-match': smuggle }],
+    ['a bare LF in a value', '/k', { 'if-match': '"a"\nx-injected: 1' }],
+    ['a bare CR in a value', '/k', { 'if-match': '"a"\rx' }],
+    ['NUL in a value', '/k', { 'if-match': '"a\u0000"' }],
+    ['DEL in a value', '/k', { range: 'bytes=0-1\u007f' }],
+    ['a non-ASCII value', '/k', { 'if-match': '"\u0100"' }],
+    ['a header name with a colon', '/k', { 'x-a: b\r\nx-c': 'd' }],
+    ['CRLF in the path', '/k HTTP/1.1\r\nx: y\r\n\r\nGET /z', {}],
+    ['a space in the path', '/a b', {}],
+  ] as const) {
+    const r = await exchange(p, headers, 15_000, path);
+    t.equal(r.err?.code, 'SLUICE_UNSAFE_HEADER', `refused: ${what}`);
+  }
+  t.same(s.requests, [], 'nothing reached the server');
+  t.equal((await exchange(p, { 'if-match': '"abc"', range: 'bytes=0-1' })).body?.toString(), 'ok', 'a clean request still goes out');
+
+  // Through RangeReader (the data path), with an ETag as a snapshot or listing could hold it.
+  const addressing = addressingFor('bkt', origin, 'us-east-1', true);
+  const r = new RangeReader({ bucket: 'bkt', addressing, pool: () => pool, wire: p, sign: async (_p, h) => h, maxAttempts: 3, requestTimeoutMs: 10_000 });
+  const err = await r.getRange('k', 0, 2, smuggle).catch((e: unknown) => e as Error & { code?: string });
+  t.equal((err as { code?: string }).code, 'SLUICE_UNSAFE_HEADER', 'RangeReader: a typed error');
+  t.equal(s.requests.length, 1, 'and no request went out');
+});
+
+t.test('issue 43 defect 7: a stall on a reused connection is judged by its own deadline', async (t) => {
+  // The second request on a connection gets no reply. The pool's keep-alive is a minute, so a
+  // timer left armed for the keep-alive check would judge the stall a minute late.
+  const s = await scripted((sock, n) => { if (n === 0) sock.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'); });
+  t.teardown(() => s.close());
+  const p = new WirePool(`http://127.0.0.1:${s.port}`, { connections: 1, keepAliveMs: 60_000, stallMs: 300 });
+  t.teardown(() => p.close());
+  t.equal((await exchange(p)).body?.toString(), 'ok', 'the first exchange');
+  // Idle past the stall period: the connection's timer has fired once idle and now waits for the keep-alive check.
+  await new Promise((r) => setTimeout(r, 800));
+  const second = await exchange(p, {}, 20_000);
+  t.notOk(second.timedOut, 'the stalled second exchange failed within the bound (20 s, far above its 300 ms deadline and far below the keep-alive)');
+  t.equal(second.err?.name, 'Error', 'with an error');
+  t.match(second.err?.message ?? '', /no reply byte for 300 ms/, 'the stall error');
+  t.same(s.perConn, [2], 'on the reused connection');
+});
+
+t.test('issue 43 defect 9: interim replies are bounded and are not progress', async (t) => {
+  // A 102 every 100 ms, up to 300 of them (30 s): never a final reply.
+  let timers: NodeJS.Timeout[] = [];
+  const s = await scripted((sock) => {
+    let sent = 0;
+    const tick = () => { if (sock.destroyed || sent++ >= 300) return; sock.write('HTTP/1.1 102 Processing\r\n\r\n'); timers.push(setTimeout(tick, 100)); };
+    tick();
+  });
+  t.teardown(async () => { timers.forEach(clearTimeout); timers = []; await s.close(); });
+  const p = new WirePool(`http://127.0.0.1:${s.port}`, { connections: 1, keepAliveMs: 5_000, stallMs: 2_000 });
+  t.teardown(() => p.close());
+  const r = await exchange(p, {}, 20_000);
+  t.notOk(r.timedOut, 'the exchange ended within the bound (20 s)');
+  t.ok(r.err !== undefined, 'with an error');
+  t.ok(r.err?.code === 'SLUICE_HTTP_PROTOCOL' || /no reply byte/.test(r.err?.message ?? ''), `too many interim replies or the stall deadline (${r.err?.message})`);
+});
+
+t.test('issue 43 defect 9: replies that break RFC 9112 framing fail with a typed error and no body byte', async (t) => {
+  const replies: Array<[string, string]> = [
+    ['conflicting Content-Length', 'HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-length: 5\r\n\r\nabcde'],
+    ['a Content-Length list that disagrees', 'HTTP/1.1 200 OK\r\ncontent-length: 5, 3\r\n\r\nabcde'],
+    ['a four-digit status', 'HTTP/1.1 2061 Partial\r\ncontent-length: 5\r\n\r\nabcde'],
+    ['no space after the status code', 'HTTP/1.1 200\r\ncontent-length: 5\r\n\r\nabcde'],
+    ['Transfer-Encoding gzip, chunked', 'HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n5\r\nabcde\r\n0\r\n\r\n'],
+    ['Transfer-Encoding and Content-Length', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n5\r\nabcde\r\n0\r\n\r\n'],
+    ['obs-fold', 'HTTP/1.1 200 OK\r\nx-a: 1\r\n continued\r\ncontent-length: 5\r\n\r\nabcde'],
+    ['a control character in a value', 'HTTP/1.1 200 OK\r\nx-a: 1\u0001\r\ncontent-length: 5\r\n\r\nabcde'],
+    ['a space before the colon', 'HTTP/1.1 200 OK\r\ncontent-length : 5\r\n\r\nabcde'],
+    ['too many trailer lines', `HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nabcde\r\n0\r\n${'x-t: 1\r\n'.repeat(1000)}\r\n`],
+    ['a chunk size with junk', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5zz\r\nabcde\r\n0\r\n\r\n'],
+    ['a chunk line ended by a bare LF', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\nabcde\r\n0\r\n\r\n'],
+  ];
+  let current = '';
+  const s = await scripted((sock) => sock.end(current));
+  t.teardown(() => s.close());
+  const p = new WirePool(`http://127.0.0.1:${s.port}`, { connections: 1, keepAliveMs: 5_000, stallMs: 5_000 });
+  t.teardown(() => p.close());
+  for (const [what, bytes] of replies) {
+    current = bytes;
+    const r = await exchange(p);
+    t.equal(r.err?.code, 'SLUICE_HTTP_PROTOCOL', `${what}: refused${r.body ? ` (got ${r.status} ${JSON.stringify(r.body.toString('latin1').slice(0, 40))})` : ''}`);
+  }
+});
+
+t.test('issue 43 defect 9: "Connection: close, TE" is a token list; close is honoured', async (t) => {
+  // The server keeps the connection open after its reply: only the client's reading of the
+  // header can stop it from sending the next request there.
+  const s = await scripted((sock) => sock.write('HTTP/1.1 200 OK\r\nconnection: close, TE\r\ncontent-length: 2\r\n\r\nok'));
+  t.teardown(() => s.close());
+  const p = new WirePool(`http://127.0.0.1:${s.port}`, { connections: 1, keepAliveMs: 5_000 });
+  t.teardown(() => p.close());
+  t.equal((await exchange(p)).body?.toString(), 'ok');
+  t.equal((await exchange(p)).body?.toString(), 'ok');
+  t.same(s.perConn, [1, 1], 'one request per connection');
+});
