@@ -12,7 +12,7 @@ import type { Test } from '../helpers/tap.js';
 const SEEDS = { Pipe: 43_1001, File: 43_2001 } as const;
 /** Programs per CI seed, and the time one mode may take (the CI budget of all model files is 3 minutes). */
 const RUNS = 6;
-const MODE_BUDGET_MS = 30_000;
+const MODE_BUDGET_MS = 20_000;
 
 const soakMinutes = Number(process.env.SLUICE_SOAK_MINUTES ?? '0');
 

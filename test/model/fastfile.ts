@@ -16,7 +16,7 @@ import type { Test } from '../helpers/tap.js';
 const SEEDS = [43_2026, 43_0001];
 /** Programs per CI seed, and the time one seed may take, shrinking included (the CI budget of all model files is 3 minutes). */
 const RUNS = 3;
-const SEED_BUDGET_MS = 35_000;
+const SEED_BUDGET_MS = 25_000;
 
 const soakMinutes = Number(process.env.SLUICE_SOAK_MINUTES ?? '0');
 /** Replays a failure: SLUICE_MODEL_SEED (and SLUICE_MODEL_PATH) as printed by fast-check. */
