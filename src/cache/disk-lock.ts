@@ -100,8 +100,48 @@ export class DiskLock {
   }
 }
 
+/**
+ * A process's start time: field 22 of /proc/<pid>/stat (clock ticks after boot), or
+ * undefined when no such process runs (or there is no /proc). With the pid it names one
+ * process for good: a pid is reused, a (pid, start time) pair is not while the host runs.
+ */
+export function processStartTime(pid: number): string | undefined {
+  if (!(Number.isSafeInteger(pid) && pid > 0)) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // "pid (comm) state ppid ...": comm may hold spaces and ')', so fields count from the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const start = fields[22 - 3];
+    return start !== undefined && /^\d+$/.test(start) ? start : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** This process as the ledger names it: "pid:start time" (issue 43), or the pid alone without /proc. */
+export function processIdentity(pid: number = process.pid): string {
+  const start = processStartTime(pid);
+  return start === undefined ? String(pid) : `${pid}:${start}`;
+}
+
+/**
+ * Whether the process a ledger entry names still runs. "pid:start": that pid runs and started
+ * then (a reused pid is another process). A bare pid (an older sluice, or a host without
+ * /proc) counts only where this host has no /proc to tell. Never pid 0 or below: kill(0, 0)
+ * and kill(-1, 0) signal process groups and always succeed.
+ */
+export function identityAlive(id: string): boolean {
+  const m = /^(\d+)(?::(\d+))?$/.exec(id);
+  if (!m) return false;
+  const pid = Number(m[1]);
+  if (!(Number.isSafeInteger(pid) && pid > 0)) return false;
+  if (m[2] !== undefined) return processStartTime(pid) === m[2];
+  return processStartTime(process.pid) === undefined && pidAlive(pid);
+}
+
 /** Whether a process with this pid runs (EPERM: it runs as another user). */
 export function pidAlive(pid: number): boolean {
+  if (!(Number.isSafeInteger(pid) && pid > 0)) return false; // 0 and negatives name process groups
   try {
     process.kill(pid, 0);
     return true;

@@ -92,9 +92,11 @@ export interface WholeFile {
   /**
    * Fills dst[0..n) with the object's bytes at `position` (n < length only at its end),
    * verified. A number when the bytes were in a window already; -1 (or a promise of it)
-   * when a block failed its CRC: the caller reads the usual way from then on.
+   * when a block failed its CRC: the caller reads the usual way from then on. A read that
+   * waits (a promise) rejects with AbortedError once `signal` fires, and from then on writes
+   * nothing into dst (issue 43: the FUSE layer answered and may reuse the buffer).
    */
-  read(dst: Buffer, length: number, position: number): number | Promise<number>;
+  read(dst: Buffer, length: number, position: number, signal?: AbortSignal): number | Promise<number>;
   close(): void;
   /**
    * The whole file's verified bytes (exactly its size), when the reader holds them all in

@@ -4,7 +4,8 @@
  *
  * Accounting across processes (the size bound holds for all of them together): writers
  * take space from ledger.json in grants of GRANT_BYTES under the lock, then write that
- * much without locking. ledger = { files: bytes of cache files, grants: { pid: bytes } }.
+ * much without locking. ledger = { files: bytes of cache files, grants: { "pid:start time": bytes } }
+ * (the start time from /proc/<pid>/stat, so a reused pid does not keep a dead writer's grant).
  * When files + all grants would pass --cache-dir-size, the grantee evicts, under the
  * lock, least recently used objects first (the sidecar's mtime: a hit touches it, at
  * most once per TOUCH_INTERVAL_MS), until the total is at LOW_WATER of the bound. Grants
@@ -34,7 +35,7 @@ import { readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/
 import path from 'node:path';
 import { log } from '../log.js';
 import { diskCacheEvictions, diskCacheUsedBytes } from '../metrics/metrics.js';
-import { DiskLock, pidAlive } from './disk-lock.js';
+import { DiskLock, identityAlive, pidAlive, processIdentity } from './disk-lock.js';
 
 /**
  * Space a writer takes from the ledger at once: 1/32 of the bound, between 1 and 64 MiB.
@@ -129,7 +130,7 @@ export class TierLedger {
     await this.lock.with(async () => {
       const l = await this.loadLedger(false);
       l.files += this.consumed;
-      delete l.grants[process.pid];
+      delete l.grants[SELF];
       this.consumed = 0;
       this.left = 0;
       this.grantSeq++;
@@ -177,7 +178,7 @@ export class TierLedger {
       this.consumed = 0;
       this.left = 0;
       this.grantSeq++;
-      delete l.grants[process.pid];
+      delete l.grants[SELF];
       let grant = this.grantBytes;
       const free = await this.freeBytes(this.root).catch(() => 0);
       if (free - grant < MIN_FREE_BYTES) grant = 0;
@@ -185,7 +186,7 @@ export class TierLedger {
         await this.fit(l, grant);
         if (l.files + sumGrants(l) + grant > this.maxBytes) grant = 0;
       }
-      if (grant > 0) l.grants[process.pid] = grant;
+      if (grant > 0) l.grants[SELF] = grant;
       await this.saveLedger(l);
       return grant;
     });
@@ -208,9 +209,9 @@ export class TierLedger {
     const l = await readLedger(this.ledgerFile);
     let rescan = force || !l || Date.now() - l.scannedAt > RESCAN_MS;
     const grants: Record<string, number> = {};
-    for (const [pid, bytes] of Object.entries(l?.grants ?? {})) {
-      if (Number(pid) !== process.pid && !pidAlive(Number(pid))) rescan = true; // its writes are not in `files`
-      else grants[pid] = bytes;
+    for (const [id, bytes] of Object.entries(l?.grants ?? {})) {
+      if (id !== SELF && !identityAlive(id)) rescan = true; // its writes are not in `files`
+      else grants[id] = bytes;
     }
     if (!rescan) return { ...l!, grants };
     const s = await this.scan(true);
@@ -298,6 +299,12 @@ export class TierLedger {
     return { bytes, files, oldest };
   }
 }
+
+/**
+ * This process's key in the ledger's grants: pid and start time (issue 43: a grant keyed by
+ * the pid alone stayed alive when the pid was reused, holding its space for good).
+ */
+const SELF = processIdentity();
 
 function sumGrants(l: Ledger): number {
   let s = 0;

@@ -23,6 +23,7 @@
  * into it; the reader's fds and buffers go back only after its last pread settled.
  */
 import { read } from 'node:fs';
+import { AbortedError } from '../errors.js';
 import type { OpenFiles } from './tier-files.js';
 import { DISK_BLOCK_SIZE, preadFullSync, type Handle, type WholeFile, type WholeStats } from './tier-layout.js';
 
@@ -154,7 +155,7 @@ export class WholeReader implements WholeFile {
     this.ahead = bufs.length > this.lastWin ? this.lastWin : bufs.length - 1 - RING_BEHIND;
   }
 
-  read(dst: Buffer, length: number, position: number): number | Promise<number> {
+  read(dst: Buffer, length: number, position: number, signal?: AbortSignal): number | Promise<number> {
     if (this.failed || this.closed) return -1;
     const n = Math.max(0, Math.min(length, this.size - position));
     if (n === 0) return 0;
@@ -165,14 +166,14 @@ export class WholeReader implements WholeFile {
     // Its own window first (before any read-ahead queues behind it in the pool).
     if (s.win !== w && !s.filling && !this.live(s.win)) this.fill(s, w);
     if (moved) this.readAhead();
-    if (s.win !== w || s.filling) return this.readSlow(dst, n, position);
+    if (s.win !== w || s.filling) return this.readSlow(dst, n, position, signal);
     if (!s.ok) return this.fail();
     const off = position - w * W;
     const inWin = Math.min(n, W - off);
     s.buf.copy(dst, 0, off, off + inWin);
     if (inWin < n) {
       // Across a window's end (a read larger than, or not aligned to, the kernel's 128 KiB).
-      const rest = this.read(dst.subarray(inWin), n - inWin, position + inWin);
+      const rest = this.read(dst.subarray(inWin), n - inWin, position + inWin, signal);
       if (typeof rest === 'number') return rest < 0 ? rest : inWin + rest;
       return rest.then((r) => (r < 0 ? r : inWin + r));
     }
@@ -253,12 +254,17 @@ export class WholeReader implements WholeFile {
     });
   }
 
-  /** A read whose window is not ready: waits for it, or is served alone when its slot holds a window still live. */
-  private async readSlow(dst: Buffer, n: number, position: number): Promise<number> {
+  /**
+   * A read whose window is not ready: waits for it, or is served alone when its slot holds a
+   * window still live. Once `signal` fires it rejects with AbortedError and copies nothing more
+   * into dst (issue 43: the caller has answered and may reuse dst); it is checked after each wait.
+   */
+  private async readSlow(dst: Buffer, n: number, position: number, signal: AbortSignal | undefined): Promise<number> {
     const W = this.windowBytes;
     let waited = false;
     let done = 0;
     while (done < n) {
+      if (signal?.aborted) throw new AbortedError('read aborted', { cause: signal.reason });
       if (this.failed || this.closed) return -1;
       const at = position + done;
       const x = Math.floor(at / W);
@@ -279,7 +285,7 @@ export class WholeReader implements WholeFile {
         }
         continue;
       }
-      const r = await this.readAlone(dst.subarray(done, done + take), at);
+      const r = await this.readAlone(dst.subarray(done, done + take), at, signal);
       if (r < 0) return r;
       done += take;
     }
@@ -289,8 +295,8 @@ export class WholeReader implements WholeFile {
     return n;
   }
 
-  /** Serves dst.length bytes at `at` outside the ring: one pread of the blocks holding them, verified, into a buffer of its own. */
-  private readAlone(dst: Buffer, at: number): Promise<number> {
+  /** Serves dst.length bytes at `at` outside the ring: one pread of the blocks holding them, verified, into a buffer of its own (copied to dst unless `signal` fired). */
+  private readAlone(dst: Buffer, at: number, signal: AbortSignal | undefined): Promise<number> {
     const B = this.files.blockSize;
     const first = Math.floor(at / B);
     const from = first * B;
@@ -299,11 +305,12 @@ export class WholeReader implements WholeFile {
     this.stats.strays++;
     this.stats.preadBytes += bytes;
     this.inflight++;
-    return new Promise((resolve) => preadWindow(this.h.data, buf, bytes, from, (err, got) => {
+    return new Promise((resolve, reject) => preadWindow(this.h.data, buf, bytes, from, (err, got) => {
       this.inflight--;
       const ok = !err && !this.closed && this.files.verifyWindow(this.h, this.ents, first, Math.ceil(bytes / B), buf, got, this.size);
       if (this.closed && this.inflight === 0) this.release();
       if (!ok) return resolve(this.closed ? -1 : this.fail());
+      if (signal?.aborted) return reject(new AbortedError('read aborted', { cause: signal.reason }));
       buf.copy(dst, 0, at - from, at - from + dst.length);
       resolve(dst.length);
     }));

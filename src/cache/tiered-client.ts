@@ -16,7 +16,10 @@
  * a block stores a prefix of it (see the tier's layout). Each fetched run is queued for
  * writing in the background as one run (DiskCache.writeRun), from the GET's own buffer
  * where it can be kept (fetchRun), not a copy. With nothing on disk, that is the same one GET as without
- * the tier, plus one failed open(2) of the object's cache file.
+ * the tier, plus one failed open(2) of the object's cache file. Runs go out together and
+ * getRange settles only once all have stopped: a failed run (a 412 after an overwrite) aborts
+ * the others and waits for them (../s3/join-writers.ts), so no GET still writes into a buffer
+ * the caller has taken back (issue 43: the block cache recycles it for another object).
  * openWhole(): FastFile's direct hop for a file whole on disk (src/fs/core.ts).
  * getStream(): windows of STREAM_WINDOW bytes, each a getRange(). Parts of File mode
  * and Pipe are --part-size long, so each is one window.
@@ -25,6 +28,8 @@
  * close() closes the inner client and lets go of the shared tier (the last user closes it).
  */
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
+import { joinWriters } from '../s3/join-writers.js';
+import { mergeVersionPins } from '../s3/version-pins.js';
 import { DiskCache } from './disk-cache.js';
 import { type DiskBlockId, objectName, type WholeFile } from './tier-layout.js';
 
@@ -40,8 +45,8 @@ export class TieredClient implements ObjectClient {
     private readonly onClose: () => Promise<void> = async () => undefined,
   ) {}
 
-  /** Version ids a snapshot pinned (pinVersions): part of the block keys of those objects. */
-  private versions: ReadonlyMap<string, string> | undefined;
+  /** Version ids snapshots pinned (pinVersions, merged): part of the block keys of those objects. */
+  private readonly versions = new Map<string, string>();
 
   get bucket(): string {
     return this.inner.bucket;
@@ -49,12 +54,12 @@ export class TieredClient implements ObjectClient {
 
   /** Passes a snapshot's version pins to the inner client, and keys those objects' blocks by version too. */
   pinVersions(versions: ReadonlyMap<string, string>): void {
-    this.versions = versions;
-    this.inner.pinVersions?.(versions);
+    this.inner.pinVersions?.(versions); // first: it refuses a conflict before either takes a pin
+    mergeVersionPins(this.versions, versions, this.bucket);
   }
 
   private blockId(key: string, etag: string, index: number): DiskBlockId {
-    const versionId = this.versions?.get(key);
+    const versionId = this.versions.get(key);
     return versionId !== undefined ? { ns: this.ns, key, etag, versionId, index } : { ns: this.ns, key, etag, index };
   }
 
@@ -72,7 +77,7 @@ export class TieredClient implements ObjectClient {
 
   /** Keeps an object's blocks from eviction while it is open (see DiskCache.pin). */
   pin(key: string, etag: string, size: number): () => void {
-    return this.tier.pin(this.ns, key, etag, size, this.versions?.get(key));
+    return this.tier.pin(this.ns, key, etag, size, this.versions.get(key));
   }
 
   /**
@@ -104,15 +109,18 @@ export class TieredClient implements ObjectClient {
     const last = Math.floor((end - 1) / B);
     const found = await this.tier.readRange(this.blockId(key, etag, first), start, end, out);
     if (opts?.onLocal && found.some(Boolean)) opts.onLocal();
-    const runs: Promise<void>[] = [];
+    const runs: ((signal: AbortSignal | undefined) => Promise<void>)[] = [];
     for (let i = first; i <= last; i++) {
       if (found[i - first]) continue;
       let j = i;
       while (j + 1 <= last && !found[j + 1 - first]) j++;
-      runs.push(this.fetchRun(key, etag, start, end, out, i, j, opts));
+      const [a, b] = [i, j];
+      runs.push((signal) => this.fetchRun(key, etag, start, end, out, a, b, signal, opts));
       i = j;
     }
-    await Promise.all(runs);
+    // Every run writes into `out`, which may be the caller's: settle only once all have stopped
+    // (a failed run aborts the others and waits for them; issue 43).
+    if (runs.length > 0) await joinWriters(runs, opts?.signal);
     return out;
   }
 
@@ -120,13 +128,14 @@ export class TieredClient implements ObjectClient {
    * GETs blocks i..j (inclusive) of the range into `out`, and queues them for the tier as
    * one run (DiskCache.writeRun), without a copy where the buffer can be kept: a reply in a
    * buffer of our own, `out` when we made it, or the caller's `into` while `opts.hold`
-   * holds it. Only a caller's `into` that cannot be held is copied.
+   * holds it. Only a caller's `into` that cannot be held is copied. `abort`: the run's signal
+   * (the caller's, or joinWriters' when a sibling run failed).
    */
-  private async fetchRun(key: string, etag: string, start: number, end: number, out: Buffer, i: number, j: number, opts?: RangeOptions): Promise<void> {
+  private async fetchRun(key: string, etag: string, start: number, end: number, out: Buffer, i: number, j: number, abort: AbortSignal | undefined, opts?: RangeOptions): Promise<void> {
     const B = this.tier.blockSize;
     const from = i * B; // back to the block's start, so the block is stored from byte 0
     const to = Math.min(end, (j + 1) * B);
-    const signal = opts?.signal ? { signal: opts.signal } : {};
+    const signal = abort ? { signal: abort } : {};
     let buf: Buffer;
     let keep: { owned?: boolean; hold?: () => () => void } = { owned: true };
     if (from >= start) {

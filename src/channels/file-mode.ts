@@ -5,7 +5,8 @@
  *  1. Every key's path below the channel folder is checked first (safeTarget): no NUL,
  *     not absolute, no "." or ".." segment, and the resolved path stays inside the folder.
  *     One unsafe key fails the channel before any byte is written (UnsafeKeyError).
- *     Keys ending in '/' (zero-byte "folder" markers) become folders.
+ *     Keys ending in '/' (zero-byte "folder" markers) become folders. Two keys for one
+ *     file, or a file where another key needs a folder ("a" and "a/b"), fail it too.
  *  2. Exactly this run's objects: the channel folder is swept first. Whatever is not a
  *     file this run writes or keeps, or a folder on the way to one, is removed: files of
  *     another host's shard or of objects since deleted from S3, "*.sluice-part" files
@@ -57,7 +58,8 @@ import { lstat, mkdir, open, readdir, readFile, rename, rm, stat, writeFile, typ
 import { setMaxListeners } from 'node:events';
 import path from 'node:path';
 import cliProgress from 'cli-progress';
-import { AbortedError, BadRangeReplyError, UnsafeKeyError } from '../errors.js';
+import { AbortedError, BadRangeReplyError, ConfigError, UnsafeKeyError } from '../errors.js';
+import { channelNameProblem } from './input-config.js';
 import { log } from '../log.js';
 import { channelObjects, channelSkippedBytes, servedBytes } from '../metrics/metrics.js';
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
@@ -168,25 +170,45 @@ interface Job {
 interface Part { job: Job; start: number; end: number }
 
 export async function downloadChannel(o: FileModeOptions): Promise<FileModeResult> {
+  // The channel's name is one folder below dataDir: "." or ".." would make the sweep (step 2)
+  // remove input/data or input/ (issue 43). sluice run refuses them when it reads the
+  // channels; this is the same rule for every other caller.
+  const nameProblem = channelNameProblem(o.channel);
+  if (nameProblem !== undefined) throw new ConfigError(`File-mode channel ${JSON.stringify(o.channel)}: ${nameProblem}`, { hint: 'Rename the channel, e.g. "train"' });
   const dir = path.join(o.dataDir, o.channel);
   // 1. Check every key before writing anything.
   const folders = new Set<string>();
   const files: { obj: DownloadObject; file: string }[] = [];
   const seen = new Map<string, string>();
+  const markers: [string, string][] = []; // [folder, key]
   for (const obj of o.objects) {
     const t = safeTarget(dir, obj.key, obj.rel);
     if (!t) continue;
-    if ('folder' in t) { folders.add(t.folder); continue; }
+    if ('folder' in t) { folders.add(t.folder); markers.push([t.folder, obj.key]); continue; }
     const other = seen.get(t.file);
     if (other !== undefined) throw new UnsafeKeyError(obj.key, `it would write the same file as ${JSON.stringify(other)}`);
     seen.set(t.file, obj.key);
     files.push({ obj, file: t.file });
   }
+  // A key that is a file where another needs a folder ("a" beside "a/b", or the marker "a/"):
+  // refused here, naming both, before any byte is written (issue 43: it failed at the
+  // rename, leaving "a.sluice-part").
+  const root = path.resolve(dir);
+  const folderFor = new Map<string, string>(); // a folder some key needs -> that key
+  const need = (p: string, key: string) => {
+    for (let d = p; d.length > root.length && !folderFor.has(d); d = path.dirname(d)) folderFor.set(d, key);
+  };
+  for (const f of files) need(path.dirname(f.file), f.obj.key);
+  for (const [folder, key] of markers) need(folder, key);
+  for (const f of files) {
+    const other = folderFor.get(f.file);
+    if (other !== undefined) throw new UnsafeKeyError(f.obj.key, `it would be a file where ${JSON.stringify(other)} needs a folder of that name`);
+  }
   // 2. Remove what is not this run's. A dead FUSE mount in the folder (a killed `sluice
   // mount` of an earlier FastFile run) fails every access with ENOTCONN: one line naming it.
   let removed: number;
   try {
-    removed = await sweepChannel(dir, new Set(files.map((f) => f.file)), folders);
+    removed = await sweepChannel(dir, new Set(files.map((f) => f.file)), folders, o.dataDir);
     await rm(legacySidecarPath(o.dataDir, o.channel), { force: true });
     await mkdir(dir, { recursive: true });
     for (const f of folders) await mkdir(f, { recursive: true });
@@ -281,9 +303,22 @@ export async function downloadChannel(o: FileModeOptions): Promise<FileModeResul
  * on the way to one of them or to one of `folders`. A `dir` that is not a folder (a
  * file, a symlink) is removed too. Returns the number of entries removed (a removed
  * folder counts once).
+ *
+ * INVARIANT (issue 43, defence in depth behind the channel-name check): `dir` resolves to
+ * a folder strictly inside `within` (the data folder), and nothing outside `dir` is ever
+ * removed: every path removed is checked to lie strictly inside it, else nothing more is
+ * removed and the sweep throws.
  */
-export async function sweepChannel(dir: string, files: ReadonlySet<string>, folders: ReadonlySet<string>): Promise<number> {
+export async function sweepChannel(dir: string, files: ReadonlySet<string>, folders: ReadonlySet<string>, within: string): Promise<number> {
   const root = path.resolve(dir);
+  const outer = path.resolve(within);
+  if (!strictlyInside(root, outer)) {
+    throw new ConfigError(`File mode will not sweep ${root}: a channel folder must lie inside ${outer}`, { hint: 'Name the channel with A-Z a-z 0-9 . - _, not "." or ".."' });
+  }
+  const remove = async (p: string): Promise<void> => {
+    if (!strictlyInside(p, root)) throw new ConfigError(`File mode will not remove ${p}: it is not inside the channel folder ${root}`, { hint: 'Report this as a bug' });
+    await rm(p, { recursive: true, force: true });
+  };
   const keepDirs = new Set<string>();
   for (const p of [...files].map((f) => path.dirname(f)).concat([...folders])) {
     for (let d = p; d.length > root.length && !keepDirs.has(d); d = path.dirname(d)) keepDirs.add(d);
@@ -291,7 +326,7 @@ export async function sweepChannel(dir: string, files: ReadonlySet<string>, fold
   const top = await lstat(root).catch((err: NodeJS.ErrnoException) => { if (err.code === 'ENOENT') return undefined; throw err; });
   if (top === undefined) return 0;
   if (!top.isDirectory()) {
-    await rm(root, { force: true });
+    await rm(root, { force: true }); // a file or a symlink (never followed): the channel's own name
     return 1;
   }
   let removed = 0;
@@ -301,13 +336,19 @@ export async function sweepChannel(dir: string, files: ReadonlySet<string>, fold
       if (e.isDirectory() && keepDirs.has(p)) {
         await walk(p);
       } else if (!(e.isFile() && files.has(p))) {
-        await rm(p, { recursive: true, force: true });
+        await remove(p);
         removed++;
       }
     }
   };
   await walk(root);
   return removed;
+}
+
+/** True when `p` (resolved) lies below `dir` (resolved), and is not `dir` itself. */
+function strictlyInside(p: string, dir: string): boolean {
+  const rel = path.relative(dir, path.resolve(p));
+  return rel !== '' && rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel);
 }
 
 function conflict(key: string, err: unknown): Error {

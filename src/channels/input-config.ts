@@ -71,6 +71,18 @@ export const COMPRESSIONS: readonly Compression[] = ['None', 'Gzip'];
 /** SageMaker's ChannelName pattern and length limit. */
 const CHANNEL_NAME_RE = /^[A-Za-z0-9.\-_]+$/;
 const CHANNEL_NAME_MAX = 64;
+
+/**
+ * Why `name` cannot name a channel, or undefined. SageMaker's pattern, minus "." and "..":
+ * a channel is the folder <root>/input/data/<name> (File mode sweeps it, FastFile mounts on
+ * it), and those two names are input/data itself and input/ (issue 43: a File channel "."
+ * or ".." swept the other channels' folders and input/config away).
+ */
+export function channelNameProblem(name: string): string | undefined {
+  if (!CHANNEL_NAME_RE.test(name) || name.length > CHANNEL_NAME_MAX) return `ChannelName must be 1 to ${CHANNEL_NAME_MAX} of A-Z a-z 0-9 . - _`;
+  if (name === '.' || name === '..') return `ChannelName ${JSON.stringify(name)} names a folder above the channel's own`;
+  return undefined;
+}
 /** SageMaker's limit on AttributeNames. */
 const MAX_ATTRIBUTE_NAMES = 16;
 
@@ -332,9 +344,8 @@ export function parseChannelFlag(text: string, defaultInputMode: InputMode = 'Fi
 /** The rules of one channel; pushes ignored settings to `warnings`. */
 export function checkChannel(c: ChannelConfig, warnings: string[]): void {
   const at = `channel ${JSON.stringify(c.name)}`;
-  if (!CHANNEL_NAME_RE.test(c.name) || c.name.length > CHANNEL_NAME_MAX) {
-    throw new ConfigError(`${at}: ChannelName must be 1 to ${CHANNEL_NAME_MAX} of A-Z a-z 0-9 . - _`, { hint: 'Rename the channel, e.g. "train"' });
-  }
+  const nameProblem = channelNameProblem(c.name);
+  if (nameProblem !== undefined) throw new ConfigError(`${at}: ${nameProblem}`, { hint: 'Rename the channel, e.g. "train"' });
   let prefix: string;
   try {
     prefix = parseS3Uri(c.s3Uri).prefix;

@@ -93,9 +93,11 @@ export interface SluiceFsOptions {
    * The disk tier's whole-file fast path (src/cache/disk-cache.ts openWhole): at open, a
    * reader of the file's cache file when the whole file is on disk. Its reads bypass the
    * block cache and read-ahead; a read it cannot verify returns -1 and the handle goes the
-   * usual way from then on.
+   * usual way from then on. A read that must wait is given the read's signal: once it fires,
+   * the read rejects with AbortedError and writes nothing more into dst (issue 43: the FUSE
+   * layer has answered and may reuse the buffer).
    */
-  openDirect?: (key: string, etag: string, size: number) => { read(dst: Buffer, length: number, position: number): number | Promise<number>; close(): void; readonly bytes?: Buffer | undefined } | undefined;
+  openDirect?: (key: string, etag: string, size: number) => { read(dst: Buffer, length: number, position: number, signal?: AbortSignal): number | Promise<number>; close(): void; readonly bytes?: Buffer | undefined } | undefined;
   /**
    * Small files the FUSE thread may open from the disk tier itself (FsCore.tierOpens): the
    * tier's objects folder and block size, the cache file name of an object version, and a
@@ -495,7 +497,7 @@ export class SluiceFs implements FsCore {
     // Blocks in cache answer synchronously: no promise, no await on the hot path.
     const t0 = performance.now();
     if (h.direct) {
-      const r = h.direct.read(dst, length, position);
+      const r = h.direct.read(dst, length, position, opts.signal);
       if (typeof r === 'number') {
         if (r >= 0) return this.served(h, r, false, t0);
         h.direct = undefined;
@@ -503,6 +505,8 @@ export class SluiceFs implements FsCore {
         return r.then((n) => {
           if (n >= 0) return this.served(h, n, true, t0);
           h.direct = undefined;
+          // Given up meanwhile: the usual way would copy resident blocks into dst at once.
+          if (opts.signal?.aborted) throw new AbortedError('read aborted', { cause: opts.signal.reason });
           return this.read(fh, dst, length, position, opts);
         });
       }

@@ -31,6 +31,7 @@ import { WirePool } from './wire.js';
 import { backoffMs, sleep } from './retry.js';
 import { createGetSigner, type GetSignerOptions, type SignGet } from './signing.js';
 import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
+import { mergeVersionPins } from './version-pins.js';
 
 /**
  * The SDK warns at every start on Node < 22 that its releases after January 2027 will need
@@ -116,8 +117,8 @@ export class S3ObjectClient implements ObjectClient {
   /** Set once the endpoint answered any request, SDK or data path (./outage.ts). */
   private readonly reachability: Reachability = { answered: false };
   private closed = false;
-  /** Versions GETs and HEADs are pinned to, by key (from a snapshot: pinVersions). */
-  private versions: ReadonlyMap<string, string> | undefined;
+  /** Versions GETs and HEADs are pinned to, by key: every snapshot's pins, merged (pinVersions). */
+  private readonly versions = new Map<string, string>();
   /** The bucket's versioning state, asked once (versioning()). */
   private versioningState: Promise<string | undefined> | undefined;
 
@@ -376,7 +377,7 @@ export class S3ObjectClient implements ObjectClient {
   }
 
   async head(key: string, opts: RequestOptions = {}): Promise<ObjectInfo> {
-    const versionId = this.versions?.get(key);
+    const versionId = this.versions.get(key);
     const out = await this.withRetries('head', key, (s) => this.sdk.send(new HeadObjectCommand({
       Bucket: this.bucket, Key: key, ...(versionId !== undefined ? { VersionId: versionId } : {}),
     }), { abortSignal: s }), opts.signal);
@@ -390,10 +391,13 @@ export class S3ObjectClient implements ObjectClient {
     return info;
   }
 
-  /** Pins GETs and HEADs of these keys to these versions (GET ?versionId=): a snapshot's. */
+  /**
+   * Pins GETs and HEADs of these keys to these versions (GET ?versionId=): a snapshot's.
+   * Added to the pins of earlier calls (other channels on this bucket), never replacing them
+   * (./version-pins.ts); the data path reads the same map.
+   */
   pinVersions(versions: ReadonlyMap<string, string>): void {
-    this.versions = versions.size > 0 ? versions : undefined;
-    void this.dataPath?.then((dp) => dp.reader.pinVersions(this.versions));
+    mergeVersionPins(this.versions, versions, this.bucket);
   }
 
   async firstKeyUnder(prefix: string, opts: RequestOptions = {}): Promise<string | undefined> {

@@ -19,12 +19,16 @@
  *
  * Cost: writing hashes and (optionally) deflates each line once; reading inflates, hashes
  * and JSON.parses each line once: about 1 s per million keys on one core (BENCHMARKS.md).
+ * Both stream (issue 43): a reader holds one read chunk and one line (scanSnapshot), a
+ * writer one chunk of lines (writeSnapshotStream), so a file of any count passes through
+ * bounded memory; only readSnapshot, which returns the objects, holds them all. Every line
+ * that is not what it should be fails with a SnapshotError naming the file and line number,
+ * and so does a key outside the header's prefix.
  */
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { readFile, rename, rm } from 'node:fs/promises';
+import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import { SnapshotError } from '../errors.js';
 import { compareKeys } from '../s3/lister.js';
@@ -60,6 +64,26 @@ export interface Snapshot {
 const LINES_PER_CHUNK = 4096;
 /** gzip level 6 (zlib's default): ~8x smaller listings at a fraction of level 9's CPU. */
 const GZIP_LEVEL = 6;
+/**
+ * Read size, and zlib's output chunk: 1 MiB keeps the per-chunk cost (one promise, one
+ * split) negligible against ~5,000 lines per chunk while holding little memory.
+ */
+const READ_CHUNK = 1024 * 1024;
+/**
+ * Longest line a reader accepts. A line is one object: a key of at most 1,024 bytes (S3's
+ * limit) that JSON may escape to 6 bytes per byte (\u00XX), an ETag, a version id of at most
+ * 1,024 bytes and a few short fields: under 8 KiB. 64 KiB leaves room for fields another tool
+ * adds; past it the file is not a listing, and a reader must not buffer it whole.
+ */
+const MAX_LINE_BYTES = 64 * 1024;
+/**
+ * Most bytes a gzip snapshot may inflate to. A line is about 200 bytes (BENCHMARKS.md), so
+ * 64 GiB is over 300 million objects, beyond any prefix a training job reads; deflate can
+ * inflate 1,032 times, so without this bound a small file could keep a reader inflating
+ * (and hashing) for hours. Past it the file is refused as not a listing.
+ */
+const MAX_INFLATED_BYTES = 64 * 1024 ** 3;
+const NL = 0x0a;
 
 function objectLine(o: ObjectInfo): string {
   const rec: Record<string, unknown> = {
@@ -76,15 +100,22 @@ export function snapshotId(s: Pick<Snapshot, 'file' | 'trailer'>): { name: strin
   return { name: path.basename(s.file), checksum: s.trailer.sha256.slice(0, 12) };
 }
 
+type HeaderIn = Omit<SnapshotHeader, 'sluiceSnapshot' | 'createdAt'> & { createdAt?: string };
+
 /**
  * Writes `objects` (any order; sorted here) as a snapshot at `file`, atomically (a temp
  * file renamed into place). Returns the trailer.
  */
-export async function writeSnapshot(file: string, header: Omit<SnapshotHeader, 'sluiceSnapshot' | 'createdAt'> & { createdAt?: string }, objects: ObjectInfo[]): Promise<SnapshotTrailer> {
+export async function writeSnapshot(file: string, header: HeaderIn, objects: ObjectInfo[]): Promise<SnapshotTrailer> {
   const sorted = [...objects].sort((a, b) => compareKeys(a.key, b.key));
-  for (let i = 1; i < sorted.length; i++) {
-    if (sorted[i]!.key === sorted[i - 1]!.key) throw new SnapshotError(`cannot write snapshot ${file}: key ${JSON.stringify(sorted[i]!.key)} is listed twice`);
-  }
+  return writeSnapshotStream(file, header, sorted);
+}
+
+/**
+ * Writes objects that come already in S3 order (each key once, else SnapshotError), from an
+ * iterable or async iterable: memory holds one chunk of lines, whatever the count.
+ */
+export async function writeSnapshotStream(file: string, header: HeaderIn, objects: Iterable<ObjectInfo> | AsyncIterable<ObjectInfo>): Promise<SnapshotTrailer> {
   const h: SnapshotHeader = { sluiceSnapshot: SNAPSHOT_VERSION, ...header, createdAt: header.createdAt ?? new Date().toISOString() };
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
   const hash = createHash('sha256');
@@ -92,26 +123,51 @@ export async function writeSnapshot(file: string, header: Omit<SnapshotHeader, '
   const gz = file.endsWith('.gz') ? zlib.createGzip({ level: GZIP_LEVEL }) : undefined;
   const sink = gz ?? out;
   gz?.pipe(out);
+  let failed: Error | undefined;
   const done = new Promise<void>((resolve, reject) => {
     out.on('finish', resolve);
     out.on('error', reject);
     gz?.on('error', reject);
   });
-  const write = (text: string) => new Promise<void>((resolve, reject) => {
+  done.catch((err: Error) => { failed = err; }); // awaited below; write() sees it sooner
+  const write = async (text: string): Promise<void> => {
+    if (failed) throw failed;
     hash.update(text);
-    if (sink.write(text)) resolve();
-    else sink.once('drain', resolve);
-    sink.once('error', reject);
-  });
+    if (!sink.write(text)) await Promise.race([new Promise<void>((resolve) => sink.once('drain', () => resolve())), done]);
+  };
   let bytes = 0;
+  let count = 0;
+  let prev: string | undefined;
+  let part: string[] = [];
+  /** Takes one object; true when a chunk of lines is ready to write. */
+  const add = (o: ObjectInfo): boolean => {
+    if (prev !== undefined) {
+      const c = compareKeys(prev, o.key);
+      if (c === 0) throw new SnapshotError(`cannot write snapshot ${file}: key ${JSON.stringify(o.key)} is listed twice`);
+      if (c > 0) throw new SnapshotError(`cannot write snapshot ${file}: key ${JSON.stringify(o.key)} comes after ${JSON.stringify(prev)} (not in S3 order)`);
+    }
+    prev = o.key;
+    bytes += o.size;
+    count++;
+    part.push(objectLine(o));
+    return part.length === LINES_PER_CHUNK;
+  };
+  const flush = async (): Promise<void> => {
+    if (part.length === 0) return;
+    const text = part.join('\n') + '\n';
+    part = [];
+    await write(text);
+  };
   try {
     await write(`${JSON.stringify(h)}\n`);
-    for (let i = 0; i < sorted.length; i += LINES_PER_CHUNK) {
-      const part = sorted.slice(i, i + LINES_PER_CHUNK);
-      for (const o of part) bytes += o.size;
-      await write(part.map(objectLine).join('\n') + '\n');
+    // A plain iterable is walked without a promise per object (an array of millions).
+    if (Symbol.iterator in objects) {
+      for (const o of objects) if (add(o)) await flush();
+    } else {
+      for await (const o of objects) if (add(o)) await flush();
     }
-    const trailer: SnapshotTrailer = { objects: sorted.length, bytes, sha256: hash.digest('hex') };
+    await flush();
+    const trailer: SnapshotTrailer = { objects: count, bytes, sha256: hash.digest('hex') };
     sink.end(`${JSON.stringify({ end: trailer })}\n`);
     await done;
     await rename(tmp, file);
@@ -129,56 +185,95 @@ function bad(file: string, why: string): never {
   throw new SnapshotError(`snapshot ${file} ${why}`, { hint: 'Write it again with sluice snapshot s3://bucket/prefix/ FILE' });
 }
 
-/** Reads and verifies a snapshot (checksum, count, order). */
-export async function readSnapshot(file: string): Promise<Snapshot> {
-  let raw: Buffer;
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * The file's bytes, inflated when it starts with gzip's magic, in chunks of about
+ * READ_CHUNK; at most MAX_INFLATED_BYTES (`maxBytes`) in all.
+ */
+async function* fileBytes(file: string, maxBytes: number): AsyncGenerator<Buffer> {
+  let fh: FileHandle | undefined;
+  const magic = Buffer.alloc(2);
+  let got: number;
   try {
-    raw = await readFile(file);
+    fh = await open(file, 'r');
+    got = (await fh.read(magic, 0, 2, 0)).bytesRead;
   } catch (err) {
+    await fh?.close().catch(() => undefined);
     throw new SnapshotError(`cannot read snapshot ${file} (${(err as NodeJS.ErrnoException).code ?? String(err)})`, { hint: 'Check the path; write one with sluice snapshot s3://bucket/prefix/ FILE' });
   }
-  if (raw.length >= 2 && raw[0] === 0x1f && raw[1] === 0x8b) {
-    try {
-      raw = await promisify(zlib.gunzip)(raw);
-    } catch (err) {
-      bad(file, `is not valid gzip data (${(err as Error).message})`);
+  const input = fh.createReadStream({ start: 0, highWaterMark: READ_CHUNK });
+  const gz = got === 2 && magic[0] === 0x1f && magic[1] === 0x8b ? zlib.createGunzip({ chunkSize: READ_CHUNK }) : undefined;
+  let source: NodeJS.ReadableStream = input;
+  if (gz) {
+    input.on('error', (err) => gz.destroy(err));
+    source = input.pipe(gz);
+  }
+  let total = 0;
+  try {
+    for await (const chunk of source as AsyncIterable<Buffer>) {
+      total += chunk.length;
+      if (total > maxBytes) bad(file, gz ? `inflates to more than ${maxBytes} bytes: it is not a listing` : `is larger than ${maxBytes} bytes: it is not a listing`);
+      yield chunk;
     }
+  } catch (err) {
+    if (err instanceof SnapshotError) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    if (gz && typeof code === 'string' && code.startsWith('Z_')) bad(file, `is not valid gzip data (${(err as Error).message})`);
+    throw new SnapshotError(`cannot read snapshot ${file} (${code ?? String(err)})`, { hint: 'Check the path; write one with sluice snapshot s3://bucket/prefix/ FILE' });
+  } finally {
+    gz?.destroy();
+    input.destroy();
   }
-  if (raw.length === 0 || raw[raw.length - 1] !== 0x0a) bad(file, 'is truncated (no final newline)');
-  const lastStart = raw.lastIndexOf(0x0a, raw.length - 2) + 1;
-  if (lastStart === 0) bad(file, 'has no trailer line');
-  let trailer: SnapshotTrailer;
-  try {
-    trailer = (JSON.parse(raw.subarray(lastStart).toString('utf8')) as { end: SnapshotTrailer }).end;
-  } catch {
-    bad(file, 'is truncated (its last line is not the trailer)');
-  }
-  if (!trailer || typeof trailer.sha256 !== 'string' || typeof trailer.objects !== 'number') bad(file, 'is truncated (its last line is not the trailer)');
-  const body = raw.subarray(0, lastStart);
-  const sum = createHash('sha256').update(body).digest('hex');
-  if (sum !== trailer.sha256) bad(file, `does not match its checksum (sha256 ${sum.slice(0, 12)}..., trailer says ${trailer.sha256.slice(0, 12)}...): it was changed or damaged`);
-  const lines = body.toString('utf8').split('\n');
-  lines.pop(); // the body ends in '\n'
-  let header: SnapshotHeader;
-  try {
-    header = JSON.parse(lines[0]!) as SnapshotHeader;
-  } catch {
-    bad(file, 'line 1 is not JSON');
-  }
-  if (header.sluiceSnapshot !== SNAPSHOT_VERSION) {
-    bad(file, header.sluiceSnapshot === undefined ? 'is not a sluice snapshot (no header)' : `has format version ${header.sluiceSnapshot}; this sluice reads version ${SNAPSHOT_VERSION}`);
-  }
-  const objects: ObjectInfo[] = new Array(lines.length - 1);
+}
+
+/** What a scan found besides the objects: the file's header and trailer, verified. */
+export interface SnapshotScan {
+  header: SnapshotHeader;
+  trailer: SnapshotTrailer;
+}
+
+/**
+ * Reads a snapshot as a stream and calls `onObject` with each object in order, then checks
+ * the whole file (checksum, count, byte total) and returns its header and trailer.
+ *
+ * Memory: one read chunk and one line, whatever the file's size. Lines are split out of the
+ * (inflated) chunks as they come; each line but the last is hashed, then parsed as the
+ * header (line 1) or an object; the last line is the trailer. Every object is checked as it
+ * comes (fields, S3 order, key inside the header's prefix), so a bad line fails the scan with
+ * its number. Objects are handed over before the checksum at the end is known: a caller
+ * that keeps them must drop them when the scan throws (readSnapshot does).
+ */
+export async function scanSnapshot(file: string, onObject: (o: ObjectInfo) => void, opts: { maxInflatedBytes?: number } = {}): Promise<SnapshotScan> {
+  const hash = createHash('sha256');
+  let header: SnapshotHeader | undefined;
+  let lineNo = 0;
+  /** The last complete line seen, not yet hashed or parsed: it may be the trailer. */
+  let pending: Buffer | undefined;
+  /** Pieces of a line that spans chunks. */
+  let partial: Buffer[] = [];
+  let partialBytes = 0;
+  let objects = 0;
   let bytes = 0;
-  for (let i = 1; i < lines.length; i++) {
-    let r: Record<string, unknown>;
+  let prevKey: string | undefined;
+
+  const parse = (line: Buffer, n: number): unknown => {
     try {
-      r = JSON.parse(lines[i]!) as Record<string, unknown>;
+      return JSON.parse(line.toString('utf8'));
     } catch {
-      bad(file, `line ${i + 1} is not JSON`);
+      bad(file, `line ${n} is not JSON`);
     }
-    if (typeof r.key !== 'string' || typeof r.size !== 'number' || !Number.isSafeInteger(r.size) || r.size < 0 || typeof r.etag !== 'string') {
-      bad(file, `line ${i + 1} lacks key, size or etag`);
+  };
+  const take = (line: Buffer, n: number): void => {
+    hash.update(line);
+    hash.update(NL_BUF);
+    const r = parse(line, n);
+    if (n === 1) {
+      header = checkHeader(file, r);
+      return;
+    }
+    if (!isRecord(r) || typeof r.key !== 'string' || typeof r.size !== 'number' || !Number.isSafeInteger(r.size) || r.size < 0 || typeof r.etag !== 'string') {
+      bad(file, `line ${n} is not an object with key, size and etag`);
     }
     const o: ObjectInfo = {
       key: r.key, size: r.size, etag: r.etag,
@@ -188,11 +283,67 @@ export async function readSnapshot(file: string): Promise<Snapshot> {
     if (typeof r.versionId === 'string') o.versionId = r.versionId;
     if (typeof r.archiveStatus === 'string') o.archiveStatus = r.archiveStatus;
     if (r.restored === true) o.restored = true;
-    if (i > 1 && compareKeys(objects[i - 2]!.key, o.key) >= 0) bad(file, `line ${i + 1}: keys are not in S3 order or repeat (${JSON.stringify(o.key)})`);
-    objects[i - 1] = o;
+    if (prevKey !== undefined && compareKeys(prevKey, o.key) >= 0) bad(file, `line ${n}: keys are not in S3 order or repeat (${JSON.stringify(o.key)})`);
+    // issue 43: a key outside the prefix has no path below the channel (File mode mangled it, FastFile dropped it).
+    if (!o.key.startsWith(header!.prefix)) {
+      throw new SnapshotError(`snapshot ${file} line ${n}: key ${JSON.stringify(o.key)} is outside the snapshot's prefix ${JSON.stringify(header!.prefix)}`, { hint: `Write the snapshot again with sluice snapshot ${header!.uri} FILE, or remove that line` });
+    }
+    prevKey = o.key;
+    objects++;
     bytes += o.size;
+    onObject(o);
+  };
+  const line = (l: Buffer): void => {
+    lineNo++;
+    if (pending !== undefined) take(pending, lineNo - 1);
+    pending = l;
+  };
+
+  for await (const chunk of fileBytes(file, opts.maxInflatedBytes ?? MAX_INFLATED_BYTES)) {
+    let at = 0;
+    for (let nl = chunk.indexOf(NL, at); nl >= 0; nl = chunk.indexOf(NL, at)) {
+      if (partialBytes + nl - at > MAX_LINE_BYTES) bad(file, `line ${lineNo + 1} is longer than ${MAX_LINE_BYTES} bytes: it is not a listing`);
+      if (partial.length > 0) {
+        partial.push(chunk.subarray(at, nl));
+        line(Buffer.concat(partial));
+        partial = [];
+        partialBytes = 0;
+      } else {
+        line(chunk.subarray(at, nl));
+      }
+      at = nl + 1;
+    }
+    if (at < chunk.length) {
+      partialBytes += chunk.length - at;
+      if (partialBytes > MAX_LINE_BYTES) bad(file, `line ${lineNo + 1} is longer than ${MAX_LINE_BYTES} bytes: it is not a listing`);
+      // A copy: the chunk's memory is not kept alive by a piece of it.
+      partial.push(Buffer.from(chunk.subarray(at)));
+    }
   }
-  if (objects.length !== trailer.objects || bytes !== trailer.bytes) bad(file, `holds ${objects.length} objects (${bytes} bytes) but its trailer says ${trailer.objects} (${trailer.bytes} bytes)`);
+  if (partialBytes > 0 || (pending === undefined && lineNo === 0)) bad(file, 'is truncated (no final newline)');
+  if (lineNo === 1) bad(file, 'has no trailer line');
+  const t = parse(pending!, lineNo);
+  const trailer = isRecord(t) && isRecord(t.end) ? t.end : undefined;
+  if (!trailer || typeof trailer.sha256 !== 'string' || typeof trailer.objects !== 'number' || typeof trailer.bytes !== 'number') bad(file, 'is truncated (its last line is not the trailer)');
+  const sum = hash.digest('hex');
+  if (sum !== trailer.sha256) bad(file, `does not match its checksum (sha256 ${sum.slice(0, 12)}..., trailer says ${trailer.sha256.slice(0, 12)}...): it was changed or damaged`);
+  if (objects !== trailer.objects || bytes !== trailer.bytes) bad(file, `holds ${objects} objects (${bytes} bytes) but its trailer says ${trailer.objects} (${trailer.bytes} bytes)`);
+  return { header: header!, trailer: { objects: trailer.objects, bytes: trailer.bytes, sha256: trailer.sha256 } };
+}
+
+const NL_BUF = Buffer.from([NL]);
+
+function checkHeader(file: string, h: unknown): SnapshotHeader {
+  if (!isRecord(h) || h.sluiceSnapshot === undefined) bad(file, 'is not a sluice snapshot (line 1 is no header)');
+  if (h.sluiceSnapshot !== SNAPSHOT_VERSION) bad(file, `has format version ${JSON.stringify(h.sluiceSnapshot)}; this sluice reads version ${SNAPSHOT_VERSION}`);
+  if (typeof h.uri !== 'string' || typeof h.prefix !== 'string' || typeof h.bucket !== 'string') bad(file, 'line 1 (the header) lacks uri, bucket or prefix');
+  return h as unknown as SnapshotHeader;
+}
+
+/** Reads and verifies a snapshot (checksum, count, order, prefix), keeping its objects in memory. */
+export async function readSnapshot(file: string): Promise<Snapshot> {
+  const objects: ObjectInfo[] = [];
+  const { header, trailer } = await scanSnapshot(file, (o) => { objects.push(o); });
   return { file, header, objects, trailer };
 }
 

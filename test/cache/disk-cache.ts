@@ -727,3 +727,25 @@ for (const opener of ['addon', 'node'] as const) {
     t.equal(fsSync.readdirSync('/proc/self/fd').length, fds, 'no descriptor left open by 100 misses');
   });
 }
+
+t.test('issue 43 defect 10: the ledger drops a grant of pid 0, of a reused pid, and of a pid without a start time; keeps a live writer\'s', async (t) => {
+  const dir = await tempDir(t);
+  await (await openTier(dir)).close();
+  // A live process that is not a writer: its pid stands for a writer's pid, reused after that writer died.
+  const other = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+  t.teardown(() => { other.kill('SIGKILL'); });
+  await new Promise((resolve) => other.once('spawn', resolve));
+  const pid = other.pid!;
+  const start = /\) \S+(?: \S+){18} (\d+)/.exec(readFileSync(`/proc/${pid}/stat`, 'latin1'))![1]!;
+  const ledgerFile = path.join(dir, TIER_FOLDER, 'ledger.json');
+  const G = 4 * MiB;
+  const withGrants = async (grants: Record<string, number>) => {
+    await writeFile(ledgerFile, JSON.stringify({ version: 2, files: 0, grants, scannedAt: Date.now() }));
+    const c = await openTier(dir);
+    try { return await c.usedBytes(); } finally { await c.close(); }
+  };
+  t.equal(await withGrants({ 0: G }), 0, 'pid 0 (kill(0, 0) succeeds for the process group): dropped');
+  t.equal(await withGrants({ [String(pid)]: G }), 0, 'a bare pid that now names another process: dropped');
+  t.equal(await withGrants({ [`${pid}:${Number(start) + 1}`]: G }), 0, 'a pid now run by a process started at another time: dropped');
+  t.equal(await withGrants({ [`${pid}:${start}`]: G }), G, 'the process that holds it, still running: kept');
+});

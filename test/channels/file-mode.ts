@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { downloadChannel, safeTarget, sidecarPath } from '../../src/channels/file-mode.js';
+import { downloadChannel, safeTarget, sidecarPath, sweepChannel } from '../../src/channels/file-mode.js';
 import { listChannel } from '../../src/channels/sources.js';
 import type { ChannelConfig } from '../../src/channels/input-config.js';
 import { UnsafeKeyError } from '../../src/errors.js';
@@ -351,4 +351,71 @@ t.test('the in-flight budget bounds GETs and parts still being written together;
   t.ok(maxHeld > 2000, `parts waiting for their write do not hold a connection: ${maxHeld} bytes held with 2 connections`);
   t.ok(maxGetsWhileWriting >= 1, 'GETs ran while writes were pending');
   for (const o of objects) t.ok((await readFile(path.join(dataDir, 'c', o.rel))).equals(bytesFor(o.key, o.size)), o.key);
+});
+
+// ---- issue 43 ----
+
+/** Every entry below `dir`, as relative paths ("x/" for a folder), sorted. */
+async function tree(dir: string): Promise<string[]> {
+  return (await readdir(dir, { recursive: true, withFileTypes: true }))
+    .map((d) => path.relative(dir, path.join(d.parentPath, d.name)) + (d.isDirectory() ? '/' : '')).sort();
+}
+
+t.test('issue 43 defect 2: a channel named "." or ".." removes nothing: not the other channels, not input/config', async (t) => {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-dots-'));
+  t.teardown(() => rm(root, { recursive: true, force: true }));
+  const dataDir = path.join(root, 'input', 'data');
+  // What a job's root holds when a File channel starts: another channel's files, the config, the state.
+  await mkdir(path.join(dataDir, 'val', 'sub'), { recursive: true });
+  await writeFile(path.join(dataDir, 'val', 'sub', 'v.bin'), 'validation');
+  await mkdir(path.join(root, 'input', 'config'), { recursive: true });
+  await writeFile(path.join(root, 'input', 'config', 'inputdataconfig.json'), '{}');
+  await writeFile(path.join(root, 'input', 'config', 'resourceconfig.json'), '{}');
+  const before = await tree(root);
+  const client = new MemoryClient('bkt');
+  const objects = [{ ...client.put('p/one', bytesFor('p/one', 100)), rel: 'one', client }];
+  for (const name of ['.', '..']) {
+    await t.rejects(downloadChannel({ channel: name, dataDir, stateDir: path.join(root, '.sluice', 'file-mode'), objects, partSize: 1024, maxInflight: 4096, maxConnections: 2, progress: 'none' }),
+      { code: 'SLUICE_CONFIG', message: new RegExp(`channel "${name.replace(/\./g, '\\.')}"`) }, `channel ${name} is refused`);
+    t.same(await tree(root), before, `channel ${name}: nothing was removed or written`);
+  }
+  t.equal(client.gets, 0, 'no GET was made');
+});
+
+t.test('issue 43 defect 2: the sweep never removes anything outside its own channel folder', async (t) => {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-sweep-'));
+  t.teardown(() => rm(root, { recursive: true, force: true }));
+  const dataDir = path.join(root, 'data');
+  await mkdir(path.join(dataDir, 'train'), { recursive: true });
+  await writeFile(path.join(dataDir, 'train', 'stray'), 'x');
+  await mkdir(path.join(dataDir, 'val'), { recursive: true });
+  await writeFile(path.join(dataDir, 'val', 'v'), 'v');
+  await writeFile(path.join(root, 'config.json'), '{}');
+  const before = await tree(root);
+  // A folder that is the data folder itself, its parent, or beside it: refused before anything goes.
+  for (const dir of [dataDir, path.join(dataDir, '.'), path.join(dataDir, '..'), root, path.join(root, 'elsewhere'), path.join(dataDir, 'train', '..', '..')]) {
+    await t.rejects(sweepChannel(dir, new Set(), new Set(), dataDir), { code: 'SLUICE_CONFIG', message: /will not sweep/ }, `sweep of ${dir} refused`);
+    t.same(await tree(root), before, `sweep of ${dir}: nothing removed`);
+  }
+  // Its own folder is swept, and only it.
+  t.equal(await sweepChannel(path.join(dataDir, 'train'), new Set(), new Set(), dataDir), 1);
+  t.same(await tree(root), before.filter((p) => p !== 'data/train/stray'), 'only the channel\'s stray went');
+});
+
+t.test('issue 43 defect 10: a file where another key needs a folder fails before any GET, naming both keys, leaving no partial file', async (t) => {
+  const cases: [string, string[], string, string][] = [
+    ['a and a/b', ['a', 'a/b'], 'p/a', 'p/a/b'],
+    ['a/b/c and a', ['a/b/c', 'a'], 'p/a', 'p/a/b/c'],
+    ['x/y and the marker x/y/', ['x/y', 'x/y/'], 'p/x/y', 'p/x/y/'],
+  ];
+  for (const [what, rels, fileKey, folderKey] of cases) {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sluice-file-clash-'));
+    t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+    const objects = rels.map((rel) => ({ key: `p/${rel}`, rel, size: rel.endsWith('/') ? 0 : 3, etag: '"x"', client: untouchable }));
+    const err = await downloadChannel({ channel: 'c', dataDir, stateDir: path.join(dataDir, '.state'), objects, partSize: 1024, maxInflight: 4096, maxConnections: 2, progress: 'none' })
+      .then(() => undefined, (e: unknown) => e as UnsafeKeyError);
+    t.equal(err?.code, 'SLUICE_UNSAFE_KEY', `${what}: an UnsafeKeyError (got ${String(err)})`);
+    t.ok(err?.message.includes(JSON.stringify(fileKey)) && err.message.includes(JSON.stringify(folderKey)), `${what}: names both keys: ${err?.message}`);
+    t.same(await readdir(dataDir), [], `${what}: nothing was written, no partial file`);
+  }
 });

@@ -147,3 +147,27 @@ t.test('JSON form: Sluice.Snapshot, SnapshotOut and Filter match the short form'
   }
   t.throws(() => parseInputDataConfig([ch({ Sluice: { Snapshot: 'a' } }, { S3DataType: 'ManifestFile', S3Uri: 's3://bucket/m.manifest' })]), /snapshot, snapshot-out and filter apply to S3Prefix channels/);
 });
+
+// issue 43 defect 2: "." and ".." are input/data and input/ themselves; File mode's sweep removed other channels and input/config.
+t.test('issue 43: channel names "." and ".." are refused in the short form and in JSON, one line naming the fix', async (t) => {
+  for (const name of ['.', '..']) {
+    const tries: [string, () => unknown][] = [
+      ['--channel', () => parseChannelFlag(`${name}=s3://bkt/p/`)],
+      ['JSON', () => parseInputDataConfig([{ ChannelName: name, DataSource: { S3DataSource: { S3Uri: 's3://bkt/p/' } } }])],
+    ];
+    for (const [form, fn] of tries) {
+      try {
+        fn();
+        t.fail(`${form} ${name}: accepted`);
+      } catch (err) {
+        t.ok(err instanceof ConfigError, `${form} ${name}: a ConfigError`);
+        const line = (err as ConfigError).oneLine();
+        t.match(line, new RegExp(`channel "${name.replace(/\./g, '\\.')}"`), `${form} ${name}: names the channel`);
+        t.match(line, /Rename the channel/, `${form} ${name}: names the fix`);
+        t.notOk(line.includes('\n'), `${form} ${name}: one line`);
+      }
+    }
+  }
+  // Names that merely hold dots stay valid (SageMaker's pattern allows them).
+  for (const name of ['...', '.hidden', 'v1.2', 'a..b']) t.equal(parseChannelFlag(`${name}=s3://bkt/p/`).channels[0]!.name, name);
+});

@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { localS3ForFile, runEnv, tmpRoot } from '../helpers/run.js';
 import { runCli } from '../helpers/cli.js';
@@ -70,4 +71,22 @@ t.test('Pipe skips folder markers: RecordIO holds only data objects, and shardin
     counts.push((JSON.parse(r.stdout) as string[]).length);
   }
   t.same(counts.sort(), [1, 2], '3 data objects over 2 hosts: 2 and 1 (markers not counted)');
+});
+
+t.test('issue 43 defect 2: --channel ".." or "." is refused with one line, and nothing of the job\'s root is removed', async (t) => {
+  await local.s3.putObject('bkt', 'dots/a', Buffer.from('a'));
+  for (const name of ['..', '.']) {
+    const root = await tmpRoot(t);
+    const keep = [path.join(root, 'input', 'config', 'hyperparameters.json'), path.join(root, 'input', 'data', 'val', 'v.bin')];
+    for (const f of keep) {
+      await mkdir(path.dirname(f), { recursive: true });
+      await writeFile(f, '{}'); // valid JSON: the run reads input/config/hyperparameters.json
+    }
+    const r = await runCli(['run', '--channel', `train=s3://bkt/dots/`, '--channel', `${name}=s3://bkt/dots/`, '--root', root, ...common(),
+      '--', process.execPath, '-e', '0'], { ...env(), SLUICE_LOG_LEVEL: 'silent' });
+    t.equal(r.code, 2, `${name}: exit 2`);
+    t.equal(r.stderr.trim().split('\n').length, 1, `${name}: one line: ${r.stderr}`);
+    t.match(r.stderr, /Rename the channel/, `${name}: names the fix`);
+    for (const f of keep) t.ok(existsSync(f), `${name}: ${path.relative(root, f)} is still there`);
+  }
 });
