@@ -23,7 +23,7 @@ async function check(t: Test, mode: 'Pipe' | 'File', seed: number, runs: number,
     if (Date.now() > untilMs) { late = true; return; }
     await runChannelProgram(p);
   }), { seed, numRuns: runs });
-  if (d.failed) t.fail(`${mode} seed ${seed}: ${fc.defaultReportMessage(d) ?? 'failed'}`);
+  if (d.failed) t.fail(`${mode} seed ${seed}: ${String((d.errorInstance as Error | undefined)?.message ?? '')} | ${fc.defaultReportMessage(d) ?? 'failed'}`);
   else t.pass(`${mode} seed ${seed}: ${d.numRuns} programs hold${late ? ' (time budget reached: some not run)' : ''}`);
   return !d.failed;
 }

@@ -24,7 +24,7 @@ const replay = process.env.SLUICE_MODEL_SEED;
 
 async function check(t: Test, seed: number, runs: number, untilMs: number, arb = programArb(), path?: string): Promise<boolean> {
   const { details: d, late } = await checkPrograms({ seed, numRuns: runs, arb, untilMs, path });
-  if (d.failed) t.fail(`seed ${seed}: ${fc.defaultReportMessage(d) ?? 'failed'}`);
+  if (d.failed) t.fail(`seed ${seed}: ${String((d.errorInstance as Error | undefined)?.message ?? '')} | ${fc.defaultReportMessage(d) ?? 'failed'}`);
   else t.pass(`seed ${seed}: ${d.numRuns} programs hold${late ? ' (time budget reached: some not run)' : ''}`);
   return !d.failed;
 }
