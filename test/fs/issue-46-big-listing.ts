@@ -3,7 +3,7 @@
  * size exceeded" (`objects.push(...listing)` in src/fs/core.ts). The core is given a
  * synthetic listing (what `--snapshot` hands it) big enough to overflow a spread, and must
  * come up with every object in place. Then a readdir of a big folder through the FUSE adapter
- * must not ask getattr per entry (issue 46 item 4; decision 0070) and must give each kind.
+ * must not ask getattr per entry (issue 46 item 4; decision 0032) and must give each kind.
  */
 import t from 'tap';
 import { SluiceFs } from '../../src/fs/core.js';
