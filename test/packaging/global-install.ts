@@ -6,8 +6,7 @@
  * Offline and bounded: the tarball is installed from its unpacked folder with the checkout's
  * node_modules beside it, so npm resolves no dependency from the registry (a tarball install
  * would fetch them); the pack, the global install, the bin link and the install script are
- * npm's own. scripts/check-global-install.sh does the same from the tarball itself, with the
- * registry, where one is reachable (CI).
+ * npm's own.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';

@@ -115,12 +115,12 @@ t.test('defect 8: a key outside the snapshot\'s prefix is refused with one line 
   t.equal((await readSnapshot(whole)).objects.length, 2);
 });
 
-t.test('deliverable 6: a round trip holds memory that does not grow with the count (scripts/snapshot-roundtrip.mjs)', async (t) => {
+t.test('deliverable 6: a round trip holds memory that does not grow with the count (test/helpers/snapshot-roundtrip.mjs)', async (t) => {
   // Two counts, each in a fresh process; the larger file is several times the smaller one's
   // peak memory, so a reader or writer that held the file (or its objects) would grow by it.
   // SLUICE_SNAPSHOT_ROUNDTRIP=N runs N as the larger count instead (10000000: the figure;
   // about 11 minutes here, so with npx tap --timeout=3600).
-  const script = fileURLToPath(new URL('../../scripts/snapshot-roundtrip.mjs', import.meta.url));
+  const script = fileURLToPath(new URL('../helpers/snapshot-roundtrip.mjs', import.meta.url));
   const dir = await tmp(t);
   const big = Number(process.env.SLUICE_SNAPSHOT_ROUNDTRIP ?? 1_000_000);
   const run = (n: number) => new Promise<{ objects: number; read: number; mismatched: number; sha256: boolean; fileBytes: number; peakRssMiB: number }>((resolve, reject) => {

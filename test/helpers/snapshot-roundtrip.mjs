@@ -4,7 +4,7 @@
 // writeSnapshotStream, reads them back with scanSnapshot, checks every object against the
 // generator's, and prints one JSON line: objects, file bytes, write and read seconds, and the
 // process's peak RSS (VmHWM from /proc/self/status). Uses the built dist/ (npm run build).
-// Usage: node scripts/snapshot-roundtrip.mjs [OBJECTS=10000000] [plain|gzip=gzip] [DIR=os.tmpdir()]
+// Usage: node test/helpers/snapshot-roundtrip.mjs [OBJECTS=10000000] [plain|gzip=gzip] [DIR=os.tmpdir()]
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,7 +14,7 @@ const n = Number(process.argv[2] ?? 10_000_000);
 const gzip = (process.argv[3] ?? 'gzip') === 'gzip';
 const base = process.argv[4] ?? os.tmpdir();
 if (!Number.isSafeInteger(n) || n < 0) throw new Error(`OBJECTS must be a count, not ${process.argv[2]}`);
-const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
+const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { scanSnapshot, writeSnapshotStream } = await import(path.join(root, 'dist', 'snapshot', 'snapshot.js'));
 
 const T0 = Date.UTC(2026, 5, 1);
