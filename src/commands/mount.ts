@@ -135,7 +135,6 @@ export async function run(argv: string[]): Promise<number> {
   }
   const { options, positionals, extra, given } = parseOptions('mount', argv, NAMES, { prefix: { type: 'string' } });
   configureLogging(options);
-  logMemoryPlan(options);
   // With --snapshot the URI may be left out: the snapshot names it.
   if (positionals.length === 1 && options.snapshot !== undefined) positionals.unshift(undefined as unknown as string);
   if (positionals.length !== 2) {
@@ -183,6 +182,8 @@ export async function run(argv: string[]): Promise<number> {
         process.stdout.write(`ready ${mountpoint}\n`);
         steps.ready = performance.now();
         log.info({ startupMs: Object.fromEntries(Object.entries(steps).map(([k, v]) => [k, Math.round(v)])), timeOrigin: Math.round(performance.timeOrigin) }, 'start-up steps (ms since the process started)');
+        // Once mounted, beside the start-up steps: a failed start stays one line (a user error).
+        logMemoryPlan(options);
       }
       // Stay mounted until a signal, until the mount is removed from outside, or until the
       // listing (still running behind the mount) fails.

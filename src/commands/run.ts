@@ -230,7 +230,6 @@ export async function run(argv: string[]): Promise<number> {
   if (dd < 0) refuseCommandWithoutDashes(argv);
   const { options: o, rest, positionals, given } = parseOptions('run', argv, RUN_OPTION_NAMES);
   configureLogging(o);
-  logMemoryPlan(o);
   if (positionals.length > 0) throw new InvalidArgumentError(`unexpected argument ${JSON.stringify(positionals[0])}`, { hint: 'Put the training command after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
   if (rest.length === 0) throw new InvalidArgumentError('no training command given', { hint: 'Add it after --, e.g. sluice run --channel train=s3://bucket/train/ -- python train.py' });
 
@@ -248,6 +247,8 @@ export async function run(argv: string[]): Promise<number> {
     ...(o.hosts !== undefined ? { hosts: o.hosts } : {}),
     ...(o.hostCount !== undefined ? { hostCount: o.hostCount } : {}),
   });
+  // After the checks of the command line and the channels: a user error stays one line.
+  logMemoryPlan(o);
   log.info({ currentHost: id.currentHost, hosts: id.hosts, source: id.source }, 'host identity');
   const instanceType = o.instanceType ?? job.instanceType ?? await instanceTypeFromDmi() ?? UNKNOWN_INSTANCE_TYPE;
   await writeConfigFiles(paths, channels, id, { hyperparameters, instanceType, networkInterfaceName: await defaultInterface() });
