@@ -335,7 +335,7 @@ export interface MemAttrs {
   take(clear?: boolean): number;
   /**
    * Handles opened in C from the disk tier (TierOpens) and released since the last take:
-   * counts written into `out` (length 10; see adapter.ts countMemOpens).
+   * counts written into `out` (length MEM_OPEN_COUNTS, 13; see adapter.ts countMemOpens).
    */
   takeOpens(out: Float64Array): void;
   /** Marks a row of the installed listing hot: its OPENs go to JavaScript for a while (fuse_open.c "Fetched into memory"). False without such a row. */

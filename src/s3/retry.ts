@@ -8,7 +8,7 @@
  * with fewer calls than equal or decorrelated jitter under contention.
  *
  * Which failures are retried, and under which reason label, is decided by
- * `classify()` in ./s3-errors.ts; this module only waits.
+ * `judgeReply()` and `judgeError()` in ./s3-errors.ts; this module only waits.
  */
 import { AbortedError } from '../errors.js';
 
