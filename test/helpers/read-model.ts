@@ -45,6 +45,19 @@ const MiB = 1024 * KiB;
 
 export class ModelViolation extends Error {}
 
+/**
+ * Removes a folder that a running daemon is writing into (the `rmdir` disk fault). A single
+ * recursive rm races the tier's writer: a file created after the walk listed a folder makes its
+ * rmdir fail ENOTEMPTY, a harness error that the soak reported as a failing program (seed 5,
+ * path 0:1:8:7:0). Node's rm walks again on ENOTEMPTY; RM_RETRIES x RM_RETRY_MS (linear
+ * backoff, at most ~0.5 s) outlasts the burst of block writes that one read batch queues.
+ */
+const RM_RETRIES = 10;
+const RM_RETRY_MS = 10;
+export async function removeTree(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true, maxRetries: RM_RETRIES, retryDelay: RM_RETRY_MS });
+}
+
 /** Options of every daemon: short deadlines so that stalls fail within seconds. */
 export const REQUEST_TIMEOUT_MS = 1000;
 export const MAX_ATTEMPTS = 3;
@@ -317,7 +330,7 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     if (!p.tier) return;
     totals.diskFaults++;
     const objects = path.join(tierDir, TIER_FOLDER, 'objects');
-    if (f === 'rmdir') { await rm(path.join(tierDir, TIER_FOLDER), { recursive: true, force: true }); return; }
+    if (f === 'rmdir') { await removeTree(path.join(tierDir, TIER_FOLDER)); return; }
     const files: string[] = [];
     for (const sub of await readdir(objects).catch(() => [] as string[])) {
       for (const n of await readdir(path.join(objects, sub)).catch(() => [] as string[])) files.push(path.join(objects, sub, n));
