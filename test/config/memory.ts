@@ -83,18 +83,23 @@ t.test('a mount inside a 2 GiB memory cgroup sizes its cache from 2 GiB, not fro
     AWS_REGION: 'us-east-1', SLUICE_LOG_LEVEL: 'info', SLUICE_LOG_FORMAT: 'json', NODE_NO_WARNINGS: '1',
   };
   for (const k of ['SLUICE_CACHE_SIZE', 'SLUICE_MAX_INFLIGHT']) delete env[k];
-  // The shell moves itself into the cgroup, then becomes the mount.
-  const child = spawn('sh', ['-c', `echo $$ > ${path.join(cg.dir, 'cgroup.procs')} && exec "$0" "$@"`, process.execPath, CLI,
-    'mount', 's3://memcg/d/', dir, '--endpoint', s3.endpoint, '--metrics-port=-1'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (b: Buffer) => { out += b; });
-  child.stderr.on('data', (b: Buffer) => { err += b; });
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  t.teardown(() => { child.kill('SIGKILL'); return exited; });
-  const deadline = Date.now() + 60_000;
-  while (!/^ready /m.test(out) && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  t.match(out, /^ready /m, `mounted: ${err.slice(0, 500)}`);
+  // A mount started inside the cgroup (the shell moves itself in, then becomes the mount),
+  // waited for until it prints "ready" (or exits), killed in teardown at the latest.
+  const mountInCgroup = async (extra: string[]) => {
+    const child = spawn('sh', ['-c', `echo $$ > ${path.join(cg.dir, 'cgroup.procs')} && exec "$0" "$@"`, process.execPath, CLI,
+      'mount', 's3://memcg/d/', dir, '--endpoint', s3.endpoint, '--metrics-port=-1', ...extra], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const io = { out: '', err: '' };
+    child.stdout.on('data', (b: Buffer) => { io.out += b; });
+    child.stderr.on('data', (b: Buffer) => { io.err += b; });
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    t.teardown(() => { child.kill('SIGKILL'); return exited; });
+    const deadline = Date.now() + 60_000;
+    while (!/^ready /m.test(io.out) && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    return { child, io, exited };
+  };
+  const first = await mountInCgroup([]);
+  const err = first.io.err;
+  t.match(first.io.out, /^ready /m, `mounted: ${err.slice(0, 500)}`);
   const line = err.split('\n').find((l) => l.includes('"memoryLimit"'));
   const plan = line === undefined ? undefined : JSON.parse(line) as { memoryLimit: number; memoryLimitSource: string; cacheSize: number; maxInflight: number };
   t.equal(plan?.memoryLimitSource, 'cgroup', 'the limit came from the cgroup');
@@ -102,20 +107,12 @@ t.test('a mount inside a 2 GiB memory cgroup sizes its cache from 2 GiB, not fro
   t.equal(plan?.cacheSize, defaultCacheSize(2 * GiB), `cache ${defaultCacheSize(2 * GiB) / MiB} MiB, not the host's ${defaultCacheSize(os.totalmem()) / MiB} MiB`);
   t.equal(plan?.maxInflight, defaultMaxInflight(2 * GiB));
   t.notMatch(err, /more than half/, 'no warning for the defaults');
-  child.kill('SIGTERM');
-  t.equal(await exited, 0, 'unmounted cleanly');
+  first.child.kill('SIGTERM');
+  t.equal(await first.exited, 0, 'unmounted cleanly');
   // Asked for more than half of the limit: one warning line.
-  const over = spawn('sh', ['-c', `echo $$ > ${path.join(cg.dir, 'cgroup.procs')} && exec "$0" "$@"`, process.execPath, CLI,
-    'mount', 's3://memcg/d/', dir, '--endpoint', s3.endpoint, '--metrics-port=-1', '--cache-size', '1536MiB'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let err2 = '';
-  let out2 = '';
-  over.stderr.on('data', (b: Buffer) => { err2 += b; });
-  over.stdout.on('data', (b: Buffer) => { out2 += b; });
-  const exited2 = new Promise<number | null>((r) => over.once('exit', (code) => r(code)));
-  t.teardown(() => { over.kill('SIGKILL'); return exited2; });
-  const deadline2 = Date.now() + 60_000;
-  while (!/^ready /m.test(out2) && over.exitCode === null && Date.now() < deadline2) await new Promise((r) => setTimeout(r, 100));
-  over.kill('SIGTERM');
-  await exited2;
+  const over = await mountInCgroup(['--cache-size', '1536MiB']);
+  over.child.kill('SIGTERM');
+  await over.exited;
+  const err2 = over.io.err;
   t.equal(err2.split('\n').filter((l) => l.includes('more than half')).length, 1, 'one warning line');
 });
