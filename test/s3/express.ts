@@ -19,6 +19,7 @@ import { createObjectClient } from '../../src/s3/s3-client.js';
 import { startCli, waitExit } from '../helpers/cli.js';
 import { startExpressFront } from '../helpers/express-front.js';
 import { tempMountpoint } from '../helpers/fuse.js';
+import { checkRangedAndStream } from '../helpers/read-object.js';
 import { until } from '../helpers/poll.js';
 import '../helpers/exit-watch.js';
 
@@ -97,15 +98,7 @@ t.test('against a front that enforces CreateSession tokens', async (t) => {
     t.ok(front.listings > 0, 'listed through the front (out of key order)');
     const info = await c.head(large.key);
     t.equal(info.size, large.size);
-    const readAll = async () => {
-      const half = Math.floor(large.size / 2);
-      const a = await c.getRange(large.key, 0, half, info.etag);
-      const b = await c.getRange(large.key, half, large.size, info.etag, { into: Buffer.alloc(large.size - half) });
-      t.equal(sha(Buffer.concat([a, b])), large.sha256, 'ranged GETs: exact bytes');
-      const parts: Buffer[] = [];
-      for await (const p of c.getStream(large.key, info.etag, { size: large.size })) parts.push(p);
-      t.equal(sha(Buffer.concat(parts)), large.sha256, 'stream: exact bytes');
-    };
+    const readAll = () => checkRangedAndStream(t, c, large, info.etag);
     await readAll();
     t.ok(front.gets >= 3, `GETs accepted with a session token (${front.gets})`);
     t.equal(front.sessions, 1, 'one CreateSession, shared by the SDK and the data path');
