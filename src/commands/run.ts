@@ -57,6 +57,7 @@ import { shardObjects } from '../channels/shard.js';
 import { shuffled } from '../channels/shuffle.js';
 import { isFolderMarker, listChannel, type ChannelItem, type ChannelUnit, type ClientFor } from '../channels/sources.js';
 import type { DiskCache } from '../cache/disk-cache.js';
+import { withCacheBucket } from '../cache/cache-bucket.js';
 import { acquireDiskTier, TieredClient, tierNamespace } from '../cache/tiered-client.js';
 
 export const summary = 'Give a training command the SageMaker input environment: File, FastFile and Pipe channels, then run it.';
@@ -385,7 +386,8 @@ function clientCache(o: RunOptions, cleanup: Cleanup, poolConnections: number, t
     let c = clients.get(bucket);
     if (!c) {
       c = createObjectClient(clientOptionsFrom(bucket, { ...o, maxConnections: poolConnections }));
-      // With --cache-dir, File mode and Pipe read through the disk tier too.
+      // With --cache-bucket and --cache-dir, File mode and Pipe read through them too.
+      c = withCacheBucket(c, o);
       if (tier) c = new TieredClient(c, tier, tierNamespace(o, bucket));
       clients.set(bucket, c);
     }

@@ -25,6 +25,7 @@ import type { Options } from '../config/options.js';
 import { SluiceFs } from '../fs/core.js';
 import { InvalidArgumentError } from '../errors.js';
 import { log } from '../log.js';
+import { withCacheBucket } from '../cache/cache-bucket.js';
 import { TieredClient, withDiskTier } from '../cache/tiered-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import type { ObjectInfo } from '../s3/object-client.js';
@@ -42,7 +43,7 @@ export const FASTFILE_OPTION_NAMES = [
   'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
   'noSignRequest', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode',
-  'cacheDir', 'cacheDirSize', 'cacheDirWriteRate', 'cacheDirDirectWrite', 'cacheDirGroup', 'cacheDirMode',
+  'cacheDir', 'cacheDirSize', 'cacheDirWriteRate', 'cacheDirDirectWrite', 'cacheDirGroup', 'cacheDirMode', 'cacheBucket',
   'fuseMaxRead', 'directIo',
 ] as const;
 
@@ -102,9 +103,10 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
     await prepareMountpoint(mountpoint);
   }
 
-  // With --cache-dir, reads go through the disk tier, under the memory block cache.
+  // With --cache-dir, reads go through the disk tier, under the memory block cache; with
+  // --cache-bucket, through the cache bucket under the disk tier (src/cache/cache-bucket.ts).
   const s3 = createObjectClient(clientOptionsFrom(bucket, o));
-  const client = await withDiskTier(s3, o).catch(async (err: unknown) => {
+  const client = await (async () => withDiskTier(withCacheBucket(s3, o, prefix), o))().catch(async (err: unknown) => {
     await s3.close().catch(() => undefined);
     throw err;
   });

@@ -30,7 +30,7 @@ const SIZE_BUCKETS = client.exponentialBuckets(4096, 4, 8);
 
 export const s3Requests = new client.Counter({
   name: 'sluice_s3_requests_total',
-  help: 'S3 requests completed, by operation (list, head, get, versioning) and HTTP status (or "error" when no reply came).',
+  help: 'S3 requests completed, by operation (list, head, get: the source\'s ranged GETs, versioning, cache_get and cache_put: the cache bucket\'s) and HTTP status (or "error" when no reply came).',
   labelNames: ['operation', 'status'] as const,
   registers: [registry],
 });
@@ -308,6 +308,41 @@ export const diskCacheUsedBytes = new client.Gauge({
 export const diskCacheCapacityBytes = new client.Gauge({
   name: 'sluice_disk_cache_capacity_bytes',
   help: 'The disk tier bound (--cache-dir-size) of this process.',
+  registers: [registry],
+});
+
+// ---- Cache bucket (--cache-bucket, src/cache/cache-bucket.ts; issue 48) --------------
+
+export const cacheBucketHits = new client.Counter({
+  name: 'sluice_cache_bucket_hits_total',
+  help: 'Block lookups in the cache bucket that found the block, of this object version, whole and verified (identity and CRC32C).',
+  registers: [registry],
+});
+export const cacheBucketHitBytes = new client.Counter({
+  name: 'sluice_cache_bucket_read_bytes_total',
+  help: 'Bytes served from the cache bucket instead of the source.',
+  registers: [registry],
+});
+export const cacheBucketMisses = new client.Counter({
+  name: 'sluice_cache_bucket_misses_total',
+  help: 'Block lookups in the cache bucket that found nothing usable, by reason (absent, short, corrupt, foreign, error); the block is read from the source.',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+export const cacheBucketWrites = new client.Counter({
+  name: 'sluice_cache_bucket_writes_total',
+  help: 'Blocks offered to the cache bucket, by result (written, failed, dropped: the write budget was full, or the client closing).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+export const cacheBucketWrittenBytes = new client.Counter({
+  name: 'sluice_cache_bucket_written_bytes_total',
+  help: 'Bytes PUT to the cache bucket (cache objects: header and block).',
+  registers: [registry],
+});
+export const cacheBucketPendingBytes = new client.Gauge({
+  name: 'sluice_cache_bucket_pending_bytes',
+  help: 'Bytes of cache objects queued or being PUT to the cache bucket (bounded by the write budget).',
   registers: [registry],
 });
 

@@ -18,10 +18,10 @@
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
-import { CreateSessionCommand, GetBucketVersioningCommand, HeadObjectCommand, ListObjectVersionsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { CreateSessionCommand, GetBucketVersioningCommand, GetObjectCommand, HeadObjectCommand, ListObjectVersionsCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import type { Pool } from 'undici';
 import { OPTIONS, type Options } from '../config/options.js';
-import { AbortedError, AccessDeniedError, InvalidArgumentError, ObjectChangedError, S3Error } from '../errors.js';
+import { AbortedError, AccessDeniedError, InvalidArgumentError, NoSuchKeyError, ObjectChangedError, S3Error } from '../errors.js';
 import { log, logOn } from '../log.js';
 import { logS3Request } from './request-log.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
@@ -83,6 +83,11 @@ export interface S3ClientOptions {
   ca?: string;
   /** Proxies to go through; default HTTP_PROXY/HTTPS_PROXY/NO_PROXY from the environment (./proxy.ts). */
   proxies?: ProxySettings;
+  /**
+   * A client that writes (the cache bucket, src/cache/cache-bucket.ts): a directory bucket's
+   * sessions are asked ReadWrite (CreateSession SessionMode), which PutObject needs.
+   */
+  writes?: boolean;
 }
 
 /**
@@ -133,7 +138,7 @@ export class S3ObjectClient implements ObjectClient {
   private readonly express: boolean;
   /** CreateSession sessions of a directory bucket, one per bucket, refreshed before expiry (./express.ts). */
   private readonly sessions = new ExpressSessions(async (bucket) => {
-    const out = await this.sdk.send(new CreateSessionCommand({ Bucket: bucket, SessionMode: 'ReadOnly' }));
+    const out = await this.sdk.send(new CreateSessionCommand({ Bucket: bucket, SessionMode: this.writes ? 'ReadWrite' : 'ReadOnly' }));
     const c = out.Credentials;
     if (!c?.AccessKeyId || !c.SecretAccessKey) throw new S3Error(`CreateSession of ${bucket} returned no credentials`, 200, undefined);
     return { accessKeyId: c.AccessKeyId, secretAccessKey: c.SecretAccessKey, ...(c.SessionToken !== undefined ? { sessionToken: c.SessionToken } : {}), ...(c.Expiration !== undefined ? { expiration: c.Expiration } : {}) };
@@ -154,10 +159,13 @@ export class S3ObjectClient implements ObjectClient {
   private versioningState: Promise<string | undefined> | undefined;
   /** Renews the SDK's credentials (which the data path signs with too) when S3 says they expired. */
   private readonly renewer: CredentialRenewer | undefined;
+  /** S3ClientOptions.writes: Express sessions are asked ReadWrite. */
+  private readonly writes: boolean;
 
   constructor(opts: S3ClientOptions) {
     if (typeof opts.bucket !== 'string' || opts.bucket.length === 0) throw new InvalidArgumentError('bucket must be a non-empty string');
     this.bucket = opts.bucket;
+    this.writes = opts.writes ?? false;
     this.maxConnections = checkInt('max-connections', opts.maxConnections ?? OPTIONS.maxConnections.default, 1, 1024);
     this.maxAttempts = checkInt('max-attempts', opts.maxAttempts ?? OPTIONS.maxAttempts.default, 1, 100);
     this.requestTimeoutMs = checkInt('request-timeout', opts.requestTimeoutMs ?? OPTIONS.requestTimeout.default, 1, 3_600_000);
@@ -503,6 +511,35 @@ export class S3ObjectClient implements ObjectClient {
    */
   pinVersions(versions: ReadonlyMap<string, string>): void {
     mergeVersionPins(this.versions, versions, this.bucket);
+  }
+
+  // ---- issue 48: the cache bucket's whole objects (src/cache/cache-bucket.ts) -------------
+  //
+  // A cache object is one block (1 MiB and a header), read and written whole through the SDK,
+  // under the same retry policy, credentials (S3 Express sessions included) and metrics as
+  // listing, as operations 'cache_get' and 'cache_put'. The data path's ranged GETs are for
+  // the source's bytes, pinned by ETag; a cache object is checked by its own header instead.
+
+  /** The whole object `key`, or undefined when there is none (404 NoSuchKey). */
+  async getObject(key: string, opts: RequestOptions = {}): Promise<Buffer | undefined> {
+    try {
+      return await this.withRetries('cache_get', key, async (s) => {
+        const out = await this.sdk.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal: s });
+        const body = out.Body as { transformToByteArray(): Promise<Uint8Array> } | undefined;
+        const bytes = body ? await body.transformToByteArray() : new Uint8Array(0);
+        return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      }, opts.signal);
+    } catch (err) {
+      if (err instanceof NoSuchKeyError) return undefined;
+      throw err;
+    }
+  }
+
+  /** PutObject of `body` at `key` (one request; a directory bucket stores it as EXPRESS_ONEZONE). */
+  async putObject(key: string, body: Buffer, opts: RequestOptions = {}): Promise<void> {
+    await this.withRetries('cache_put', key, (s) => this.sdk.send(new PutObjectCommand({
+      Bucket: this.bucket, Key: key, Body: body, ContentLength: body.length, ContentType: 'application/octet-stream',
+    }), { abortSignal: s }), opts.signal);
   }
 
   async firstKeyUnder(prefix: string, opts: RequestOptions = {}): Promise<string | undefined> {

@@ -17,8 +17,12 @@ import {
 } from '../errors.js';
 
 export type RetryReason = 'throttled' | 'server_error' | 'reset' | 'timeout' | 'short_body' | 'unreachable';
-/** The `operation` label of the S3 metrics: 'versioning' is GetBucketVersioning (snapshots ask it once). */
-export type Operation = 'list' | 'head' | 'get' | 'versioning';
+/**
+ * The `operation` label of the S3 metrics: 'versioning' is GetBucketVersioning (snapshots ask it once);
+ * 'cache_get' and 'cache_put' are the whole-object GETs and PUTs of the cache bucket (src/cache/cache-bucket.ts),
+ * so 'get' stays the source's ranged GETs alone.
+ */
+export type Operation = 'list' | 'head' | 'get' | 'versioning' | 'cache_get' | 'cache_put';
 export type Verdict = { retry: RetryReason; cause: unknown } | { renew: SluiceError } | { fail: SluiceError };
 
 export interface FailureContext {
