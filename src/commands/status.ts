@@ -17,7 +17,7 @@ import { helpFor, OPTIONS, parseOptions } from '../config/options.js';
 import { METRICS_PORT_FALLBACKS } from '../metrics/server.js';
 import { type Exposition, parseExposition } from '../metrics/exposition.js';
 import {
-  cacheFigures, type ChannelRates, channelRates, channelTotals, fmt, processFigures, s3Figures,
+  cacheFigures, type ChannelRates, channelRates, channelTotals, fmt, processFigures, s3Figures, tierFigures,
 } from '../metrics/figures.js';
 
 export const summary = "Summarise a running sluice's /metrics for a person at a terminal.";
@@ -144,6 +144,18 @@ export function render(url: string, cur: Exposition, prev?: Exposition, seconds?
   lines.push(`cache     ${fmt.bytes(c.bytes)} of ${fmt.bytes(c.capacity)}${used}, hit ratio ${fmt.ratio(c.hitRatio)} of ${count(c.hits + c.misses)} lookups, ${count(c.evictions)} evictions`);
   const wasted = c.prefetchUsed + c.prefetchWasted > 0 ? ` (${fmt.pct((100 * c.prefetchWasted) / (c.prefetchUsed + c.prefetchWasted))})` : '';
   lines.push(`prefetch  ${fmt.bytes(c.prefetchUsed)} used, ${fmt.bytes(c.prefetchWasted)} wasted${wasted}`);
+  // The tiers under the memory cache, each shown once it has been used (issue 48).
+  const tf = tierFigures(cur);
+  const ratio = (h: number, m: number) => fmt.ratio(h + m > 0 ? h / (h + m) : NaN);
+  if (tf.disk.hits + tf.disk.misses + tf.disk.writtenBytes > 0) {
+    lines.push(`disk tier hit ratio ${ratio(tf.disk.hits, tf.disk.misses)} of ${count(tf.disk.hits + tf.disk.misses)} lookups, read ${fmt.bytes(tf.disk.readBytes)}, wrote ${fmt.bytes(tf.disk.writtenBytes)}, ${count(tf.disk.skipped)} writes skipped`);
+  }
+  const b = tf.bucket;
+  if (b.hits + b.misses + b.writtenBytes + b.dropped > 0) {
+    const why = Object.entries(b.missesByReason).filter(([, n]) => n > 0).map(([r, n]) => `${r} ${count(n)}`).join(', ');
+    lines.push(`cache bucket hit ratio ${ratio(b.hits, b.misses)} of ${count(b.hits + b.misses)} lookups${why ? ` (misses: ${why})` : ''}, read ${fmt.bytes(b.readBytes)}`);
+    lines.push(`          wrote ${fmt.bytes(b.writtenBytes)}, ${fmt.bytes(b.pendingBytes)} pending, ${count(b.dropped)} dropped, ${count(b.failed)} failed`);
+  }
 
   const s = s3Figures(cur);
   const p = windowed ? s3Figures(prev) : undefined;

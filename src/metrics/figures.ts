@@ -213,6 +213,36 @@ export function cacheFigures(e: Exposition): CacheFigures {
   };
 }
 
+/** The disk tier's and the cache bucket's lookups and writes (issue 48: `sluice status` per tier). */
+export interface TierFigures {
+  disk: { hits: number; misses: number; readBytes: number; writtenBytes: number; skipped: number };
+  bucket: { hits: number; misses: number; missesByReason: Record<string, number>; readBytes: number; writtenBytes: number; dropped: number; failed: number; pendingBytes: number };
+}
+
+export function tierFigures(e: Exposition): TierFigures {
+  const missesByReason: Record<string, number> = {};
+  for (const reason of labelValues(e, 'sluice_cache_bucket_misses_total', 'reason')) missesByReason[reason] = sumOf(e, 'sluice_cache_bucket_misses_total', { reason });
+  return {
+    disk: {
+      hits: sumOf(e, 'sluice_disk_cache_hits_total'),
+      misses: sumOf(e, 'sluice_disk_cache_misses_total'),
+      readBytes: sumOf(e, 'sluice_disk_cache_read_bytes_total'),
+      writtenBytes: sumOf(e, 'sluice_disk_cache_written_bytes_total'),
+      skipped: sumOf(e, 'sluice_disk_cache_write_skipped_total'),
+    },
+    bucket: {
+      hits: sumOf(e, 'sluice_cache_bucket_hits_total'),
+      misses: sumOf(e, 'sluice_cache_bucket_misses_total'),
+      missesByReason,
+      readBytes: sumOf(e, 'sluice_cache_bucket_read_bytes_total'),
+      writtenBytes: sumOf(e, 'sluice_cache_bucket_written_bytes_total'),
+      dropped: sumOf(e, 'sluice_cache_bucket_writes_total', { result: 'dropped' }),
+      failed: sumOf(e, 'sluice_cache_bucket_writes_total', { result: 'failed' }),
+      pendingBytes: sumOf(e, 'sluice_cache_bucket_pending_bytes'),
+    },
+  };
+}
+
 export interface ProcessFigures {
   /** Seconds since the daemon started, from process_start_time_seconds; undefined when absent. */
   uptimeSeconds: number | undefined;

@@ -111,3 +111,18 @@ t.test('one clear line when nothing listens, or the URL is not sluice', async (t
   t.equal(help.status, 0);
   t.match(help.stdout, /Usage: sluice status/);
 });
+
+t.test('render: a line per tier under the memory cache, once it was used (issue 48)', async (t) => {
+  const none = render('u', parseExposition('sluice_cache_bytes 0\nsluice_disk_cache_hits_total 0\nsluice_cache_bucket_hits_total 0'));
+  t.notMatch(none, /disk tier|cache bucket/, 'no tier lines when no tier was used');
+  const screen = render('u', parseExposition([
+    'sluice_cache_bytes 0',
+    'sluice_disk_cache_hits_total 3', 'sluice_disk_cache_misses_total 1', 'sluice_disk_cache_read_bytes_total 3145728',
+    'sluice_cache_bucket_hits_total 30', 'sluice_cache_bucket_misses_total{reason="absent"} 8', 'sluice_cache_bucket_misses_total{reason="corrupt"} 2',
+    'sluice_cache_bucket_read_bytes_total 31457280', 'sluice_cache_bucket_written_bytes_total 10485760',
+    'sluice_cache_bucket_writes_total{result="dropped"} 4', 'sluice_cache_bucket_pending_bytes 0',
+  ].join('\n')));
+  t.match(screen, /disk tier hit ratio 75\.0% of 4 lookups/);
+  t.match(screen, /cache bucket hit ratio 75\.0% of 40 lookups \(misses: absent 8, corrupt 2\)/);
+  t.match(screen, /4 dropped, 0 failed/);
+});
