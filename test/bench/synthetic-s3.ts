@@ -6,6 +6,7 @@
  * throttling the client's AIMD limit drops below --max-connections.
  */
 import t from 'tap';
+import type { Test } from '../helpers/tap.js';
 import { startSyntheticS3, SyntheticKeys, listPage, type SyntheticS3Options } from '../../src/bench/synthetic-s3.js';
 import { createObjectClient, S3ObjectClient } from '../../src/s3/s3-client.js';
 import type { ObjectInfo } from '../../src/s3/object-client.js';
@@ -13,7 +14,7 @@ import type { ObjectInfo } from '../../src/s3/object-client.js';
 const BUCKET = 'synth';
 const CRED = { accessKeyId: 'x', secretAccessKey: 'y' };
 
-async function serve(t: Tap.Test, o: Omit<SyntheticS3Options, 'bucket'>, maxConnections = 16) {
+async function serve(t: Test, o: Omit<SyntheticS3Options, 'bucket'>, maxConnections = 16) {
   const s3 = await startSyntheticS3({ bucket: BUCKET, delayMs: 2, ...o });
   const client = createObjectClient({ bucket: BUCKET, endpoint: s3.endpoint, region: 'us-east-1', pathStyle: true, credentials: CRED, maxAttempts: 10, requestTimeoutMs: 10_000, maxConnections });
   t.teardown(async () => { await client.close(); await s3.close(); });
