@@ -16,6 +16,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { describeProfile } from '../bench/latency-proxy.js';
 import { hasWrongBytes, markdownTable, targetsTable, writeJson } from '../bench/report.js';
 import { runBench } from '../bench/runner.js';
+import { loadScale, runScale, scaleTable } from '../bench/scale.js';
 import { loadBenchConfig, PEERS, withHttpsTwins } from '../bench/scenarios.js';
 import { writeSvgs } from '../bench/svg.js';
 import { whyUnavailable } from '../bench/targets.js';
@@ -63,6 +64,15 @@ function help(): string {
   ].join('\n');
 }
 
+/** A `kind: scale` file (src/bench/scale.ts): the listing cost curve, no s3rver, no proxy. */
+async function runScaleFile(file: string, cfg: NonNullable<Awaited<ReturnType<typeof loadScale>>>): Promise<number> {
+  const say = (line: string) => process.stderr.write(`bench: ${line}\n`);
+  say(`scale file ${file}: ${cfg.sizes.join(', ')} objects in folders of ${cfg.perFolder}; builds ${Object.entries(cfg.clis).map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  const figures = await runScale(cfg, say);
+  process.stdout.write(scaleTable(figures) + '\n');
+  return 0;
+}
+
 export async function run(argv: string[]): Promise<number> {
   const { positionals, extra } = parseOptions('bench', argv, [], {
     out: { type: 'string' }, quick: { type: 'boolean' }, https: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
@@ -73,6 +83,8 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (positionals.length > 1) throw new InvalidArgumentError(`sluice bench takes one scenario file, got ${positionals.length} arguments`, { hint: 'See sluice bench --help' });
   const file = positionals[0] ?? DEFAULT_FILE;
+  const scale = await loadScale(file);
+  if (scale) return runScaleFile(file, scale);
   const loaded = loadBenchConfig(file, { quick: extra.quick === true });
   const config = extra.https === true ? withHttpsTwins(loaded) : loaded;
   const outDir = typeof extra.out === 'string' && extra.out ? extra.out : 'bench-results';

@@ -11,18 +11,28 @@
  *     keep at most TARGET of them, evenly spaced.
  *  2. The boundaries b1 < b2 < ... < bk cut the keys under `prefix` into contiguous ranges
  *     [start, b1), [b1, b2), ..., [bk, end). Each range is listed FLAT (no delimiter):
- *     Prefix=prefix, StartAfter=bi minus its last character, following continuation tokens,
+ *     Prefix=prefix, StartAfter=just before bi (justBefore), following continuation tokens,
  *     keeping keys with bi <= key < b(i+1) and stopping after the first page that reaches
- *     b(i+1). Ranges run in parallel, `concurrency` at a time.
+ *     b(i+1). Ranges run in parallel, `concurrency` workers taking them from a queue.
+ *  3. Split long ranges (issue 46). A worker that finds the queue empty waits; the next range
+ *     that finishes a page without reaching its end cuts the rest (last key seen, end) at a
+ *     guessed middle key (midKey) and hands the upper part to that worker. So a flat prefix
+ *     (no folders), or the tail of a prefix with more folders than one delimiter page
+ *     shows (10,000 folders: the first page names 1,000), is listed by every worker, not
+ *     page after page by one. Requests go through the S3 client's AIMD limiter
+ *     (--max-connections, halved on 503 SlowDown), so throttling slows the workers' pages,
+ *     not their number of ranges.
  *
  * Why exactly once: the ranges partition the key space whatever the boundaries are, so
  * each key is yielded by exactly one range. Delimiter listings only choose where to cut;
  * a server that reports folders wrongly (s3rver omits folders without direct files) makes
  * the parts uneven, never loses or repeats a key. With `concurrency` 1, or when no folders
- * are found, this is one plain flat listing (the fallback).
+ * are found, the listing starts as one flat range and splits as workers go idle. A split
+ * cuts one range in two at a key strictly inside it, so the ranges stay a partition.
  *
  * Cost: discovery is 1 + (up to TARGET per level) single-page requests; the listing is
- * ~N/1000 pages spread over the parts plus at most one overshooting page per part.
+ * ~N/1000 pages spread over the parts plus at most one overshooting page per part, plus
+ * a few near-empty pages per split that guessed a middle past the last key.
  */
 import type { ObjectInfo, PruneFilter } from './object-client.js';
 import { AbortedError } from '../errors.js';
@@ -88,11 +98,19 @@ export function compareKeys(a: string, b: string): number {
   return a.length - b.length;
 }
 
-/** Drops the last code point: every key >= `s` is > the result. */
-function before(s: string): string {
-  const cps = Array.from(s);
-  cps.pop();
-  return cps.join('');
+/**
+ * A StartAfter for a range that starts at `s`: every key >= `s` is > the result, and few
+ * keys < `s` are (they are listed and dropped). `s` with its last code point one lower and
+ * then U+10FFFF, the greatest code point ("f05" gives "f04\u{10FFFF}"); dropping the last
+ * code point instead ("f0") would list every key from "f0" to "f05" only to drop them.
+ */
+export function justBefore(s: string): string {
+  const cps = Array.from(s, (c) => c.codePointAt(0)!);
+  const c = cps.pop();
+  if (c === undefined) return '';
+  // Below 1 there is nothing; U+E000 - 1 is a lone surrogate, which has no UTF-8.
+  if (c === 0 || c === 0xe000) return String.fromCodePoint(...cps);
+  return String.fromCodePoint(...cps, c - 1, 0x10ffff);
 }
 
 async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
@@ -122,25 +140,77 @@ export async function discoverBoundaries(prefix: string, page: ListPageFn, targe
   return Array.from({ length: target }, (_, i) => sorted[Math.floor(i * step)]!).filter((b, i, a) => i === 0 || b !== a[i - 1]);
 }
 
-/** Step 2 for one range [lo, hi) ('' lo = from the start, undefined hi = to the end). */
-async function listRange(prefix: string, lo: string, hi: string | undefined, page: ListPageFn, emit: (objs: ObjectInfo[]) => Promise<void>, signal?: AbortSignal): Promise<void> {
+/** Characters a key holds at one place, by the class of the character seen there (see midKey). */
+function classEnd(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return 0x3a; // digits: "0".."9"
+  if (c >= 0x61 && c <= 0x7a) return 0x7b; // lower case letters
+  if (c >= 0x41 && c <= 0x5a) return 0x5b; // upper case letters
+  if (c < 0x80) return 0x80; // other ASCII
+  return 0x110000;
+}
+
+/**
+ * A key strictly between `last` and `hi` (undefined: the end of the key space) that splits
+ * the keys between them about in half, or undefined when none can be had. S3 cannot be
+ * asked where the middle is, so it is guessed from the characters: at the first place the
+ * two differ, the middle of `last`'s character and `hi`'s, where `hi`'s is capped at the
+ * end of the class of `last`'s (digits, letters, ASCII): a key of digits is followed by
+ * digits far more often than by anything else. One character apart: keep `last`'s and
+ * split the rest of `last` against the end of the space. A wrong guess only makes a part
+ * empty or long (which is split again); the parts still partition the keys.
+ */
+export function midKey(last: string, hi: string | undefined): string | undefined {
+  const a = Array.from(last, (c) => c.codePointAt(0)!);
+  const b = hi === undefined ? undefined : Array.from(hi, (c) => c.codePointAt(0)!);
+  let i = 0;
+  while (b !== undefined && i < a.length && i < b.length && a[i] === b[i]) i++;
+  if (hi !== undefined && compareKeys(last, hi) >= 0) return undefined;
+  const head = a.slice(0, i);
+  for (let open = b === undefined; ; open = true) {
+    const y = open ? 0x110000 : b![i]!;
+    if (i >= a.length) {
+      // Past last's end: any character below y follows last and precedes hi; from "/"
+      // (below digits and letters) when there is room, else from the lowest.
+      const lo = y > 0x30 ? 0x2f : 0;
+      const up = Math.min(y, classEnd(lo));
+      return up > lo ? String.fromCodePoint(...head, (lo + up) >>> 1) : undefined;
+    }
+    const x = a[i]!;
+    const up = Math.min(y, classEnd(x)); // > x: y > x at the first difference
+    if (up - x >= 2) return String.fromCodePoint(...head, (x + up) >>> 1);
+    head.push(x);
+    i++;
+  }
+}
+
+/** One part of the key space, [lo, hi) ('' lo = from the start, undefined hi = to the end). */
+interface Range { lo: string; hi: string | undefined }
+
+/**
+ * Step 2 for one range. After each page that did not finish the range, `split` may take
+ * the rest's upper part (a worker is idle): the range then ends at the returned key.
+ */
+async function listRange(prefix: string, r: Range, page: ListPageFn, emit: (objs: ObjectInfo[]) => Promise<void>, split: (last: string, hi: string | undefined) => string | undefined, signal?: AbortSignal): Promise<void> {
   let token: string | undefined;
   for (;;) {
     if (signal?.aborted) throw new AbortedError();
     const q: ListQuery = { prefix };
     if (token !== undefined) q.continuationToken = token;
-    else if (lo !== '') q.startAfter = before(lo);
+    else if (r.lo !== '') q.startAfter = justBefore(r.lo);
     const pg = await page(q, signal);
     let reachedEnd = false;
     const keep: ObjectInfo[] = [];
+    let last: string | undefined = pg.lastKey;
     for (const o of pg.objects) {
-      if (lo !== '' && compareKeys(o.key, lo) < 0) continue;
-      if (hi !== undefined && compareKeys(o.key, hi) >= 0) { reachedEnd = true; continue; }
+      if (last === undefined || compareKeys(o.key, last) > 0) last = o.key;
+      if (r.lo !== '' && compareKeys(o.key, r.lo) < 0) continue;
+      if (r.hi !== undefined && compareKeys(o.key, r.hi) >= 0) { reachedEnd = true; continue; }
       keep.push(o);
     }
-    if (hi !== undefined && pg.lastKey !== undefined && compareKeys(pg.lastKey, hi) >= 0) reachedEnd = true;
+    if (r.hi !== undefined && last !== undefined && compareKeys(last, r.hi) >= 0) reachedEnd = true;
     if (keep.length > 0) await emit(keep);
     if (reachedEnd || pg.nextToken === undefined) return;
+    if (last !== undefined) r.hi = split(last, r.hi) ?? r.hi;
     token = pg.nextToken;
   }
 }
@@ -160,9 +230,9 @@ export async function* listAll(prefix: string, page: ListPageFn, opts: ListerOpt
     opts.signal?.removeEventListener('abort', onAbort);
     throw err;
   }
-  const ranges: [string, string | undefined][] = [];
+  const ranges: Range[] = [];
   const cuts = ['', ...bounds];
-  for (let i = 0; i < cuts.length; i++) ranges.push([cuts[i]!, cuts[i + 1]]);
+  for (let i = 0; i < cuts.length; i++) ranges.push({ lo: cuts[i]!, hi: cuts[i + 1] });
 
   // A small queue between range workers (producers) and this generator (the consumer).
   const buffered: ObjectInfo[][] = [];
@@ -180,7 +250,44 @@ export async function* listAll(prefix: string, page: ListPageFn, opts: ListerOpt
     bufferedCount += objs.length;
     notifyConsumer();
   };
-  const work = mapLimit(ranges, concurrency, ([lo, hi]) => listRange(prefix, lo, hi, page, emit, signal))
+
+  // Workers take ranges from the queue; a worker that finds it empty waits. A range still
+  // listing gives the upper part of its rest to a waiting worker (split), so a long range
+  // (a flat prefix, or the last folders of a prefix with more than a page of them) is
+  // listed by several workers. Ranges only ever split in two: they stay a partition.
+  let idle: ((r: Range | undefined) => void)[] = [];
+  let running = 0;
+  const split = (last: string, hi: string | undefined): string | undefined => {
+    if (idle.length === 0 || stopped || !last.startsWith(prefix) || (hi !== undefined && !hi.startsWith(prefix))) return undefined;
+    // Split what follows the prefix: every key starts with it, and so must the cut.
+    const rest = midKey(last.slice(prefix.length), hi?.slice(prefix.length));
+    if (rest === undefined) return undefined;
+    const mid = prefix + rest;
+    if (compareKeys(mid, last) <= 0 || (hi !== undefined && compareKeys(mid, hi) >= 0)) return undefined;
+    running++; // counted from the hand-over, so that the count never drops to 0 in between
+    idle.shift()!({ lo: mid, hi });
+    return mid;
+  };
+  const next = (): Promise<Range | undefined> => {
+    const r = ranges.shift();
+    if (r) { running++; return Promise.resolve(r); }
+    if (running === 0 || stopped) return Promise.resolve(undefined);
+    return new Promise((resolve) => idle.push(resolve));
+  };
+  const worker = async () => {
+    for (;;) {
+      const r = await next();
+      if (!r) return;
+      try {
+        await listRange(prefix, r, page, emit, concurrency > 1 ? split : () => undefined, signal);
+      } finally {
+        running--;
+        // The last range done: nobody can split any more, the waiting workers are done too.
+        if (running === 0 && ranges.length === 0) { const w = idle; idle = []; w.forEach((f) => f(undefined)); }
+      }
+    }
+  };
+  const work = Promise.all(Array.from({ length: concurrency }, worker))
     .then(() => { finished = true; }, (err) => { failed ??= { err }; finished = true; })
     .finally(notifyConsumer);
 
@@ -202,6 +309,7 @@ export async function* listAll(prefix: string, page: ListPageFn, opts: ListerOpt
     ctrl.abort();
     opts.signal?.removeEventListener('abort', onAbort);
     const ws = wakeProducers; wakeProducers = []; ws.forEach((w) => w());
+    const w = idle; idle = []; w.forEach((f) => f(undefined));
     await work;
   }
 }

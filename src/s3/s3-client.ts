@@ -30,7 +30,7 @@ import { checkProfile } from './profile.js';
 import { compareKeys, listAll, listPruned, type ListPage, type ListPageFn, type ListQuery } from './lister.js';
 import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
-import { ConcurrencyLimiter } from './concurrency-limiter.js';
+import { ConcurrencyLimiter, LimiterTimeout, type Slot } from './concurrency-limiter.js';
 import type { Reachability } from './outage.js';
 import { WirePool } from './wire.js';
 import { proxyFor, ProxyRequestHandler, proxySettingsFromEnv, type ProxySettings } from './proxy.js';
@@ -171,7 +171,8 @@ export class S3ObjectClient implements ObjectClient {
     this.requestTimeoutMs = checkInt('request-timeout', opts.requestTimeoutMs ?? OPTIONS.requestTimeout.default, 1, 3_600_000);
     this.express = directoryBucketZone(opts.bucket) !== undefined;
     // A directory bucket lists in no key order and without StartAfter: one flat listing (./express.ts).
-    this.listConcurrency = this.express ? 1 : checkInt('list concurrency', opts.listConcurrency ?? LIST_CONCURRENCY, 1, 256);
+    // At most --max-connections ranges at once: a listing never asks for more than the limiter allows.
+    this.listConcurrency = this.express ? 1 : Math.min(this.maxConnections, checkInt('list concurrency', opts.listConcurrency ?? LIST_CONCURRENCY, 1, 256));
     this.limiter = new ConcurrencyLimiter(this.maxConnections);
     this.endpoint = opts.endpoint ?? endpointFromEnv();
     if (this.endpoint !== undefined) parseEndpoint(this.endpoint);
@@ -290,8 +291,12 @@ export class S3ObjectClient implements ObjectClient {
     return this.sessions.getS3ExpressIdentity(await credentials(), { Bucket: this.bucket });
   }
 
-  /** One SDK call under our retry policy, watchdog and metrics. */
-  private async withRetries<T>(operation: Operation, key: string | undefined, fn: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
+  /**
+   * One SDK call under our retry policy, watchdog and metrics. `limited`: each attempt holds
+   * a slot of the AIMD limiter the data path's GETs use (./concurrency-limiter.ts), and a
+   * throttled one halves it: listings adapt to 503 SlowDown as GETs do (issue 46).
+   */
+  private async withRetries<T>(operation: Operation, key: string | undefined, fn: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal, limited = false): Promise<T> {
     const ctx = this.ctx(operation, key);
     const t0 = performance.now();
     let failures = 0;
@@ -312,8 +317,11 @@ export class S3ObjectClient implements ObjectClient {
         let requestId: string | undefined;
         s3InflightRequests.inc({ operation });
         let verdict: Verdict;
+        let slot: Slot | undefined;
         try {
+          if (limited) slot = await this.limiter.acquire(this.requestTimeoutMs, ctrl.signal);
           const out = await fn(ctrl.signal);
+          if (slot) this.limiter.onSuccess();
           status = '200';
           s3FirstByteSeconds.observe({ operation }, (performance.now() - ta) / 1000);
           if (logOn.debug) requestId = (out as { $metadata?: { requestId?: string } })?.$metadata?.requestId;
@@ -323,8 +331,11 @@ export class S3ObjectClient implements ObjectClient {
           failure = err;
           if (logOn.debug) requestId = (err as { $metadata?: { requestId?: string } })?.$metadata?.requestId;
           if (signal?.aborted) throw new AbortedError(undefined, { cause: err });
-          verdict = timedOut ? { retry: 'timeout', cause: err } : judgeError(err, ctx);
+          // No slot within the deadline, or the watchdog fired while waiting: a stalled attempt.
+          verdict = timedOut || err instanceof LimiterTimeout ? { retry: 'timeout', cause: err } : judgeError(err, ctx);
+          if (slot && 'retry' in verdict && verdict.retry === 'throttled') this.limiter.onThrottle(slot);
         } finally {
+          slot?.release();
           clearTimeout(timer);
           signal?.removeEventListener('abort', onAbort);
           if (status !== 'error') this.reachability.answered = true;
@@ -359,7 +370,7 @@ export class S3ObjectClient implements ObjectClient {
       ...(q.startAfter !== undefined ? { StartAfter: q.startAfter } : {}),
       ...(q.continuationToken !== undefined ? { ContinuationToken: q.continuationToken } : {}),
       ...(q.maxKeys !== undefined ? { MaxKeys: q.maxKeys } : {}),
-    }), { abortSignal: s }), signal);
+    }), { abortSignal: s }), signal, true);
     if (out.IsTruncated && !out.NextContinuationToken) {
       throw new S3Error(`S3 listing of s3://${this.bucket}/${q.prefix} is truncated but has no continuation token`, 200, undefined);
     }
@@ -460,7 +471,7 @@ export class S3ObjectClient implements ObjectClient {
       Bucket: this.bucket, Prefix: q.prefix, ...markers,
       ...(q.delimiter !== undefined ? { Delimiter: q.delimiter } : {}),
       ...(q.maxKeys !== undefined ? { MaxKeys: q.maxKeys } : {}),
-    }), { abortSignal: s }), signal);
+    }), { abortSignal: s }), signal, true);
     if (out.IsTruncated && out.NextKeyMarker === undefined) {
       throw new S3Error(`S3 version listing of s3://${this.bucket}/${q.prefix} is truncated but has no NextKeyMarker`, 200, undefined);
     }

@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import fc from 'fast-check';
-import { compareKeys, discoverBoundaries, listAll, type ListPageFn } from '../../src/s3/lister.js';
+import { compareKeys, discoverBoundaries, justBefore, listAll, midKey, type ListPageFn } from '../../src/s3/lister.js';
 import type { ObjectInfo } from '../../src/s3/object-client.js';
 import { AbortedError } from '../../src/errors.js';
 
@@ -83,7 +83,7 @@ t.test('a server that reports folders wrongly changes the parts, not the result'
 });
 
 t.test('property: exactly once for arbitrary keys, prefixes, page sizes and concurrency', async (t) => {
-  const segment = fc.string({ unit: fc.constantFrom('a', 'b', 'z', '.', ' ', '-', 'é', '日', '😀', '\u{E000}'), minLength: 1, maxLength: 3 });
+  const segment = fc.string({ unit: fc.constantFrom('a', 'b', 'z', '0', '5', '9', '.', ' ', '-', 'é', '日', '😀', '\u{E000}'), minLength: 1, maxLength: 3 });
   const key = fc.array(segment, { minLength: 1, maxLength: 4 }).chain((segs) => fc.boolean().map((folder) => segs.join('/') + (folder ? '/' : '')));
   await fc.assert(fc.asyncProperty(
     fc.array(key, { maxLength: 60 }), fc.constantFrom(1, 2, 3, 1000), fc.constantFrom(1, 2, 4, 16), fc.nat(), fc.boolean(),
@@ -148,4 +148,49 @@ t.test('a range ends on a page\'s lastKey even when the page returns no object p
   t.same(withLast.got, keys.filter((k) => !hidden(k)), 'every visible key exactly once');
   t.same(without.got, withLast.got);
   t.ok(withLast.calls + 15 <= without.calls, `the range stopped at the first page past its end (${withLast.calls} requests, ${without.calls} without lastKey)`);
+});
+
+t.test('midKey is strictly between its bounds; justBefore is below its key', async (t) => {
+  const ch = fc.constantFrom('a', 'z', '0', '1', '9', '/', ' ', 'é', '\ue000', '\uffff', '😀', '\u{10ffff}');
+  fc.assert(fc.property(fc.string({ unit: ch, maxLength: 6 }), fc.option(fc.string({ unit: ch, maxLength: 6 })), (last, hi) => {
+    const m = midKey(last, hi ?? undefined);
+    if (m === undefined) return hi !== null && (compareKeys(last, hi) >= 0 || hi === last + "\0");
+    return compareKeys(m, last) > 0 && (hi === null || compareKeys(m, hi) < 0);
+  }), { numRuns: 3000 });
+  fc.assert(fc.property(fc.string({ unit: ch, minLength: 1, maxLength: 6 }), (s) => compareKeys(justBefore(s), s) < 0), { numRuns: 2000 });
+  t.equal(midKey('o0000999', 'o1'), 'o05', 'digits split within the digits');
+  t.equal(justBefore('f05'), 'f04\u{10ffff}');
+  t.pass('held');
+});
+
+t.test('a flat prefix (no folders) is listed by several workers at once, each key once', async (t) => {
+  const keys = Array.from({ length: 3000 }, (_, i) => `flat/o${String(i).padStart(5, '0')}`);
+  const m = model(keys, 20);
+  let inflight = 0;
+  let peak = 0;
+  const page: ListPageFn = async (q, s) => {
+    inflight++; peak = Math.max(peak, inflight);
+    try { return await m.page(q, s); } finally { inflight--; }
+  };
+  const got = await collect(listAll('flat/', page, { concurrency: 8 }));
+  t.same(got.sort(compareKeys), keys, 'every key exactly once');
+  t.ok(peak >= 4, `pages in flight at once: ${peak}`);
+  t.ok(m.stats.calls < 3000 / 20 * 1.5, `${m.stats.calls} requests for ${3000 / 20} pages of keys`);
+});
+
+t.test('a prefix with more folders than a page names: its tail is split too', async (t) => {
+  const keys: string[] = [];
+  for (let f = 0; f < 200; f++) for (let o = 0; o < 10; o++) keys.push(`d/f${String(f).padStart(4, '0')}/o${o}`);
+  const m = model(keys, 25); // the first delimiter page names 25 of the 200 folders
+  let inflight = 0;
+  let peakLate = 0;
+  let seen = 0;
+  const page: ListPageFn = async (q, s) => {
+    inflight++;
+    if (seen > 1000) peakLate = Math.max(peakLate, inflight);
+    try { const pg = await m.page(q, s); seen += pg.objects.length; return pg; } finally { inflight--; }
+  };
+  const got = await collect(listAll('d/', page, { concurrency: 8 }));
+  t.same(got.sort(compareKeys), keys, 'every key exactly once');
+  t.ok(peakLate >= 3, `pages in flight once half the keys were seen: ${peakLate}`);
 });
