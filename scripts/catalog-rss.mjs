@@ -27,7 +27,7 @@ const opt = (name, dflt) => {
 const counts = opt('objects', '100000,1000000').split(',').map(Number);
 const perFolder = Number(opt('per-folder', '1000'));
 const dir = opt('dir', path.join(os.tmpdir(), 'sluice-catalog-rss'));
-const builds = args.length > 0 ? args.map((a) => a.split('=')) : [['after', path.join(root, 'dist')]];
+const builds = args.length > 0 ? args.map((a) => { const [name, dist] = a.split('='); return [name, path.resolve(dist)]; }) : [['after', path.join(root, 'dist')]];
 /** RSS counts as settled once it moved less than 1 MiB in this long (the hand-over to C is done and GC has run). */
 const SETTLE_MS = 3000;
 /** Longest wait for "ready" or for RSS to settle: a 10 M listing takes tens of seconds on a loaded machine. */

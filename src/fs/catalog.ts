@@ -34,8 +34,8 @@ import { compareCodePoints, normalizePrefix, unsafeReason, type SkippedKey } fro
 const OTHER = 0xffffffff;
 /** ETag part count that means "not MD5-shaped: see the ETag map" (a real count is at most 10,000, S3's part limit). */
 const ETAG_OTHER = 0xffff;
-/** An S3 ETag: 32 lowercase hex digits (MD5), optionally "-N" parts (no leading zero, so it prints back the same). */
-const MD5_ETAG = /^"([0-9a-f]{32})(?:-([1-9][0-9]{0,4}))?"$/;
+/** An S3 ETag: 32 lowercase hex digits (MD5), optionally "-N" with N at most 10,000 (S3's part limit; no leading zero, so it prints back the same). */
+const MD5_ETAG = /^"([0-9a-f]{32})(?:-([1-9][0-9]{0,3}|10000))?"$/;
 /** First capacity of the growable columns: small listings stay small. */
 const FIRST_CAPACITY = 1024;
 
@@ -150,12 +150,8 @@ export class CatalogBuilder {
     }
     const dt = this.dirs[d]!;
     if (dt.lastName !== undefined && !dt.unsorted) {
-      const c = compareCodePoints(dt.lastName, name);
-      if (c === 0) {
-        this.skipped.push({ key, reason: 'listed twice' });
-        return;
-      }
-      if (c > 0) dt.unsorted = true;
+      // A repeat too goes the sorted way: a folder of the same name must win over every copy.
+      if (compareCodePoints(dt.lastName, name) >= 0) dt.unsorted = true;
     }
     dt.lastName = name;
     dt.files++;
@@ -270,13 +266,6 @@ export class CatalogBuilder {
         seg.sort((a, b) => compareCodePoints(key.get(a)!, key.get(b)!) || a - b);
         perm.set(seg, from);
         identity = false;
-        for (let p = from + 1; p < to; p++) {
-          if (key.get(perm[p]!) === key.get(perm[p - 1]!)) {
-            drop[perm[p]!] = 1;
-            dropped++;
-            this.skipped.push({ key: keyOf(perm[p]!), reason: 'listed twice' });
-          }
-        }
       }
       if (t.children.length > 0) {
         const sub = new Set(t.children.map((c) => dirs[c]!.name));
@@ -287,6 +276,21 @@ export class CatalogBuilder {
             dropped++;
             this.skipped.push({ key: keyOf(i), reason: 'shadowed by a folder of the same name' });
           }
+        }
+      }
+      // Repeats (only in a folder that came out of order): the first listed stays.
+      if (t.unsorted) {
+        let last: string | undefined;
+        for (let p = from; p < to; p++) {
+          const i = perm[p]!;
+          if (drop[i] !== 0) continue;
+          const name = nameOf(i);
+          if (name === last) {
+            drop[i] = 1;
+            dropped++;
+            this.skipped.push({ key: keyOf(i), reason: 'listed twice' });
+          }
+          last = name;
         }
       }
     }
