@@ -6,6 +6,7 @@
 import t from 'tap';
 import { catalogOf, dirOfRef, isDirRef, type Catalog } from '../../src/fs/catalog.js';
 import { buildTree, compareCodePoints, lookupPath, type DirNode } from '../../src/fs/tree.js';
+import type { Test } from '../helpers/tap.js';
 import type { ObjectInfo } from '../../src/s3/object-client.js';
 
 const md5 = (i: number) => (Math.imul(i + 1, 2654435761) >>> 0).toString(16).padStart(8, '0').repeat(4);
@@ -44,7 +45,7 @@ function randomListing(r: () => number, n: number): ObjectInfo[] {
 }
 
 /** Every folder of the tree checked against the catalog: names, kinds, nlink, each file's info. */
-function same(t: Tap.Test, cat: Catalog, root: DirNode): number {
+function same(t: Test, cat: Catalog, root: DirNode): number {
   let checked = 0;
   const walk = (d: DirNode, path: string) => {
     const ref = cat.find(path);
