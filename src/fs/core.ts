@@ -60,7 +60,8 @@ import { InflightBudget } from '../prefetch/inflight-budget.js';
 import { RandomFill } from '../prefetch/random-fill.js';
 import { ReadCursor, type CursorStats, type ReadView } from '../prefetch/read-cursor.js';
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
-import { buildTree, lookupPath, newDir, normalizePrefix, unsafeReason, type FileNode, type Node, type SkippedKey, type Tree } from './tree.js';
+import { Catalog, catalogOf, dirOfRef, dirRef, FolderFiles, isDirRef, type Ref } from './catalog.js';
+import { newDir, normalizePrefix, unsafeReason, type Node, type SkippedKey } from './tree.js';
 import type { Attr, BlockLease, DirEntries, FsCore, StatFs, TierOpensOf } from './types.js';
 
 export interface SluiceFsOptions {
@@ -111,6 +112,8 @@ export interface SluiceFsOptions {
   // ---- issue 15: snapshots, filters, archived objects ----
   /** The objects to show, from a snapshot: no LIST at all, the view exists before any request. */
   listing?: readonly ObjectInfo[];
+  /** The view itself, built from a snapshot as it was read (src/snapshot/dataset.ts): no LIST and no onListing. */
+  catalog?: Catalog;
   /** Keep only keys it matches; folders it rules out are never listed (src/s3/filters.ts). */
   filter?: PruneFilter;
   /** Record version ids when the bucket is versioned (the listing is saved by --snapshot-out). */
@@ -212,8 +215,19 @@ const O_ACCMODE = 3;
  */
 const O_TRUNC = 0o1000;
 
+/**
+ * What a path names: a listed entry of the catalog (a Ref), or before the listing completes
+ * a node found by asking S3 (see the module comment).
+ */
+type Entry = Ref | Node;
+
+/** Folders whose file lists cross-file prefetch walks keep their FolderFiles (walks compare them by identity): a few per walk (MAX_WALKS is 64). */
+const FOLDER_VIEWS = 256;
+
 interface Handle {
-  node: FileNode;
+  file: { key: string; etag: string; size: number };
+  /** The listed folder holding the file (its carry, see CARRY_MS), or -1 for a file found before the listing completed. */
+  dir: number;
   cursor: ReadCursor;
   /** True once a read on this handle returned bytes (the file then counts as delivered at release). */
   served?: boolean;
@@ -270,11 +284,17 @@ export class SluiceFs implements FsCore {
   readonly firstAnswer: Promise<void>;
 
   /** The complete view; undefined while the listing runs. */
-  private tree: Tree | undefined;
+  private cat: Catalog | undefined;
+  /** Per listed file, its row in the listing handed to the FUSE thread (tierOpens' nameOf), or -1; only with tierOpens. */
+  private rows: Int32Array | undefined;
+  /** Folders' file lists handed to cross-file prefetch, most recent last (at most FOLDER_VIEWS). */
+  private readonly folderViews = new Map<number, FolderFiles>();
+  /** Read-ahead windows carried to a folder's next file (release(); -1 for early files), and when set. */
+  private readonly carries = new Map<number, { window: number; atMs: number }>();
   private listError: unknown;
   /** Lookups answered before the listing completed, by path (dropped once it completes). */
   private readonly early = new Map<string, Node>();
-  private readonly probes = new Map<string, Promise<Node>>();
+  private readonly probes = new Map<string, Promise<Entry>>();
   /** Stands in for the root, and for the parent of early files, until the tree exists. */
   private readonly earlyRoot = newDir('', undefined);
   private readonly stop = new AbortController();
@@ -368,6 +388,11 @@ export class SluiceFs implements FsCore {
     const filter = this.opts.filter;
     // A loop, never push(...listing): a spread passes every element as an argument on the
     // stack and overflows it past ~120 k objects (issue 46: a 1 M-object snapshot crashed).
+    if (this.opts.catalog) {
+      answered();
+      this.installCatalog(this.opts.catalog, t0);
+      return;
+    }
     if (this.opts.listing) for (const o of this.opts.listing) objects.push(o);
     else {
       for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered, ...(filter ? { filter } : {}), ...(this.opts.versions ? { versions: true } : {}) })) {
@@ -377,7 +402,12 @@ export class SluiceFs implements FsCore {
     answered(); // also for a client that does not report pages (onPage is optional)
     const shown = this.opts.onListing ? await this.opts.onListing(objects) : objects;
     // The caller logs skippedKeys (src/fuse/fastfile.ts): the core stays free of I/O policy.
-    this.tree = buildTree(shown, this.prefix);
+    this.installCatalog(catalogOf(shown, this.prefix), t0);
+  }
+
+  private installCatalog(cat: Catalog, t0: number): void {
+    if (this.opts.tierFiles && this.opts.openDirect) this.rows = new Int32Array(cat.fileCount).fill(-1);
+    this.cat = cat;
     this.early.clear();
     listingSeconds.set({ channel: this.channel }, (performance.now() - t0) / 1000);
   }
@@ -408,42 +438,42 @@ export class SluiceFs implements FsCore {
 
   /** True once the listing has completed and the view is fixed. */
   get isListed(): boolean {
-    return this.tree !== undefined;
+    return this.cat !== undefined;
   }
 
   /** Files and folders shown (the root folder excluded); 0 until listed. */
   get entryCount(): number {
-    return this.tree ? this.tree.fileCount + this.tree.dirCount : 0;
+    return this.cat ? this.cat.fileCount + this.cat.dirCount : 0;
   }
 
   get fileCount(): number {
-    return this.tree?.fileCount ?? 0;
+    return this.cat?.fileCount ?? 0;
   }
 
   get totalBytes(): number {
-    return this.tree?.totalBytes ?? 0;
+    return this.cat?.totalBytes ?? 0;
   }
 
   /** Keys not shown, with the reason (unsafe names, files shadowed by folders); empty until listed. */
   get skippedKeys(): readonly SkippedKey[] {
-    return this.tree?.skipped ?? [];
+    return this.cat?.skipped ?? [];
   }
 
   /** Sync once listed; before that a promise (the lookup may ask S3). */
   getattr(path: string): Attr | Promise<Attr> {
-    if (this.tree) return this.attrOf(this.node(path));
+    if (this.cat) return this.attrOf(this.node(path));
     return this.earlyNode(path).then((n) => this.attrOf(n));
   }
 
   /** The folder's names in listing order, without "." and "..". Waits for the listing. */
   readdir(path: string): string[] | Promise<string[]> {
-    if (this.tree) return this.names(path);
+    if (this.cat) return this.names(path);
     return this.listed.then(() => this.names(path));
   }
 
-  /** The folder's own names array (never copied: a folder may hold millions) and each entry's kind. Waits for the listing. */
+  /** The folder's entries by index (no array of its names: a folder may hold millions) and each entry's kind. Waits for the listing. */
   readdirEntries(path: string): DirEntries | Promise<DirEntries> {
-    if (this.tree) return this.entries(path);
+    if (this.cat) return this.entries(path);
     return this.listed.then(() => this.entries(path));
   }
 
@@ -455,38 +485,57 @@ export class SluiceFs implements FsCore {
     try {
       this.checkOpen();
       if ((flags & O_ACCMODE) !== 0 || (flags & O_TRUNC) !== 0) throw new ReadOnlyError('open for writing');
-      return this.tree ? this.openNode(this.node(path), path) : this.openEarly(path);
+      return this.cat ? this.openNode(this.node(path), path) : this.openEarly(path);
     } catch (err) {
       return Promise.reject(err);
     }
   }
 
   private async openEarly(path: string): Promise<number> {
-    const node = this.tree ? this.node(path) : await this.earlyNode(path);
+    const node = this.cat ? this.node(path) : await this.earlyNode(path);
     this.checkOpen();
     return this.openNode(node, path);
   }
 
   /** A handle on `node` (open() has checked the flags). */
-  private openNode(node: Node, path: string): number {
-    if (node.kind === 'dir') throw new IsDirectoryError(path);
+  private openNode(node: Entry, path: string): number {
+    if (typeof node === 'number' ? isDirRef(node) : node.kind === 'dir') throw new IsDirectoryError(path);
+    // An early file (dir -1) has no known siblings, so no cross-file prefetch follows it.
+    let info: ObjectInfo;
+    let dir = -1;
+    if (typeof node === 'number') {
+      dir = this.cat!.dirOfFile(node);
+      info = this.cat!.info(node, dir);
+    } else info = (node as Extract<Node, { kind: 'file' }>).info;
     // Shown, but not readable until restored: a clear error now, not EIO mid-epoch (issue 15).
-    const archived = archivedAs(node.info);
-    if (archived !== undefined) throw new ObjectArchivedError(this.opts.client.bucket, node.info.key, archived);
+    const archived = archivedAs(info);
+    if (archived !== undefined) throw new ObjectArchivedError(this.opts.client.bucket, info.key, archived);
     const fh = this.nextFh++;
-    // An early file (index -1) has no known siblings, so no cross-file prefetch follows it.
-    const file = node.index >= 0 ? node.parent.files[node.index]! : { key: node.info.key, etag: node.info.etag, size: node.info.size };
+    const file = { key: info.key, etag: info.etag, size: info.size };
     // Whole in the memory cache (fetched ahead this epoch, most likely also just written to the
     // tier): read from memory and let cross-file prefetch go on, as without the tier
     // (BENCHMARKS.md t14-hot). The tier's direct path is for files memory no longer holds.
     const direct = this.opts.openDirect !== undefined && !this.fetcher.cachedWhole(file) ? this.opts.openDirect(file.key, file.etag, file.size) : undefined;
-    const carry = node.parent.carry;
+    const carry = this.carries.get(dir);
     const startWindow = carry !== undefined && performance.now() - carry.atMs < CARRY_MS ? carry.window : 0;
-    this.handles.set(fh, { node, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0, startWindow, this.share), unpin: this.opts.pinObject?.(file.key, file.etag, file.size), direct });
+    this.handles.set(fh, { file, dir, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0, startWindow, this.share), unpin: this.opts.pinObject?.(file.key, file.etag, file.size), direct });
     openHandles.set({ channel: this.channel }, this.handles.size);
     // A file whole on disk: its neighbours most likely are too (same epoch), so no cross-file prefetch (it would copy them into memory for nothing).
-    if (node.index >= 0 && !direct) this.crossFile.onOpen(node.parent.files, node.index);
+    if (typeof node === 'number' && !direct) {
+      const files = this.folderFiles(dir);
+      this.crossFile.onOpen(files, node - files.first);
+    }
     return fh;
+  }
+
+  /** Folder d's file list for cross-file prefetch: the same object while its walks may last (FOLDER_VIEWS). */
+  private folderFiles(d: number): FolderFiles {
+    let v = this.folderViews.get(d);
+    if (v) this.folderViews.delete(d);
+    else v = new FolderFiles(this.cat!, d, this.rows);
+    this.folderViews.set(d, v);
+    if (this.folderViews.size > FOLDER_VIEWS) this.folderViews.delete(this.folderViews.keys().next().value!);
+    return v;
   }
 
   /**
@@ -562,12 +611,15 @@ export class SluiceFs implements FsCore {
       objectsDir: t.objectsDir,
       blockSize: t.blockSize,
       nameOf: (path: string, maxSize = t.blockSize, row?: number): string | undefined => {
-        if (!this.tree) return undefined;
-        const node = lookupPath(this.tree.root, path);
-        if (!node || node.kind === 'dir' || node.index < 0) return undefined;
-        const info = node.info;
-        if (!(info.size > 0 && info.size <= maxSize) || archivedAs(info) !== undefined) return undefined;
-        if (row !== undefined) node.parent.files[node.index]!.row = row;
+        const cat = this.cat;
+        if (!cat) return undefined;
+        const f = cat.find(path);
+        if (f === undefined || isDirRef(f)) return undefined;
+        const size = cat.size(f);
+        if (!(size > 0 && size <= maxSize)) return undefined;
+        const info = cat.info(f);
+        if (archivedAs(info) !== undefined) return undefined;
+        if (row !== undefined && this.rows) this.rows[f] = row;
         return t.nameOf(info.key, info.etag);
       },
     };
@@ -663,8 +715,8 @@ export class SluiceFs implements FsCore {
     // Step 3 of ReadCursor: a file read to its end sequentially carries its window to the
     // folder's next file; one read otherwise (stopped short, random) ends the carry.
     const { window, read } = h.cursor.carry();
-    if (window > 0) h.node.parent.carry = { window, atMs: performance.now() };
-    else if (read) h.node.parent.carry = undefined;
+    if (window > 0) this.carries.set(h.dir, { window, atMs: performance.now() });
+    else if (read) this.carries.delete(h.dir);
     h.direct?.close();
     h.unpin?.();
     this.readStats.sequentialReads += h.cursor.stats.sequentialReads;
@@ -679,7 +731,7 @@ export class SluiceFs implements FsCore {
 
   /** Waits for the listing (the totals need it). */
   statfs(): StatFs | Promise<StatFs> {
-    if (this.tree) return this.statfsNow();
+    if (this.cat) return this.statfsNow();
     return this.listed.then(() => this.statfsNow());
   }
 
@@ -713,26 +765,31 @@ export class SluiceFs implements FsCore {
     openHandles.set({ channel: this.channel }, 0);
   }
 
-  private node(path: string): Node {
-    const n = lookupPath(this.tree!.root, path);
-    if (!n) throw new NotFoundError(path);
+  private node(path: string): Ref {
+    const n = this.cat!.find(path);
+    if (n === undefined) throw new NotFoundError(path);
     return n;
   }
 
   private names(path: string): string[] {
-    const node = this.node(path);
-    if (node.kind !== 'dir') throw new NotDirectoryError(path);
-    return [...node.names];
+    const e = this.entries(path);
+    const out = new Array<string>(e.length);
+    for (let i = 0; i < e.length; i++) out[i] = e.name(i);
+    return out;
   }
 
   private entries(path: string): DirEntries {
     const node = this.node(path);
-    if (node.kind !== 'dir') throw new NotDirectoryError(path);
-    const { names, children } = node;
-    return { names, isDir: (i) => children.get(names[i]!)?.kind === 'dir' };
+    if (!isDirRef(node)) throw new NotDirectoryError(path);
+    return this.cat!.entries(dirOfRef(node));
   }
 
-  private attrOf(node: Node): Attr {
+  private attrOf(node: Entry): Attr {
+    if (typeof node === 'number') {
+      const cat = this.cat!;
+      if (isDirRef(node)) return { mode: S_IFDIR | this.dirMode, size: DIR_SIZE, mtime: this.mountTime, nlink: 2 + cat.subdirs(dirOfRef(node)), uid: this.uid, gid: this.gid };
+      return { mode: S_IFREG | this.fileMode, size: cat.size(node), mtime: new Date(cat.mtimeMs(node)), nlink: 1, uid: this.uid, gid: this.gid };
+    }
     if (node.kind === 'dir') {
       // nlink 1 = "count unknown", for a folder found before its subfolders were listed.
       const nlink = node.provisional ? 1 : 2 + node.subdirs;
@@ -742,8 +799,8 @@ export class SluiceFs implements FsCore {
   }
 
   /** A path's node before the listing completes, asked of S3 once per path (see the module comment). */
-  private earlyNode(path: string): Promise<Node> {
-    if (this.tree) {
+  private earlyNode(path: string): Promise<Entry> {
+    if (this.cat) {
       try {
         return Promise.resolve(this.node(path));
       } catch (err) {
@@ -763,7 +820,7 @@ export class SluiceFs implements FsCore {
     return p;
   }
 
-  private async probe(path: string): Promise<Node> {
+  private async probe(path: string): Promise<Entry> {
     const rel = path.replace(/^\/+/, '');
     const cut = rel.lastIndexOf('/');
     const name = rel.slice(cut + 1);
@@ -771,9 +828,9 @@ export class SluiceFs implements FsCore {
     // The parent first (the kernel has usually looked it up already): nothing lives under a file.
     if (cut >= 0) {
       const parent = await this.earlyNode(`/${rel.slice(0, cut)}`);
-      if (parent.kind !== 'dir') throw new NotFoundError(path);
+      if (typeof parent === 'number' ? !isDirRef(parent) : parent.kind !== 'dir') throw new NotFoundError(path);
     }
-    if (this.tree) return this.node(path);
+    if (this.cat) return this.node(path);
     const key = this.prefix + rel;
     // A filtered mount shows no key the filter drops, before the listing as after it.
     const filter = this.opts.filter;
@@ -799,7 +856,7 @@ export class SluiceFs implements FsCore {
     }
     // The listing, if it completed meanwhile, is the authority. So it is when the first key
     // under the folder cannot be shown (the folder may hold nothing else): wait for it.
-    if (this.tree) return this.node(path);
+    if (this.cat) return this.node(path);
     if (under !== undefined && unsafeReason(under.slice(this.prefix.length).replace(/\/$/, ''))) {
       await this.listed;
       return this.node(path);

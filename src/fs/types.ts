@@ -67,10 +67,12 @@ export interface BlockLease {
   release(): void;
 }
 
-/** A folder's entries as the core holds them (no copy): names in listing order and each one's kind. */
+/** A folder's entries as the core holds them, by index in listing order (no array of names: a folder may hold millions). */
 export interface DirEntries {
-  readonly names: readonly string[];
-  /** Whether names[i] is a folder. */
+  readonly length: number;
+  /** The name of entry i. */
+  name(i: number): string;
+  /** Whether entry i is a folder. */
   isDir(i: number): boolean;
 }
 

@@ -420,25 +420,26 @@ function listing(core: FsCore, path: string, names: string[]): { names: string[]
  * folder for that open handle), so one names array is built per readdir call.
  */
 function entriesListing(core: FsCore, path: string, e: DirEntries): { names: string[]; stats: NativeStat[] } | Promise<{ names: string[]; stats: NativeStat[] }> {
-  const { names: all } = e;
+  const n = e.length;
   let firstFile = -1;
   let firstDir = -1;
-  for (let i = 0; i < all.length && (firstFile < 0 || firstDir < 0); i++) {
+  for (let i = 0; i < n && (firstFile < 0 || firstDir < 0); i++) {
     if (e.isDir(i)) { if (firstDir < 0) firstDir = i; } else if (firstFile < 0) firstFile = i;
   }
-  const asked = [core.getattr(path), firstFile >= 0 ? core.getattr(childPath(path, all[firstFile]!)) : undefined, firstDir >= 0 ? core.getattr(childPath(path, all[firstDir]!)) : undefined];
+  const asked = [core.getattr(path), firstFile >= 0 ? core.getattr(childPath(path, e.name(firstFile))) : undefined, firstDir >= 0 ? core.getattr(childPath(path, e.name(firstDir))) : undefined];
   const done = ([self, file, dir]: (Attr | undefined)[]) => {
     const selfStat = toNativeStat(self!);
     const fileStat = file ? toNativeStat(file) : selfStat;
     const dirStat = dir ? toNativeStat(dir) : selfStat;
-    const names = new Array<string>(all.length + 2);
-    const stats = new Array<NativeStat>(all.length + 2);
+    const names = new Array<string>(n + 2);
+    const stats = new Array<NativeStat>(n + 2);
     names[0] = '.';
     names[1] = '..';
     stats[0] = stats[1] = selfStat;
-    for (let i = 0; i < all.length; i++) {
-      names[i + 2] = all[i]!;
-      stats[i + 2] = e.isDir(i) ? dirStat : fileStat;
+    for (let i = 0; i < n; i++) {
+      const dir = e.isDir(i);
+      names[i + 2] = e.name(i);
+      stats[i + 2] = dir ? dirStat : fileStat;
     }
     return { names, stats };
   };

@@ -30,7 +30,8 @@ import { TieredClient, withDiskTier } from '../cache/tiered-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import type { ObjectInfo } from '../s3/object-client.js';
 import { restoreHint } from '../errors.js';
-import { listOptionsFor, openDataset, settle, snapshotObjectsFor, type DatasetOptions } from '../snapshot/dataset.js';
+import { listOptionsFor, openDataset, settle, settleStreamed, snapshotObjectsFor, type DatasetOptions } from '../snapshot/dataset.js';
+import { CatalogBuilder } from '../fs/catalog.js';
 import { fuseTimeoutMs } from './deadline.js';
 import { mountCore } from './kernel-mount.js';
 import { checkFuseAvailable, checkFuseFdMount, fuseFdOf, prepareMountpoint } from './mountpoint.js';
@@ -90,7 +91,11 @@ export function checkFastFileOptions(o: Pick<FastFileOptions, 'allowOther' | 'al
 
 export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFileMount> {
   const o = opts.options;
-  const ds = await openDataset(opts.uri, opts.dataset ?? { skipArchived: false }, opts.channel ?? 'fastfile');
+  // A snapshot goes straight into the catalog as it is read (issue 46): no object of it is kept on the way.
+  let builder: CatalogBuilder | undefined;
+  const ds = await openDataset(opts.uri, opts.dataset ?? { skipArchived: false }, opts.channel ?? 'fastfile', (prefix) => (builder = new CatalogBuilder(prefix)));
+  const catalog = ds.streamed && builder ? builder.finish() : undefined;
+  builder = undefined;
   const { bucket, prefix } = ds;
   checkFastFileOptions(o);
   const mountpoint = path.resolve(opts.mountpoint);
@@ -115,17 +120,21 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
   try {
     const t0 = Date.now();
     // Archived objects stay visible (an open fails with ENODATA), counted once here.
-    const onListing = async (objects: ObjectInfo[]) => {
-      const settled = await settle(ds, objects, client);
+    const warnArchived = (settled: { archived: ObjectInfo[]; classes: string[] }) => {
       if (settled.archived.length > 0) {
         mlog.warn({ archived: settled.archived.length, first: settled.archived.slice(0, 3).map((a) => a.key), classes: [...new Set(settled.classes)] },
           `${settled.archived.length} archived object${settled.archived.length === 1 ? ' is' : 's are'} shown but cannot be read until restored (open fails with ENODATA). ${restoreHint(bucket, settled.archived[0]!.key)}`);
       }
+    };
+    const onListing = async (objects: ObjectInfo[]) => {
+      const settled = await settle(ds, objects, client);
+      warnArchived(settled);
       return settled.objects;
     };
+    if (catalog) warnArchived(settleStreamed(ds, client));
     const fs = SluiceFs.start({
       client, prefix, onListing,
-      ...(ds.snapshot ? { listing: snapshotObjectsFor(ds, client) } : {}),
+      ...(catalog ? { catalog } : ds.snapshot ? { listing: snapshotObjectsFor(ds, client) } : {}),
       ...listOptionsFor(ds),
       ...(opts.channel !== undefined ? { channel: opts.channel } : {}),
       cacheSize: o.cacheSize, partSize: o.partSize, maxPrefetch: o.maxPrefetch, maxInflight: o.maxInflight,

@@ -61,6 +61,16 @@ export const CONFIRM_STEPS = 2;
  */
 export const TRUSTED_WALK_STEPS = 16;
 
+/**
+ * A folder's files in listing order, by index: an array, or the catalog's view of a folder
+ * (src/fs/catalog.ts, which makes each entry on demand). One folder is one object: walks
+ * compare them by identity.
+ */
+export interface FolderFileList {
+  readonly length: number;
+  at(i: number): FileRef | undefined;
+}
+
 export interface CrossFileOptions {
   /** Files to fetch ahead of a walk (--cross-file-prefetch); 0 disables. */
   depth: number;
@@ -71,7 +81,7 @@ export interface CrossFileOptions {
 }
 
 interface Walk {
-  files: readonly FileRef[];
+  files: FolderFileList;
   /** Index of the file opened last. */
   last: number;
   /** Steps in listing order so far. */
@@ -103,7 +113,7 @@ export class CrossFilePrefetcher {
   }
 
   /** Called on every open: `files` is the folder's file list in listing order, `index` the opened file's place in it. */
-  onOpen(files: readonly FileRef[], index: number): void {
+  onOpen(files: FolderFileList, index: number): void {
     if (this.closed || this.opts.depth <= 0) return;
     let best: Walk | undefined;
     for (const w of this.walks) {
@@ -147,7 +157,7 @@ export class CrossFilePrefetcher {
   /** Issues the walk's fetches until done or refused; returns false when refused. */
   private pump(w: Walk): boolean {
     while (w.nextFile < w.limit) {
-      const f = w.files[w.nextFile]!;
+      const f = w.files.at(w.nextFile)!;
       const blocks = this.fetcher.blockCount(f);
       if (f.size > this.opts.maxSize || blocks === 0 || w.nextBlock >= blocks) {
         w.nextFile++;

@@ -14,11 +14,11 @@
 import { ArchivedObjectsError } from '../errors.js';
 import { log } from '../log.js';
 import { archivedObjects, archivedSkipped, snapshotInfo, snapshotObjects } from '../metrics/metrics.js';
-import { partitionArchived, probeArchived } from '../s3/archive.js';
+import { archivedAs, partitionArchived, probeArchived } from '../s3/archive.js';
 import { KeyFilter } from '../s3/filters.js';
 import type { ListOptions, ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { parseS3Uri } from '../s3/uri.js';
-import { checkSnapshotUri, readSnapshot, snapshotId, writeSnapshot, type Snapshot } from './snapshot.js';
+import { checkSnapshotUri, readSnapshot, scanSnapshot, snapshotId, writeSnapshot, type Snapshot, type SnapshotHeader } from './snapshot.js';
 
 export interface DatasetOptions {
   snapshot?: string | undefined;
@@ -36,12 +36,69 @@ export interface Dataset {
   filter: KeyFilter | undefined;
   opts: DatasetOptions;
   channel: string;
+  /** Set when the snapshot's objects went to a sink as it was read (openDataset's `stream`): `snapshot.objects` is then empty. */
+  streamed?: Streamed;
+}
+
+/**
+ * Where openDataset() puts a snapshot's objects as it reads them (issue 46: a FastFile mount of
+ * ten million objects keeps them only in its catalog, src/fs/catalog.ts): made once the
+ * snapshot's prefix is known, then given each object the filter keeps, archived ones left out
+ * with --skip-archived. The caller drops what it built when openDataset() throws.
+ */
+export type StreamTo = (prefix: string) => { add(o: ObjectInfo): void };
+
+/** What settle() would have found in a streamed snapshot. */
+export interface Streamed {
+  /** Objects handed to the sink. */
+  kept: number;
+  /** Archived objects handed to the sink (all of them are in the listing: FastFile shows them). */
+  archived: ObjectInfo[];
+  classes: string[];
+  /** Archived objects left out (--skip-archived). */
+  skippedArchived: number;
+  /** Version ids of the objects kept that have one, by key (the client is pinned to them). */
+  versions: Map<string, string>;
 }
 
 /** Step 1. `uri` may be undefined when a snapshot is given (its URI is used). */
-export async function openDataset(uri: string | undefined, opts: DatasetOptions, channel: string): Promise<Dataset> {
+export async function openDataset(uri: string | undefined, opts: DatasetOptions, channel: string, stream?: StreamTo): Promise<Dataset> {
   let snapshot: Snapshot | undefined;
-  if (opts.snapshot !== undefined) {
+  let streamed: Streamed | undefined;
+  if (opts.snapshot !== undefined && stream !== undefined && opts.snapshotOut === undefined) {
+    // Steps 1 to 3 as the file is read: no object is kept here.
+    const file = opts.snapshot;
+    const s: Streamed = { kept: 0, archived: [], classes: [], skippedArchived: 0, versions: new Map() };
+    let sink: ReturnType<StreamTo> | undefined;
+    let keep: ((key: string) => boolean) | undefined;
+    const open = (header: SnapshotHeader) => {
+      const u = checkSnapshotUri({ file, header }, uri);
+      const { prefix } = parseS3Uri(u);
+      const f = opts.filter && opts.filter.length > 0 ? new KeyFilter(opts.filter, prefix) : undefined;
+      keep = f ? (k) => f.matches(k) : () => true;
+      return stream(prefix);
+    };
+    const scan = await scanSnapshot(file, (o, header) => {
+      sink ??= open(header);
+      if (!keep!(o.key)) return;
+      const why = archivedAs(o);
+      if (why !== undefined) {
+        if (opts.skipArchived) {
+          s.skippedArchived++;
+          return;
+        }
+        s.archived.push(o);
+        s.classes.push(why);
+      }
+      if (o.versionId !== undefined) s.versions.set(o.key, o.versionId);
+      s.kept++;
+      sink.add(o);
+    });
+    sink ??= open(scan.header);
+    snapshot = { file, header: scan.header, objects: [], trailer: scan.trailer };
+    uri = checkSnapshotUri(snapshot, uri);
+    streamed = s;
+  } else if (opts.snapshot !== undefined) {
     snapshot = await readSnapshot(opts.snapshot);
     uri = checkSnapshotUri(snapshot, uri);
   }
@@ -50,9 +107,22 @@ export async function openDataset(uri: string | undefined, opts: DatasetOptions,
   if (snapshot) {
     const id = snapshotId(snapshot);
     snapshotInfo.set({ channel, ...id }, 1);
-    log.info({ channel, snapshot: snapshot.file, checksum: id.checksum, objects: snapshot.objects.length, createdAt: snapshot.header.createdAt }, `reading from snapshot ${id.name} (${id.checksum}) of ${snapshot.header.uri}: no listing`);
+    log.info({ channel, snapshot: snapshot.file, checksum: id.checksum, objects: snapshot.trailer.objects, createdAt: snapshot.header.createdAt }, `reading from snapshot ${id.name} (${id.checksum}) of ${snapshot.header.uri}: no listing`);
   }
-  return { uri: uri!, bucket, prefix, snapshot, filter, opts, channel };
+  return { uri: uri!, bucket, prefix, snapshot, filter, opts, channel, ...(streamed ? { streamed } : {}) };
+}
+
+/** Step 2 and 3 for a streamed snapshot (openDataset's `stream`): pins the client to the version ids, sets what settle() sets. */
+export function settleStreamed(ds: Dataset, client: ObjectClient): Pick<Settled, 'archived' | 'classes'> {
+  const s = ds.streamed!;
+  if (s.versions.size > 0) client.pinVersions?.(s.versions);
+  if (s.skippedArchived > 0) {
+    archivedSkipped.inc({ channel: ds.channel }, s.skippedArchived);
+    log.warn({ channel: ds.channel, archived: s.skippedArchived }, `--skip-archived: left out ${s.skippedArchived} archived object${s.skippedArchived === 1 ? '' : 's'}`);
+  }
+  archivedObjects.set({ channel: ds.channel }, s.archived.length);
+  snapshotObjects.set({ channel: ds.channel }, s.kept);
+  return { archived: s.archived, classes: s.classes };
 }
 
 /**

@@ -244,7 +244,7 @@ export interface SnapshotScan {
  * its number. Objects are handed over before the checksum at the end is known: a caller
  * that keeps them must drop them when the scan throws (readSnapshot does).
  */
-export async function scanSnapshot(file: string, onObject: (o: ObjectInfo) => void, opts: { maxInflatedBytes?: number } = {}): Promise<SnapshotScan> {
+export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, header: SnapshotHeader) => void, opts: { maxInflatedBytes?: number } = {}): Promise<SnapshotScan> {
   const hash = createHash('sha256');
   let header: SnapshotHeader | undefined;
   let lineNo = 0;
@@ -291,7 +291,7 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo) => vo
     prevKey = o.key;
     objects++;
     bytes += o.size;
-    onObject(o);
+    onObject(o, header!);
   };
   const line = (l: Buffer): void => {
     lineNo++;
@@ -351,7 +351,7 @@ export async function readSnapshot(file: string): Promise<Snapshot> {
  * Checks that a snapshot is of `uri` (when the command names one) and returns the
  * snapshot's own URI otherwise.
  */
-export function checkSnapshotUri(s: Snapshot, uri: string | undefined): string {
+export function checkSnapshotUri(s: Pick<Snapshot, 'file' | 'header'>, uri: string | undefined): string {
   if (uri === undefined) return s.header.uri;
   const norm = (u: string) => u.replace(/\/+$/, '');
   if (norm(uri) !== norm(s.header.uri)) {

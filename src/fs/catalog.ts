@@ -1,0 +1,621 @@
+/**
+ * The listing as compact metadata (issue 46, decision 0036): the folder view of ./tree.ts
+ * (same rules: skipped keys, folder markers, shadowed files, code point order) held in typed
+ * arrays and two byte tables instead of one JS object per file, so that ten million objects
+ * fit in about 45 bytes each here.
+ *
+ * Layout, once built:
+ *  - Folders are numbered breadth-first (root 0), each folder's subfolders sorted by name, so
+ *    a folder's subfolders are the contiguous range [subStart[d], subStart[d] + subCount[d]).
+ *    Their names live in `dirNames` (UTF-8, ends in dirNameEnd).
+ *  - Files are grouped by folder in folder order and sorted by name within one: a folder's
+ *    files are the range [fileStart[d], fileStart[d + 1]). Per file: the name (UTF-8 in
+ *    `names`, the part after the last "/": the folder's path is stored once, in its folder),
+ *    the size (Uint32; a size of 4 GiB or more in a sparse map), mtime in whole seconds
+ *    (Uint32; other values in a sparse map), the ETag packed as its 16 MD5 bytes plus the
+ *    multipart count ("-N") when it has S3's shape (any other ETag, e.g. s3rver's or a web
+ *    server's, in a sparse map), and the storage class as an index into a small table.
+ *    Version ids, archive tiers and restores are rare: a sparse map.
+ *  - A name in a folder is found by binary search over the folder's sorted subfolders, then
+ *    its sorted files, comparing UTF-8 bytes in place (no string made): O(log n) per path
+ *    segment, 20 comparisons in a folder of a million files.
+ *  - readdir hands out the folder's entries by index (entries()): no array of its names.
+ * Building (CatalogBuilder): add() takes objects in any order and appends each file to
+ * growable arrays (folders, fewer, are JS objects until finish()); finish() numbers the
+ * folders, sorts files into folder ranges with a stable counting sort (objects that arrive in
+ * S3 key order, as a listing or snapshot does, are already name-sorted within each folder, so
+ * only a folder that arrived out of order is sorted by comparison), drops shadowed and repeated
+ * files, and copies each array once into its final order and size.
+ */
+import type { ObjectInfo } from '../s3/object-client.js';
+import { compareCodePoints, normalizePrefix, unsafeReason, type SkippedKey } from './tree.js';
+
+/** Sentinel of a Uint32 column: the value is in the column's sparse map (it does not fit, or is not the usual shape). */
+const OTHER = 0xffffffff;
+/** ETag part count that means "not MD5-shaped: see the ETag map" (a real count is at most 10,000, S3's part limit). */
+const ETAG_OTHER = 0xffff;
+/** An S3 ETag: 32 lowercase hex digits (MD5), optionally "-N" with N at most 10,000 (S3's part limit; no leading zero, so it prints back the same). */
+const MD5_ETAG = /^"([0-9a-f]{32})(?:-([1-9][0-9]{0,3}|10000))?"$/;
+/** First capacity of the growable columns: small listings stay small. */
+const FIRST_CAPACITY = 1024;
+
+/** A reference to an entry: a file index (>= 0), or a folder d as -(d + 1) (the root is -1). */
+export type Ref = number;
+export const dirRef = (d: number): Ref => -(d + 1);
+export const isDirRef = (r: Ref): boolean => r < 0;
+export const dirOfRef = (r: Ref): number => -r - 1;
+
+/** The fields of a file besides key, size, ETag and mtime (rare: a sparse map). */
+type Extras = Pick<ObjectInfo, 'versionId' | 'archiveStatus' | 'restored'>;
+
+/** A typed array that doubles as it fills. */
+class Column<T extends Uint32Array | Uint16Array | Uint8Array | Float64Array> {
+  length = 0;
+  constructor(public a: T, private readonly make: (n: number) => T) {}
+  push(v: number): void {
+    if (this.length === this.a.length) {
+      const more = this.make(this.a.length * 2);
+      more.set(this.a);
+      this.a = more;
+    }
+    this.a[this.length++] = v;
+  }
+  /** The first `n` values in `order` (all when order is undefined), in an array of exactly that size. */
+  take(order: Uint32Array | undefined, n = this.length): T {
+    const out = this.make(n);
+    if (!order) out.set(this.a.subarray(0, n));
+    else for (let i = 0; i < n; i++) out[i] = this.a[order[i]!]!;
+    return out;
+  }
+}
+const u32 = () => new Column(new Uint32Array(FIRST_CAPACITY), (n) => new Uint32Array(n));
+
+/** A folder while building. */
+interface DirTmp {
+  name: string;
+  parent: number;
+  children: number[];
+  /** Files added to it, and whether they came in name order (else finish() sorts them). */
+  files: number;
+  lastName: string | undefined;
+  unsorted: boolean;
+  /** The final number (breadth-first), set by finish(). */
+  final: number;
+}
+
+export class CatalogBuilder {
+  private readonly pre: string;
+  private readonly dirs: DirTmp[] = [{ name: '', parent: -1, children: [], files: 0, lastName: undefined, unsorted: false, final: 0 }];
+  private readonly dirByPath = new Map<string, number>([['', 0]]);
+  private readonly skipped: SkippedKey[] = [];
+  private names = Buffer.allocUnsafe(64 * 1024);
+  private namesAt = 0;
+  private readonly nameEnd = new Column(new Float64Array(FIRST_CAPACITY), (n) => new Float64Array(n));
+  private readonly dir = u32();
+  private readonly size = u32();
+  private readonly mtime = u32();
+  /** 16 bytes per file: the MD5 of an S3-shaped ETag (zeros for another). */
+  private md5 = Buffer.alloc(16 * FIRST_CAPACITY);
+  private readonly parts = new Column(new Uint16Array(FIRST_CAPACITY), (n) => new Uint16Array(n));
+  private readonly cls = new Column(new Uint8Array(FIRST_CAPACITY), (n) => new Uint8Array(n));
+  private readonly classes: (string | undefined)[] = [undefined, 'STANDARD'];
+  private readonly classIndex = new Map<string | undefined, number>([[undefined, 0], ['STANDARD', 1]]);
+  private readonly bigSize = new Map<number, number>();
+  private readonly oddMtime = new Map<number, number>();
+  private readonly oddEtag = new Map<number, string>();
+  private readonly extras = new Map<number, Extras>();
+  private lastDirPath: string | undefined;
+  private lastDir = 0;
+
+  constructor(prefix: string) {
+    this.pre = normalizePrefix(prefix);
+  }
+
+  /** The folder at `path` ('' is the root; 'a/b'), made with its parents when missing. */
+  private ensureDir(path: string): number {
+    const known = this.dirByPath.get(path);
+    if (known !== undefined) return known;
+    const cut = path.lastIndexOf('/');
+    const parent = this.ensureDir(cut < 0 ? '' : path.slice(0, cut));
+    const d = this.dirs.length;
+    this.dirs.push({ name: path.slice(cut + 1), parent, children: [], files: 0, lastName: undefined, unsorted: false, final: -1 });
+    this.dirs[parent]!.children.push(d);
+    this.dirByPath.set(path, d);
+    return d;
+  }
+
+  add(info: ObjectInfo): void {
+    const key = info.key;
+    if (!key.startsWith(this.pre)) return;
+    let rel = key.slice(this.pre.length);
+    if (rel === '') return; // the prefix's own folder marker
+    const marker = rel.endsWith('/');
+    if (marker) rel = rel.slice(0, -1);
+    const why = unsafeReason(rel);
+    if (why) {
+      this.skipped.push({ key, reason: why });
+      return;
+    }
+    if (marker) {
+      this.ensureDir(rel);
+      return;
+    }
+    const cut = rel.lastIndexOf('/');
+    const dirPath = cut < 0 ? '' : rel.slice(0, cut);
+    const name = rel.slice(cut + 1);
+    let d = this.lastDir;
+    if (dirPath !== this.lastDirPath) {
+      d = this.lastDir = this.ensureDir(dirPath);
+      this.lastDirPath = dirPath;
+    }
+    const dt = this.dirs[d]!;
+    if (dt.lastName !== undefined && !dt.unsorted) {
+      // A repeat too goes the sorted way: a folder of the same name must win over every copy.
+      if (compareCodePoints(dt.lastName, name) >= 0) dt.unsorted = true;
+    }
+    dt.lastName = name;
+    dt.files++;
+    const i = this.dir.length;
+    this.dir.push(d);
+    const len = Buffer.byteLength(name);
+    if (this.namesAt + len > this.names.length) {
+      const more = Buffer.allocUnsafe(Math.max(2 * this.names.length, this.namesAt + len));
+      this.names.copy(more, 0, 0, this.namesAt);
+      this.names = more;
+    }
+    this.namesAt += this.names.write(name, this.namesAt);
+    this.nameEnd.push(this.namesAt);
+    if (info.size < OTHER) this.size.push(info.size);
+    else {
+      this.size.push(OTHER);
+      this.bigSize.set(i, info.size);
+    }
+    const ms = info.lastModified.getTime();
+    if (ms % 1000 === 0 && ms >= 0 && ms / 1000 < OTHER) this.mtime.push(ms / 1000);
+    else {
+      this.mtime.push(OTHER);
+      this.oddMtime.set(i, ms);
+    }
+    const m = MD5_ETAG.exec(info.etag);
+    if (16 * (i + 1) > this.md5.length) {
+      const more = Buffer.alloc(2 * this.md5.length);
+      this.md5.copy(more);
+      this.md5 = more;
+    }
+    if (m) this.md5.write(m[1]!, 16 * i, 16, 'hex');
+    if (m) this.parts.push(m[2] === undefined ? 0 : Number(m[2]));
+    else {
+      this.parts.push(ETAG_OTHER);
+      this.oddEtag.set(i, info.etag);
+    }
+    let c = this.classIndex.get(info.storageClass);
+    if (c === undefined) {
+      if (this.classes.length > 255) throw new RangeError('more than 255 storage classes in one listing');
+      c = this.classes.length;
+      this.classes.push(info.storageClass);
+      this.classIndex.set(info.storageClass, c);
+    }
+    this.cls.push(c);
+    if (info.versionId !== undefined || info.archiveStatus !== undefined || info.restored !== undefined) {
+      const x: Extras = {};
+      if (info.versionId !== undefined) x.versionId = info.versionId;
+      if (info.archiveStatus !== undefined) x.archiveStatus = info.archiveStatus;
+      if (info.restored !== undefined) x.restored = info.restored;
+      this.extras.set(i, x);
+    }
+  }
+
+  /** The catalog; the builder must not be used after. */
+  finish(): Catalog {
+    const dirs = this.dirs;
+    const byName = (a: number, b: number) => compareCodePoints(dirs[a]!.name, dirs[b]!.name);
+    // Folders breadth-first, subfolders by name: each folder's subfolders get consecutive numbers.
+    const order: number[] = [0];
+    dirs[0]!.final = 0;
+    for (let k = 0; k < order.length; k++) {
+      const ch = dirs[order[k]!]!.children.sort(byName);
+      for (const c of ch) {
+        dirs[c]!.final = order.length;
+        order.push(c);
+      }
+    }
+    const D = order.length;
+    const dirParent = new Int32Array(D);
+    const subStart = new Uint32Array(D);
+    const subCount = new Uint32Array(D);
+    const dirNameEnd = new Uint32Array(D);
+    const dirNameParts: Buffer[] = [];
+    let dirNameAt = 0;
+    for (let k = 0; k < D; k++) {
+      const t = dirs[order[k]!]!;
+      dirParent[k] = t.parent < 0 ? -1 : dirs[t.parent]!.final;
+      subCount[k] = t.children.length;
+      subStart[k] = t.children.length > 0 ? dirs[t.children[0]!]!.final : 0;
+      const b = Buffer.from(t.name);
+      dirNameParts.push(b);
+      dirNameAt += b.length;
+      dirNameEnd[k] = dirNameAt;
+    }
+    // Files into folder ranges: a stable counting sort by final folder number.
+    const n = this.dir.length;
+    const dirOf = this.dir.a;
+    const counts = new Float64Array(D + 1);
+    for (let i = 0; i < n; i++) counts[dirs[dirOf[i]!]!.final + 1]!++;
+    for (let k = 0; k < D; k++) counts[k + 1]! += counts[k]!;
+    const at = counts.slice(0, D);
+    const perm = new Uint32Array(n);
+    let identity = true;
+    for (let i = 0; i < n; i++) {
+      const p = at[dirs[dirOf[i]!]!.final]!++;
+      perm[p] = i;
+      if (p !== i) identity = false;
+    }
+    const nameOf = (i: number) => this.names.toString('utf8', i === 0 ? 0 : this.nameEnd.a[i - 1]!, this.nameEnd.a[i]!);
+    const keyOf = (i: number) => `${this.pre}${dirPathOf(dirs, dirOf[i]!)}${nameOf(i)}`;
+    // Out of order folders sorted by name; repeated and shadowed files dropped.
+    const drop = new Uint8Array(n);
+    let dropped = 0;
+    for (let k = 0; k < D; k++) {
+      const t = dirs[order[k]!]!;
+      const from = counts[k]!;
+      const to = counts[k + 1]!;
+      if (to - from === 0) continue;
+      if (t.unsorted) {
+        const seg = Array.from(perm.subarray(from, to));
+        const key = new Map(seg.map((i) => [i, nameOf(i)]));
+        seg.sort((a, b) => compareCodePoints(key.get(a)!, key.get(b)!) || a - b);
+        perm.set(seg, from);
+        identity = false;
+      }
+      if (t.children.length > 0) {
+        const sub = new Set(t.children.map((c) => dirs[c]!.name));
+        for (let p = from; p < to; p++) {
+          const i = perm[p]!;
+          if (drop[i] === 0 && sub.has(nameOf(i))) {
+            drop[i] = 1;
+            dropped++;
+            this.skipped.push({ key: keyOf(i), reason: 'shadowed by a folder of the same name' });
+          }
+        }
+      }
+      // Repeats (only in a folder that came out of order): the first listed stays.
+      if (t.unsorted) {
+        let last: string | undefined;
+        for (let p = from; p < to; p++) {
+          const i = perm[p]!;
+          if (drop[i] !== 0) continue;
+          const name = nameOf(i);
+          if (name === last) {
+            drop[i] = 1;
+            dropped++;
+            this.skipped.push({ key: keyOf(i), reason: 'listed twice' });
+          }
+          last = name;
+        }
+      }
+    }
+    // The final order: perm without dropped files; folder ranges recounted.
+    let final: Uint32Array | undefined;
+    const fileStart = new Float64Array(D + 1);
+    if (identity && dropped === 0) fileStart.set(counts);
+    else {
+      final = new Uint32Array(n - dropped);
+      let w = 0;
+      for (let k = 0; k < D; k++) {
+        fileStart[k] = w;
+        for (let p = counts[k]!; p < counts[k + 1]!; p++) if (drop[perm[p]!] === 0) final[w++] = perm[p]!;
+      }
+      fileStart[D] = w;
+    }
+    const N = n - dropped;
+    const src = (i: number) => (final ? final[i]! : i);
+    // Names in the final order, ends as Uint32 unless the table passes 4 GiB.
+    let names: Buffer;
+    let ends: Uint32Array | Float64Array;
+    if (!final) {
+      names = Buffer.from(this.names.subarray(0, this.namesAt));
+      ends = this.namesAt < OTHER ? Uint32Array.from(this.nameEnd.a.subarray(0, n)) : this.nameEnd.take(undefined);
+    } else {
+      let total = 0;
+      for (let i = 0; i < N; i++) {
+        const j = final[i]!;
+        total += this.nameEnd.a[j]! - (j === 0 ? 0 : this.nameEnd.a[j - 1]!);
+      }
+      names = Buffer.allocUnsafe(total);
+      ends = total < OTHER ? new Uint32Array(N) : new Float64Array(N);
+      let w = 0;
+      for (let i = 0; i < N; i++) {
+        const j = final[i]!;
+        w += this.names.copy(names, w, j === 0 ? 0 : this.nameEnd.a[j - 1]!, this.nameEnd.a[j]!);
+        ends[i] = w;
+      }
+    }
+    const md5 = Buffer.allocUnsafe(16 * N);
+    if (!final) this.md5.copy(md5, 0, 0, 16 * N);
+    else for (let i = 0; i < N; i++) this.md5.copy(md5, 16 * i, 16 * src(i), 16 * src(i) + 16);
+    const remap = <V>(m: Map<number, V>): Map<number, V> => {
+      if (!final || m.size === 0) return m;
+      const back = new Map<number, number>();
+      for (let i = 0; i < N; i++) if (m.has(final[i]!)) back.set(final[i]!, i);
+      const out = new Map<number, V>();
+      for (const [j, v] of m) if (back.has(j)) out.set(back.get(j)!, v);
+      return out;
+    };
+    let totalBytes = 0;
+    const size = this.size.take(final, N);
+    const bigSize = remap(this.bigSize);
+    for (let i = 0; i < N; i++) totalBytes += size[i] === OTHER ? bigSize.get(i)! : size[i]!;
+    return new Catalog({
+      prefix: this.pre, dirParent, subStart, subCount, dirNames: Buffer.concat(dirNameParts), dirNameEnd, fileStart,
+      names, nameEnd: ends, size, bigSize, mtime: this.mtime.take(final, N), oddMtime: remap(this.oddMtime),
+      md5, parts: this.parts.take(final, N), oddEtag: remap(this.oddEtag), cls: this.cls.take(final, N), classes: this.classes,
+      extras: remap(this.extras), skipped: this.skipped, totalBytes,
+    });
+  }
+}
+
+/** A folder's path below the prefix while building, with a trailing "/" ('' for the root). */
+function dirPathOf(dirs: DirTmp[], d: number): string {
+  let p = '';
+  for (let x = d; x > 0; x = dirs[x]!.parent) p = `${dirs[x]!.name}/${p}`;
+  return p;
+}
+
+interface CatalogParts {
+  prefix: string;
+  dirParent: Int32Array;
+  subStart: Uint32Array;
+  subCount: Uint32Array;
+  dirNames: Buffer;
+  dirNameEnd: Uint32Array;
+  fileStart: Float64Array;
+  names: Buffer;
+  nameEnd: Uint32Array | Float64Array;
+  size: Uint32Array;
+  bigSize: Map<number, number>;
+  mtime: Uint32Array;
+  oddMtime: Map<number, number>;
+  md5: Buffer;
+  parts: Uint16Array;
+  oddEtag: Map<number, string>;
+  cls: Uint8Array;
+  classes: (string | undefined)[];
+  extras: Map<number, Extras>;
+  skipped: SkippedKey[];
+  totalBytes: number;
+}
+
+/** A folder's entries by index, in listing order (code point order, folders and files merged). */
+export interface CatalogEntries {
+  readonly length: number;
+  name(i: number): string;
+  isDir(i: number): boolean;
+}
+
+/** The fixed folder view of a listing (see the module comment). Build it with CatalogBuilder or catalogOf(). */
+export class Catalog {
+  readonly prefix: string;
+  readonly fileCount: number;
+  /** Folders shown, the root excluded. */
+  readonly dirCount: number;
+  readonly totalBytes: number;
+  readonly skipped: readonly SkippedKey[];
+  private readonly p: CatalogParts;
+  /** A folder's path below the prefix with a trailing "/", for the few folders whose files were asked for a key. */
+  private readonly dirPaths = new Map<number, string>();
+
+  constructor(p: CatalogParts) {
+    this.p = p;
+    this.prefix = p.prefix;
+    this.fileCount = p.size.length;
+    this.dirCount = p.dirParent.length - 1;
+    this.totalBytes = p.totalBytes;
+    this.skipped = p.skipped;
+  }
+
+  /** The entry at an absolute path ('/', '/a/b'), or undefined. */
+  find(path: string): Ref | undefined {
+    let d = 0;
+    let at = 0;
+    const n = path.length;
+    while (at < n) {
+      let end = path.indexOf('/', at);
+      if (end < 0) end = n;
+      if (end > at) {
+        const r = this.child(d, path.slice(at, end));
+        if (r === undefined) return undefined;
+        if (end === n) return r;
+        if (!isDirRef(r)) {
+          // "/file/" is the file; "/file/x" is nothing.
+          return path.slice(end).replace(/\/+/g, '') === '' ? r : undefined;
+        }
+        d = dirOfRef(r);
+      }
+      at = end + 1;
+    }
+    return dirRef(d);
+  }
+
+  /** The entry called `name` in folder d, or undefined: binary search of its subfolders, then of its files. */
+  child(d: number, name: string): Ref | undefined {
+    const q = Buffer.from(name);
+    const p = this.p;
+    let lo = p.subStart[d]!;
+    let hi = lo + p.subCount[d]!;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const c = p.dirNames.compare(q, 0, q.length, mid === 0 ? 0 : p.dirNameEnd[mid - 1]!, p.dirNameEnd[mid]!);
+      if (c === 0) return dirRef(mid);
+      if (c < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    lo = p.fileStart[d]!;
+    hi = p.fileStart[d + 1]!;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const c = p.names.compare(q, 0, q.length, mid === 0 ? 0 : p.nameEnd[mid - 1]!, p.nameEnd[mid]!);
+      if (c === 0) return mid;
+      if (c < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return undefined;
+  }
+
+  /** Subfolders of folder d (for st_nlink). */
+  subdirs(d: number): number {
+    return this.p.subCount[d]!;
+  }
+
+  /** Files of folder d: the range [first, end). */
+  filesOf(d: number): { first: number; end: number } {
+    return { first: this.p.fileStart[d]!, end: this.p.fileStart[d + 1]! };
+  }
+
+  /** The folder that holds file f (binary search of the folder ranges). */
+  dirOfFile(f: number): number {
+    const s = this.p.fileStart;
+    let lo = 0;
+    let hi = s.length - 2;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >>> 1;
+      if (s[mid]! <= f) lo = mid;
+      else hi = mid - 1;
+    }
+    // Empty folders share their start with the next: the holder is the last with start <= f and end > f.
+    while (s[lo + 1]! <= f) lo++;
+    return lo;
+  }
+
+  fileName(f: number): string {
+    return this.p.names.toString('utf8', f === 0 ? 0 : this.p.nameEnd[f - 1]!, this.p.nameEnd[f]!);
+  }
+
+  dirName(d: number): string {
+    return this.p.dirNames.toString('utf8', d === 0 ? 0 : this.p.dirNameEnd[d - 1]!, this.p.dirNameEnd[d]!);
+  }
+
+  /** Folder d's path below the prefix, with a trailing "/" ('' for the root); remembered (folders opened from are few). */
+  dirPath(d: number): string {
+    let p = this.dirPaths.get(d);
+    if (p === undefined) {
+      p = d === 0 ? '' : `${this.dirPath(this.p.dirParent[d]!)}${this.dirName(d)}/`;
+      this.dirPaths.set(d, p);
+    }
+    return p;
+  }
+
+  size(f: number): number {
+    const s = this.p.size[f]!;
+    return s === OTHER ? this.p.bigSize.get(f)! : s;
+  }
+
+  mtimeMs(f: number): number {
+    const s = this.p.mtime[f]!;
+    return s === OTHER ? this.p.oddMtime.get(f)! : s * 1000;
+  }
+
+  etag(f: number): string {
+    const parts = this.p.parts[f]!;
+    if (parts === ETAG_OTHER) return this.p.oddEtag.get(f)!;
+    const hex = this.p.md5.toString('hex', 16 * f, 16 * f + 16);
+    return parts === 0 ? `"${hex}"` : `"${hex}-${parts}"`;
+  }
+
+  key(f: number, d = this.dirOfFile(f)): string {
+    return `${this.prefix}${this.dirPath(d)}${this.fileName(f)}`;
+  }
+
+  /** File f as the listing gave it (made on demand: an open, a HEAD-free archive check). */
+  info(f: number, d?: number): ObjectInfo {
+    const o: ObjectInfo = { key: this.key(f, d), size: this.size(f), etag: this.etag(f), lastModified: new Date(this.mtimeMs(f)) };
+    const c = this.p.classes[this.p.cls[f]!];
+    if (c !== undefined) o.storageClass = c;
+    const x = this.p.extras.get(f);
+    if (x) Object.assign(o, x);
+    return o;
+  }
+
+  /** Folder d's entries in listing order: its subfolders merged into its files by name, without copying either. */
+  entries(d: number): CatalogEntries {
+    const p = this.p;
+    const first = p.fileStart[d]!;
+    const files = p.fileStart[d + 1]! - first;
+    const s0 = p.subStart[d]!;
+    const subs = p.subCount[d]!;
+    // Place of each subfolder in the merged order (subfolders are few; files may be millions).
+    const at = new Float64Array(subs);
+    let f = 0;
+    for (let k = 0; k < subs; k++) {
+      const dn = s0 + k;
+      const a = dn === 0 ? 0 : p.dirNameEnd[dn - 1]!;
+      const b = p.dirNameEnd[dn]!;
+      // Files before subfolder k: binary search from the last place.
+      let lo = f;
+      let hi = files;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        const i = first + mid;
+        const c = p.names.compare(p.dirNames, a, b, i === 0 ? 0 : p.nameEnd[i - 1]!, p.nameEnd[i]!);
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+      }
+      f = lo;
+      at[k] = f + k;
+    }
+    /** Subfolders placed before merged index i. */
+    const before = (i: number) => {
+      let lo = 0;
+      let hi = subs;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (at[mid]! < i) lo = mid + 1;
+        else hi = mid;
+      }
+      return lo;
+    };
+    const self = this;
+    return {
+      length: files + subs,
+      isDir(i: number): boolean {
+        const k = before(i);
+        return k < subs && at[k] === i;
+      },
+      name(i: number): string {
+        const k = before(i);
+        return k < subs && at[k] === i ? self.dirName(s0 + k) : self.fileName(first + i - k);
+      },
+    };
+  }
+}
+
+/** The catalog of `objects` (all under `prefix`, in any order). */
+export function catalogOf(objects: Iterable<ObjectInfo>, prefix: string): Catalog {
+  const b = new CatalogBuilder(prefix);
+  for (const o of objects) b.add(o);
+  return b.finish();
+}
+
+/** A listed file as reads and cross-file prefetch name it, with its row in the listing handed to the FUSE thread (-1: none). */
+export interface CatalogFile {
+  key: string;
+  etag: string;
+  size: number;
+  row: number;
+}
+
+/** Folder d's files by index (cross-file prefetch's FolderFileList), each made on demand. */
+export class FolderFiles {
+  readonly length: number;
+  readonly first: number;
+  constructor(private readonly cat: Catalog, readonly dir: number, private readonly rows: Int32Array | undefined) {
+    const r = cat.filesOf(dir);
+    this.first = r.first;
+    this.length = r.end - r.first;
+  }
+
+  at(i: number): CatalogFile | undefined {
+    if (!(i >= 0 && i < this.length)) return undefined;
+    const f = this.first + i;
+    return { key: this.cat.key(f, this.dir), etag: this.cat.etag(f), size: this.cat.size(f), row: this.rows ? this.rows[f]! : -1 };
+  }
+}
