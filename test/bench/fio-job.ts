@@ -6,6 +6,8 @@ import path from 'node:path';
 import { ConfigError } from '../../src/errors.js';
 import { applyFioOverrides, fioOverrides, parseFioJob, parseFioOutput, parseFioSize } from '../../src/bench/fio-job.js';
 import { spotOffsets } from '../../src/bench/fio-run.js';
+import { fioTables, targetChecks } from '../../src/bench/report.js';
+import { fig, results } from '../helpers/bench-results.js';
 import { loadBenchConfig, parseBenchConfig } from '../../src/bench/scenarios.js';
 import { generateBytes, generateChunks, sourceBytes } from '../../src/local/dataset.js';
 
@@ -149,4 +151,23 @@ t.test('streamed seeding and prefix regeneration give the same bytes', async (t)
   t.equal(offs[0], 0);
   t.ok(offs.every((o) => o % 4096 === 0 && o + 256 * 1024 <= 64 * 1024 * 1024), 'spot blocks within the first 64 MiB');
   t.same(spotOffsets(5 * 1024 * 1024, 0), [0], 'a small object is checked whole');
+});
+
+t.test('the report: a table per file size and the issue\'s targets per job', async (t) => {
+  const f = (scenario: string, target: 'FastFile' | 's3fs' | 'rclone', value: number | null, unit: 'MiB/s' | 'ms') =>
+    fig({ scenario, title: 'x', kind: 'fio', target, value, unit, higherIsBetter: unit === 'MiB/s', cpuSecondsPerGB: unit === 'ms' ? null : 1 });
+  const res = results([
+    f('fio-4gib.seq_read', 'FastFile', 120, 'MiB/s'), f('fio-4gib.seq_read', 's3fs', 100, 'MiB/s'), f('fio-4gib.seq_read', 'rclone', 60, 'MiB/s'),
+    f('fio-4gib.ttfb', 'FastFile', 30, 'ms'), f('fio-4gib.ttfb', 's3fs', 40, 'ms'), f('fio-4gib.ttfb', 'rclone', 20, 'ms'),
+    f('fio-1gib.seq_read', 'FastFile', 50, 'MiB/s'), f('fio-1gib.seq_read', 's3fs', 100, 'MiB/s'), f('fio-1gib.seq_read', 'rclone', null, 'MiB/s'),
+  ]);
+  const md = fioTables(res);
+  t.match(md, /\*\*fio-4gib\*\*/);
+  t.match(md, /\*\*fio-1gib\*\*/);
+  t.match(md, /\| seq_read \| 120 MiB\/s \| 100 MiB\/s \| 60\.0 MiB\/s \| 1\.20× \(s3fs\) \| 1\.00 \/ 1\.00 \/ 1\.00 \|/);
+  t.match(md, /\| ttfb \(mean clat, lower is better\) \| 30\.0 ms \| 40\.0 ms \| 20\.0 ms \| 1\.50× \(rclone\) \| – \/ – \/ – \|/);
+  t.match(md, /\| seq_read \| 50\.0 MiB\/s \| 100 MiB\/s \| failed \| 0\.50× \(s3fs\) \|/);
+  const checks = targetChecks(res).filter((c) => c.target.startsWith('fio'));
+  t.same(checks.map((c) => [c.where, c.met]), [['fio-4gib.seq_read', true], ['fio-4gib.ttfb', false], ['fio-1gib.seq_read', false]]);
+  t.equal(fioTables(results([fig({ target: 'FastFile', value: 1 })])), '', 'no fio figures, no table');
 });
