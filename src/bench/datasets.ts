@@ -10,9 +10,9 @@
  * listed prefix, so the peers would see dataset.ts's small/dNN/sNN/ tree as empty.
  */
 import { createHash } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, open, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { generateBytes, uploadLayout, type DatasetSpec, type SeededObject } from '../local/dataset.js';
+import { generateChunks, uploadLayout, type DatasetSpec, type SeededObject } from '../local/dataset.js';
 import type { LocalS3 } from '../local/s3-server.js';
 
 /**
@@ -21,6 +21,12 @@ import type { LocalS3 } from '../local/s3-server.js';
  * the files take seconds. Below it, the PUT path (which tests s3rver the way clients do).
  */
 const DIRECT_SEED_MIN_KEYS = 20_000;
+/**
+ * Datasets with an object this large are written straight into s3rver's folder too, streamed
+ * in chunks: a PUT holds the whole body in memory, and a Buffer holds at most 4 GiB on Node 20
+ * (issue 44's fio file is 4 GiB).
+ */
+const DIRECT_SEED_MIN_OBJECT = 256 * 1024 * 1024;
 /** Objects written at once when seeding on disk: enough to keep the disk busy, few open files. */
 const DIRECT_SEED_CONCURRENCY = 64;
 
@@ -43,7 +49,7 @@ export function benchLayout(prefix: string, spec: DatasetSpec): { key: string; s
 /** Uploads a dataset; resolves with its objects sorted by key. */
 export async function seedBenchDataset(s3: LocalS3, bucket: string, prefix: string, spec: DatasetSpec): Promise<SeededObject[]> {
   const layout = benchLayout(prefix, spec);
-  const out = layout.length >= DIRECT_SEED_MIN_KEYS
+  const out = layout.length >= DIRECT_SEED_MIN_KEYS || layout.some((x) => x.size >= DIRECT_SEED_MIN_OBJECT)
     ? await writeS3rverObjects(s3, bucket, layout, spec.seed ?? 1)
     : await uploadLayout(s3, bucket, layout, spec.seed ?? 1);
   return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
@@ -71,14 +77,22 @@ export async function writeS3rverObjects(s3: LocalS3, bucket: string, layout: re
       let made = madeDirs.get(dir);
       if (!made) madeDirs.set(dir, made = mkdir(dir, { recursive: true }));
       await made;
-      const body = generateBytes(key, size, seed);
-      const md5 = createHash('md5').update(body).digest('hex');
+      const md5h = createHash('md5');
+      const sha = createHash('sha256');
+      const fh = await open(`${file}._S3rver_object`, 'w');
+      try {
+        for (const chunk of generateChunks(key, size, seed)) {
+          md5h.update(chunk);
+          sha.update(chunk);
+          await fh.write(chunk);
+        }
+      } finally { await fh.close(); }
+      const md5 = md5h.digest('hex');
       await Promise.all([
-        writeFile(`${file}._S3rver_object`, body),
         writeFile(`${file}._S3rver_object.md5`, md5),
         writeFile(`${file}._S3rver_metadata.json`, '{"content-type":"application/octet-stream"}'),
       ]);
-      result[i] = { key, size, sha256: createHash('sha256').update(body).digest('hex'), etag: JSON.stringify(md5), seed };
+      result[i] = { key, size, sha256: sha.digest('hex'), etag: JSON.stringify(md5), seed };
     }
   };
   await Promise.all(Array.from({ length: Math.min(DIRECT_SEED_CONCURRENCY, layout.length) }, worker));

@@ -123,6 +123,37 @@ export function markdownTable(res: BenchResults): string {
   return lines.join('\n');
 }
 
+/**
+ * kind fio (issue 44): a table per fio scenario (one per file size), a row per job: each
+ * target's figure (MiB/s; the latency jobs' mean completion latency in ms, lower is better),
+ * sluice ÷ the best peer, and each target's CPU s/GB and peak RSS.
+ */
+export function fioTables(res: BenchResults): string {
+  const out: string[] = [];
+  const profile = res.profiles[0]?.name;
+  const figs = res.figures.filter((f) => f.kind === 'fio' && f.profile === profile);
+  const scenarios = [...new Set(figs.map((f) => f.scenario.slice(0, f.scenario.indexOf('.'))))];
+  const cell = (f: Figure | undefined) => (!f ? '–' : f.unavailable ? 'n/a' : f.value === null ? 'failed' : `${fmtValue(f.value, f.unit)}${hasWrongBytes(f) ? ' **WRONG**' : ''}`);
+  for (const sc of scenarios) {
+    const rows = figs.filter((f) => f.scenario.startsWith(`${sc}.`));
+    const jobs = [...new Set(rows.map((f) => f.scenario))];
+    out.push(`**${sc}** (${profile}; ${rows[0]!.title.split(':')[0]}):`, '');
+    out.push('| Job | sluice (FastFile) | s3fs | rclone | sluice ÷ best peer | CPU s/GB sluice / s3fs / rclone | Peak RSS sluice / s3fs / rclone |');
+    out.push('|---|---:|---:|---:|---:|---|---|');
+    for (const j of jobs) {
+      const g = rows.filter((f) => f.scenario === j);
+      const by = (t: string) => g.find((f) => f.target === t);
+      const ff = by('FastFile');
+      const best = bestPeer(g);
+      const ratioCell = ff?.value !== null && ff?.value !== undefined && best ? `${ratio(ff.value, best.value)} (${best.target})` : '–';
+      const rss = (f: Figure | undefined) => (f?.peakRssBytes === null || f?.peakRssBytes === undefined ? '–' : `${(f.peakRssBytes / MiB).toFixed(0)} MiB`);
+      out.push(`| ${j.slice(sc.length + 1)}${ff?.unit === 'ms' ? ' (mean clat, lower is better)' : ''} | ${cell(ff)} | ${cell(by('s3fs'))} | ${cell(by('rclone'))} | ${ratioCell} | ${['FastFile', 's3fs', 'rclone'].map((t) => cpuCell(by(t)?.cpuSecondsPerGB)).join(' / ')} | ${['FastFile', 's3fs', 'rclone'].map((t) => rss(by(t))).join(' / ')} |`);
+    }
+    out.push('');
+  }
+  return out.join('\n');
+}
+
 /** Writes `<outDir>/<timestamp>.json` and returns its path. */
 export async function writeJson(res: BenchResults, outDir: string): Promise<string> {
   await mkdir(outDir, { recursive: true });
@@ -248,6 +279,14 @@ export function targetChecks(res: BenchResults): Check[] {
       const rs = ph('restarted');
       add('Disk tier: what FUSE costs, restarted (through the mount) ÷ direct (same tier, no FUSE)', base, rs && direct ? rs.value! / direct.value! : null, pct, 'measured, no target', () => true);
       out[out.length - 1]!.met = null; // a measurement, not a target
+    }
+    if (f0.kind === 'fio') {
+      // Issue 44: every job at least the best peer's MiB/s; the latency jobs at most its latency.
+      const ff = get(sc, 'FastFile', f0.readers);
+      const best = bestPeer(figs);
+      const said = (v: number) => `${fmtValue(v, f0.unit)} vs ${best ? `${best.target} ${fmtValue(best.value, f0.unit)}` : '–'}`;
+      if (f0.higherIsBetter) add(`fio ${sc.slice(sc.indexOf('.') + 1)}: FastFile ≥ best peer (MiB/s)`, sc, ff?.value, said, '≥ best peer', (v) => best !== undefined && v >= best.value!);
+      else add(`fio ${sc.slice(sc.indexOf('.') + 1)}: FastFile mean clat ≤ best peer's`, sc, ff?.value, said, '≤ best peer', (v) => best !== undefined && v <= best.value!);
     }
     if (f0.kind === 'list') {
       const ff = get(sc, 'FastFile', 1);

@@ -212,7 +212,7 @@ function sleep(ms: number): Promise<void> {
 }
 
 /** The target's figures of the run: `s` at its end, less what it had spent by `since` (when it became ready: start-up is apart). */
-function applyStats(r: RunResult, s: ProcStats | undefined, since?: ProcStats): void {
+export function applyStats(r: RunResult, s: ProcStats | undefined, since?: ProcStats): void {
   if (!s) return;
   r.peakRssBytes = s.peakRssBytes;
   r.cpuSeconds = s.cpuSeconds - (since?.cpuSeconds ?? 0);

@@ -13,6 +13,8 @@
  *     around each run to tell where the time went. A figure is the median of its runs.
  *     Repetitions are interleaved across targets (rep 1 of each, then rep 2, ...), so a
  *     drift in load does not fall on one target's runs only.
+ *     kind fio: per job file, per target, a fresh mount and one fio process (./fio-run.ts);
+ *     each job is a figure of its own (scenario "NAME.job").
  *  4. Everything started is stopped in `finally`, also on failure or Ctrl-C.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -35,10 +37,11 @@ import type { BenchConfig, ScenarioDef, TargetName } from './scenarios.js';
 import { DIST_DIR, TARGET_ROLE, TARGET_STYLE, describeCommand, whyUnavailable, type TargetEnv } from './targets.js';
 import { median } from './stats.js';
 import { runTier, TIER_PHASES, type TierPhase, type TierRunResult } from './tier.js';
+import { fioUnavailable, runFioOnce } from './fio-run.js';
 
 const PROXY_PATH = path.join(DIST_DIR, 'bench', 'proxy-child.js');
 
-export type Unit = 'MB/s' | 'files/s' | 'ops/s' | 's';
+export type Unit = 'MB/s' | 'files/s' | 'ops/s' | 's' | 'MiB/s' | 'ms';
 export type { RunResult } from './run-once.js';
 
 export interface Figure {
@@ -219,7 +222,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     await s3.createBucket(config.bucket);
 
     // 1. Datasets.
-    const used = new Set([config.limit.dataset, ...config.scenarios.map((s) => s.dataset)]);
+    const used = new Set([config.limit.dataset, ...config.scenarios.flatMap((s) => [s.dataset, ...(s.fio?.jobs.map((j) => j.dataset) ?? [])])]);
     const data: Record<string, SeededObject[]> = {};
     for (const name of used) {
       const t0 = epochMs();
@@ -279,6 +282,10 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
       for (const profName of sc.profiles) {
         const proxy = proxies.get(profName)!;
         // The machine's load drifts during a run: measure the limit again next to each throughput scenario.
+        if (sc.kind === 'fio') {
+          await fioFigures(sc, profName, proxy, data, targets, config, root, figures, commands, stops, o, checkAbort, serverPid, server.credentials, caFor(profName), meter);
+          continue;
+        }
         if (sc.kind === 'tier') {
           for (const readers of readerCounts) await tierFigures(sc, profName, proxy, readers, objs, config, root, figures, stops, o, checkAbort, server.credentials);
           continue;
@@ -364,6 +371,60 @@ export function runOrder<T>(cells: readonly T[], repetitions: number): { cell: T
   return order;
 }
 
+/**
+ * kind fio: a figure per job and target (scenario "NAME.job"; MiB/s, or ms of mean completion
+ * latency for the latency jobs), each run a fresh mount and one fio process (./fio-run.ts).
+ * Repetitions are interleaved across targets within a job, as elsewhere.
+ */
+async function fioFigures(
+  sc: ScenarioDef, profName: string, proxy: ProxyHandle, data: Record<string, SeededObject[]>, targets: TargetName[], config: BenchConfig, root: string,
+  figures: Figure[], commands: Record<string, string>, stops: Set<() => Promise<void>>, o: RunnerOptions, checkAbort: () => void,
+  serverPid: number | undefined, credentials: TargetEnv['credentials'], caFile: string | undefined, meter: BusyMeter,
+): Promise<void> {
+  const noFio = fioUnavailable();
+  for (const job of sc.fio!.jobs) {
+    const obj = data[job.dataset]![0]!;
+    const latency = job.job.latency;
+    const cells: { fig: Figure; target: TargetName }[] = [];
+    for (const target of targets) {
+      const fig: Figure = {
+        scenario: `${sc.name}.${job.name}`, title: `${sc.title}: ${job.file} (${obj.size >= 2 ** 20 ? `${obj.size / 2 ** 20} MiB` : `${obj.size} B`} object)`, kind: sc.kind, profile: profName, target,
+        role: TARGET_ROLE[target], readers: Number(job.job.options.numjobs ?? 1), unit: latency ? 'ms' : 'MiB/s', higherIsBetter: !latency,
+        value: null, mbps: null, fractionOfLimit: null, peakRssBytes: null, cpuSecondsPerGB: null, readerCpuSecondsPerGB: null, serverCpuSecondsPerGB: null, verified: false, runs: [],
+      };
+      figures.push(fig);
+      const why = noFio ?? whyUnavailable(target);
+      if (why) { fig.unavailable = why; continue; }
+      cells.push({ fig, target });
+    }
+    for (const { cell: { fig, target }, rep } of runOrder(cells, config.repetitions)) {
+      checkAbort();
+      const runDir = path.join(root, `run-${figures.indexOf(fig)}-${rep}`);
+      const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${job.dataset}/`, credentials, runDir, config, ...(caFile ? { caFile } : {}) };
+      commands[target] ??= describeCommand(target, env);
+      commands.fio ??= `fio --thread --output-format=json --output=RUN/JOB.json --directory=MNT --filename=OBJECT --readonly --eta=never RUN/JOB.fio (bench/fio/JOB.fio with size= the object's when larger, runtime=${sc.fio!.runtimeSeconds}s when time-based)`;
+      const serverCpu0 = cpuOf(serverPid);
+      const proxyCpu0 = cpuOf(proxy.pid);
+      let r: RunResult;
+      try {
+        r = await runFioOnce(sc, job, target as 'FastFile' | 's3fs' | 'rclone', obj, env, rep, stops);
+      } catch (err) {
+        r = { rep, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false, error: err instanceof Error ? err.message : String(err) };
+      } finally {
+        await rm(runDir, { recursive: true, force: true }).catch(() => {});
+      }
+      const sc1 = cpuOf(serverPid);
+      const pc1 = cpuOf(proxy.pid);
+      if (serverCpu0 !== undefined && sc1 !== undefined) r.serverCpuSeconds = sc1 - serverCpu0;
+      if (proxyCpu0 !== undefined && pc1 !== undefined) r.proxyCpuSeconds = pc1 - proxyCpu0;
+      if (r.spanStartMs !== undefined && r.spanEndMs !== undefined) r.machineBusyCores = meter.coresBusy(r.spanStartMs, r.spanEndMs);
+      fig.runs.push(r);
+      o.log(`[${fig.scenario} ${profName} ${target} rep ${rep + 1}/${config.repetitions}] ${r.error ? `FAILED: ${r.error}` : `${fmt(r.value)} ${fig.unit}${r.cpuSeconds !== undefined && r.bytes > 0 && !latency ? `, ${(r.cpuSeconds / (r.bytes / 1e9)).toFixed(2)} CPU s/GB` : ''}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}`}`);
+    }
+    for (const { fig } of cells) summarise(fig);
+  }
+}
+
 /** kind tier: one figure per phase (scenario "NAME.phase"), filled from `repetitions` runs of ./tier.ts. */
 async function tierFigures(
   sc: ScenarioDef, profName: string, proxy: ProxyHandle, readers: number, objs: SeededObject[], config: BenchConfig, root: string,
@@ -419,7 +480,8 @@ function summarise(fig: Figure): void {
   const ok = fig.runs.filter((r) => r.value !== null && !r.error);
   fig.value = median(ok.map((r) => r.value!));
   const mbps = ok.filter((r) => r.seconds > 0 && r.bytes > 0).map((r) => r.bytes / 1e6 / r.seconds);
-  const rates = fig.kind === 'sequential' || fig.kind === 'random' || fig.kind === 'tier';
+  // A fio latency job reads 10 bytes: no rate, no CPU per GB.
+  const rates = fig.kind === 'sequential' || fig.kind === 'random' || fig.kind === 'tier' || (fig.kind === 'fio' && fig.unit === 'MiB/s');
   fig.mbps = rates ? median(mbps) : null;
   const rss = ok.map((r) => r.peakRssBytes).filter((x): x is number => x !== undefined);
   fig.peakRssBytes = rss.length ? Math.max(...rss) : null;

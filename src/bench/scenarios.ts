@@ -10,18 +10,20 @@
  * See bench/scenarios/default.yaml for a commented example.
  */
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../errors.js';
 import { parseSize } from '../config/options.js';
 import type { DatasetSpec } from '../local/dataset.js';
 import { validateProfile, type LatencyProfile } from './latency-proxy.js';
+import { parseFioJob, type FioJob } from './fio-job.js';
 
 export const MODES = ['File', 'FastFile', 'Pipe'] as const;
 export const PEERS = ['s3fs', 'rclone', 'aws'] as const;
 export type ModeName = (typeof MODES)[number];
 export type PeerName = (typeof PEERS)[number];
 export type TargetName = ModeName | PeerName;
-export const SCENARIO_KINDS = ['sequential', 'random', 'ttfb', 'list', 'tier'] as const;
+export const SCENARIO_KINDS = ['sequential', 'random', 'ttfb', 'list', 'tier', 'fio'] as const;
 export type ScenarioKind = (typeof SCENARIO_KINDS)[number];
 
 export interface ScenarioDef {
@@ -57,7 +59,30 @@ export interface ScenarioDef {
    * 'inline' inside it (the behaviour before, kept to measure the difference).
    */
   readerHash: 'after' | 'inline';
+  /** kind fio (./fio-run.ts): the job files to run, each on a fresh mount of each target. */
+  fio?: FioScenario;
 }
+
+/** One fio job of a scenario: its file (kept verbatim), parsed, and the dataset whose one object it reads. */
+export interface FioJobDef {
+  /** The file's name without .fio (seq_read). */
+  name: string;
+  /** Path as given in the scenario (read/seq_read.fio) and resolved. */
+  file: string;
+  path: string;
+  text: string;
+  job: FioJob;
+  dataset: string;
+}
+
+export interface FioScenario {
+  jobs: FioJobDef[];
+  /** The time-based jobs' runtime here (Mountpoint's files say 30 s). */
+  runtimeSeconds: number;
+}
+
+/** Mountpoint's job files, fetched as data (bench/fio/README.md): the default folder of a fio scenario's jobs, relative to the scenario file. */
+const FIO_DIR_DEFAULT = '../fio';
 
 export interface BenchConfig {
   file: string;
@@ -145,6 +170,53 @@ function limitClient(file: string, v: unknown): 'curl' | 'undici' {
   if (v === undefined || v === 'curl') return 'curl';
   if (v === 'undici') return 'undici';
   return fail(file, `limit.client ${JSON.stringify(v)} is unknown`, 'Use curl or undici');
+}
+
+/** The one object of a dataset meant for fio, or undefined when it has more or none. */
+function singleObjectSize(spec: DatasetSpec): number | undefined {
+  const n = (spec.largeFiles?.count ?? 0) + (spec.smallFiles?.count ?? 0);
+  if (n !== 1) return undefined;
+  return spec.largeFiles?.size ?? spec.smallFiles?.size;
+}
+
+/**
+ * A fio scenario's jobs: each file read and parsed. A job smaller than the scenario dataset's
+ * object reads the object of exactly its size from `fio.smallFiles`' datasets when one has it
+ * (Mountpoint lays out a file of the job's size: 5 MiB, 1 byte); any other job reads the
+ * scenario's object (the first `size` bytes of it, or all of it with `size` cut to the
+ * object's when the job's is larger: ./fio-job.ts).
+ */
+function fioScenario(file: string, name: string, v: unknown, ds: string, datasets: Record<string, DatasetSpec>, quick: boolean): FioScenario {
+  const f = `scenarios.${name}.fio`;
+  if (!isObj(v)) fail(file, `${f} must be a mapping`, 'Give fio: {jobs: [read/seq_read.fio, ...], runtime: 12}');
+  const big = singleObjectSize(datasets[ds]!);
+  if (big === undefined) fail(file, `scenarios.${name}.dataset must hold exactly one object for fio`, 'Give it largeFiles: {count: 1, size: ...}');
+  const small = v.smallFiles === undefined ? [] : v.smallFiles;
+  if (!Array.isArray(small)) fail(file, `${f}.smallFiles must be a list of dataset names`, 'Write e.g. smallFiles: [fio-5mib, fio-1b]');
+  const smallSizes = small.map((n: unknown) => {
+    if (typeof n !== 'string' || !(n in datasets)) fail(file, `${f}.smallFiles: unknown dataset ${JSON.stringify(n)}`, `Use some of ${Object.keys(datasets).join(', ')}`);
+    const sz = singleObjectSize(datasets[n]!);
+    if (sz === undefined) fail(file, `${f}.smallFiles: dataset ${n} must hold exactly one object`, 'Give it largeFiles: {count: 1, size: ...}');
+    return { name: n, size: sz };
+  });
+  const dir = path.resolve(path.dirname(file), typeof v.dir === 'string' ? v.dir : FIO_DIR_DEFAULT);
+  if (!Array.isArray(v.jobs) || v.jobs.length === 0 || !v.jobs.every((j) => typeof j === 'string')) fail(file, `${f}.jobs must be a non-empty list of job files`, `Write e.g. jobs: [read/seq_read.fio] (paths under ${dir})`);
+  const runtime = num(file, v.runtime, `${f}.runtime`, 1, 3600, 12);
+  const jobs = (v.jobs as string[]).map((rel): FioJobDef => {
+    const p = path.resolve(dir, rel);
+    let text: string;
+    try { text = readFileSync(p, 'utf8'); } catch (err) {
+      return fail(file, `${f}.jobs: cannot read ${p} (${(err as NodeJS.ErrnoException).code ?? String(err)})`, `Give a path under ${dir}, or set ${f}.dir`);
+    }
+    let job: FioJob;
+    try { job = parseFioJob(text); } catch (err) {
+      return fail(file, `${f}.jobs: ${rel}: ${err instanceof Error ? err.message : String(err)}`, 'Give a fio file of one read job');
+    }
+    const dataset = job.sizeBytes < big ? smallSizes.find((x) => x.size === job.sizeBytes)?.name ?? ds : ds;
+    return { name: path.basename(rel).replace(/\.fio$/, ''), file: rel, path: p, text, job, dataset };
+  });
+  if (new Set(jobs.map((j) => j.name)).size !== jobs.length) fail(file, `${f}.jobs: two job files of one name`, 'List each job once');
+  return { jobs, runtimeSeconds: quick ? Math.max(1, Math.ceil(runtime / 2)) : runtime };
 }
 
 /** Parses and checks a scenario file's text. `quick` keeps one repetition and halves time limits. */
@@ -248,6 +320,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
       if ((spec.largeFiles?.count ?? 0) + (spec.smallFiles?.count ?? 0) < 2) fail(file, `scenarios.${name}: warm needs a dataset of at least 2 objects (one warms the daemon)`, 'Add an object to the dataset');
       sc.warm = true;
     }
+    if (sc.kind === 'fio') sc.fio = fioScenario(file, name, s.fio, ds, datasets, quick);
     if (sc.kind === 'random' && !spec.largeFiles) fail(file, `scenarios.${name}: a random scenario needs a dataset with largeFiles`, 'Point it at a dataset of large files');
     return sc;
   });

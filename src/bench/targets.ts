@@ -55,7 +55,7 @@ export interface TargetEnv {
 export const TARGET_ROLE: Record<TargetName, 'sluice' | 'peer'> = { File: 'sluice', FastFile: 'sluice', Pipe: 'sluice', s3fs: 'peer', rclone: 'peer', aws: 'peer' };
 export const TARGET_STYLE: Record<TargetName, 'mount' | 'download' | 'pipe'> = { File: 'download', FastFile: 'mount', Pipe: 'pipe', s3fs: 'mount', rclone: 'mount', aws: 'download' };
 
-function onPath(bin: string): string | undefined {
+export function onPath(bin: string): string | undefined {
   const r = spawnSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' });
   const p = r.stdout.trim();
   return r.status === 0 && p ? p : undefined;

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
 import { describeProfile } from '../bench/latency-proxy.js';
-import { hasWrongBytes, markdownTable, targetsTable, writeJson } from '../bench/report.js';
+import { fioTables, hasWrongBytes, markdownTable, targetsTable, writeJson } from '../bench/report.js';
 import { runBench } from '../bench/runner.js';
 import { loadScale, runScale, scaleTable } from '../bench/scale.js';
 import { loadBenchConfig, PEERS, withHttpsTwins } from '../bench/scenarios.js';
@@ -103,7 +103,8 @@ export async function run(argv: string[]): Promise<number> {
     const res = await runBench(config, { log: say, signal: ac.signal });
     const json = await writeJson(res, outDir);
     const svgs = await writeSvgs(res, path.join(outDir, path.basename(json, '.json')));
-    process.stdout.write(markdownTable(res) + '\n\n' + targetsTable(res) + '\n\n');
+    const fio = fioTables(res);
+    process.stdout.write(markdownTable(res) + '\n\n' + (fio ? fio + '\n' : '') + targetsTable(res) + '\n\n');
     process.stdout.write(`JSON: ${json}\n`);
     process.stdout.write(`Charts: ${svgs.join(', ')}\n`);
     const bad = res.figures.filter(hasWrongBytes);

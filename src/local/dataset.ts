@@ -46,24 +46,47 @@ const SPECIAL_NAMES = [
 ];
 const SPECIAL_SIZE = 3000;
 
-/** The object's bytes: deterministic from (seed, key, size). */
-export function generateBytes(key: string, size: number, seed: number = DEFAULT_SEED): Buffer {
+/** The xorshift32 state an object's stream starts from. */
+function streamStart(key: string, seed: number): number {
   const digest = createHash('sha256').update(`${seed}\0${key}`).digest();
-  let x = digest.readUInt32LE(0) || 0x9e3779b9; // xorshift32 must not start at 0
-  const words = Math.ceil(size / 4);
-  const buf = Buffer.allocUnsafe(words * 4);
-  for (let i = 0; i < words; i++) {
+  return digest.readUInt32LE(0) || 0x9e3779b9; // xorshift32 must not start at 0
+}
+
+/** Fills `buf` (a multiple of 4 bytes) with the stream from state `x`; returns the state after it. */
+function fillStream(buf: Buffer, x: number): number {
+  for (let i = 0; i < buf.length; i += 4) {
     x ^= x << 13; x >>>= 0;
     x ^= x >>> 17;
     x ^= x << 5; x >>>= 0;
-    buf.writeUInt32LE(x, i * 4);
+    buf.writeUInt32LE(x, i);
   }
+  return x;
+}
+
+/**
+ * The object's bytes: deterministic from (seed, key, size). The stream depends on seed and
+ * key only, so an object's first n bytes are those of any longer object of the same key.
+ */
+export function generateBytes(key: string, size: number, seed: number = DEFAULT_SEED): Buffer {
+  const buf = Buffer.allocUnsafe(Math.ceil(size / 4) * 4);
+  fillStream(buf, streamStart(key, seed));
   return buf.subarray(0, size);
 }
 
-/** The source bytes of a seeded object (or of [start, end) of it). */
+/** The same bytes as generateBytes, in chunks of `chunkBytes` (a multiple of 4): an object larger than memory allows, or than a Buffer holds. */
+export function* generateChunks(key: string, size: number, seed: number = DEFAULT_SEED, chunkBytes = 8 * 1024 * 1024): Generator<Buffer> {
+  let x = streamStart(key, seed);
+  for (let at = 0; at < size; at += chunkBytes) {
+    const n = Math.min(chunkBytes, size - at);
+    const buf = Buffer.allocUnsafe(Math.ceil(n / 4) * 4);
+    x = fillStream(buf, x);
+    yield buf.subarray(0, n);
+  }
+}
+
+/** The source bytes of a seeded object (or of [start, end) of it); generates the first `end` bytes only. */
 export function sourceBytes(obj: { key: string; size: number; seed?: number }, start = 0, end = obj.size): Buffer {
-  return generateBytes(obj.key, obj.size, obj.seed ?? DEFAULT_SEED).subarray(start, end);
+  return generateBytes(obj.key, end, obj.seed ?? DEFAULT_SEED).subarray(start, end);
 }
 
 /** The keys and sizes a spec produces under `prefix`, without uploading anything. */
