@@ -303,6 +303,7 @@ class PipeChannelImpl implements PipeChannel {
       channel: this.o.channel, epoch, objectsInEpoch: all.length, objectsDelivered: track.delivered, bytesDelivered: track.written, epochDone,
       resume: epochDone ? `${epoch + 1}:0` : formatResume({ epoch, object: track.delivered, record: 0 }), resumedFrom: formatResume(this.o.resumeFrom),
     }, force);
+    track.onChange = () => report(false, false);
     let outcome: EpochOutcome | undefined;
     try {
       outcome = await this.serveItems(epoch, writer, items, track, report, resumed?.record ?? 0);

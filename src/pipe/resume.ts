@@ -160,9 +160,13 @@ export class DeliveryTracker {
     this.settle();
   }
 
+  /** Called after every write the kernel took (the progress report, throttled). */
+  onChange: (() => void) | undefined;
+
   onWritten(bytes: number): void {
     this.written += bytes;
     this.settle();
+    this.onChange?.();
   }
 
   private settle(): void {
