@@ -299,10 +299,12 @@ class PipeChannelImpl implements PipeChannel {
     const items = first > 0 ? all.slice(first) : all;
     const track = new DeliveryTracker(first);
     this.deliveries.set(epoch, track);
-    const report = (epochDone: boolean, force: boolean): void => this.progress?.update({
+    const state = (epochDone: boolean) => () => ({
       channel: this.o.channel, epoch, objectsInEpoch: all.length, objectsDelivered: track.delivered, bytesDelivered: track.written, epochDone,
       resume: epochDone ? `${epoch + 1}:0` : formatResume({ epoch, object: track.delivered, record: 0 }), resumedFrom: formatResume(this.o.resumeFrom),
-    }, force);
+    });
+    const streaming = state(false);
+    const report = (epochDone: boolean, force: boolean): void => this.progress?.changed(epochDone ? state(true) : streaming, force);
     track.onChange = () => report(false, false);
     let outcome: EpochOutcome | undefined;
     try {

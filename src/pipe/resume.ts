@@ -84,9 +84,13 @@ export interface PipeProgress {
  */
 export const PROGRESS_INTERVAL_MS = 500;
 
-/** A progress file rewritten atomically, at most every `intervalMs` unless forced. Never throws (a failed write is reported once to `onError`). */
+/**
+ * A progress file rewritten atomically, at most every `intervalMs` unless forced. The state is
+ * taken from `state()` only when a write is due, so a call per pipe write costs a clock read.
+ * Never throws (a failed write is reported once to `onError`).
+ */
 export class ProgressFile {
-  private latest: PipeProgress | undefined;
+  private state: (() => Omit<PipeProgress, 'updated'>) | undefined;
   private lastWrite = 0;
   private timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> = Promise.resolve();
@@ -94,19 +98,20 @@ export class ProgressFile {
 
   constructor(readonly file: string, private readonly onError: (err: unknown) => void, private readonly intervalMs = PROGRESS_INTERVAL_MS) {}
 
-  /** Record the state; written now when `force` or the interval has passed, else when it has. */
-  update(p: Omit<PipeProgress, 'updated'>, force = false): void {
-    this.latest = { ...p, updated: '' };
+  /** The state changed (`state` says what it is now): written now when `force` or the interval has passed, else when it has. */
+  changed(state: () => Omit<PipeProgress, 'updated'>, force = false): void {
+    this.state = state;
+    if (this.timer !== undefined && !force) return;
     const wait = this.lastWrite + this.intervalMs - Date.now();
     if (force || wait <= 0) {
       this.writeNow();
-    } else if (this.timer === undefined) {
+    } else {
       this.timer = setTimeout(() => this.writeNow(), wait);
       this.timer.unref();
     }
   }
 
-  /** Write the latest state (if any is pending) and wait for every write. */
+  /** Write the latest state (if a write is pending) and wait for every write. */
   async flush(): Promise<void> {
     if (this.timer !== undefined) this.writeNow();
     await this.writing;
@@ -115,11 +120,10 @@ export class ProgressFile {
   private writeNow(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    const p = this.latest;
-    if (p === undefined) return;
-    this.latest = undefined;
+    const state = this.state;
+    if (state === undefined) return;
     this.lastWrite = Date.now();
-    const text = `${JSON.stringify({ ...p, updated: new Date().toISOString() })}\n`;
+    const text = `${JSON.stringify({ ...state(), updated: new Date().toISOString() })}\n`;
     // One write at a time, in order: a late rename never puts an older state back.
     this.writing = this.writing.then(() => this.write(text));
   }
