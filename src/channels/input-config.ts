@@ -12,7 +12,8 @@
  *    Values are matched case-insensitively. A URI holding ',' needs the JSON form.
  *    In the JSON form the same three are sluice's own channel field
  *    `"Sluice": {"Snapshot": FILE, "SnapshotOut": FILE, "Filter": [EXPR, ...]}` (not sent to
- *    SageMaker: toSageMakerChannel leaves it out).
+ *    SageMaker: toSageMakerChannel leaves it out). Pipe resume (issue 48, pipe/resume.ts):
+ *    `resume=E:N[:R]`, in JSON `"Sluice": {"ResumeFrom": "E:N[:R]"}`.
  *
  * SageMaker's defaults: S3DataType S3Prefix (as the SageMaker Python SDK), distribution
  * FullyReplicated, InputMode the job's (File), RecordWrapperType None, CompressionType None.
@@ -34,6 +35,7 @@
 import { BadUriError, ConfigError } from '../errors.js';
 import { parseS3Uri } from '../s3/uri.js';
 import type { Distribution } from './shard.js';
+import { parseResume, type ResumePoint } from '../pipe/resume.js';
 
 export type InputMode = 'File' | 'FastFile' | 'Pipe';
 export type S3DataType = 'S3Prefix' | 'ManifestFile' | 'AugmentedManifestFile';
@@ -60,6 +62,8 @@ export interface ChannelConfig {
   snapshotOut?: string;
   /** --filter expressions (src/s3/filters.ts). */
   filters?: string[];
+  /** Pipe resume point (issue 48): start at this epoch, object and record. */
+  resumeFrom?: ResumePoint;
 }
 
 export const INPUT_MODES: readonly InputMode[] = ['File', 'FastFile', 'Pipe'];
@@ -88,7 +92,7 @@ const MAX_ATTRIBUTE_NAMES = 16;
 
 const CHANNEL_FIELDS = new Set(['ChannelName', 'DataSource', 'InputMode', 'RecordWrapperType', 'ShuffleConfig', 'ContentType', 'CompressionType', 'Sluice']);
 /** Fields of sluice's own channel field "Sluice" (issue 15: the JSON form of snapshot=, snapshot-out=, filter=). */
-const SLUICE_FIELDS = new Set(['Snapshot', 'SnapshotOut', 'Filter']);
+const SLUICE_FIELDS = new Set(['Snapshot', 'SnapshotOut', 'Filter', 'ResumeFrom']);
 const S3_SOURCE_FIELDS = new Set(['S3Uri', 'S3DataType', 'S3DataDistributionType', 'S3DistributionType', 'AttributeNames']);
 /** Fields SageMaker defines that do not change what sluice reads (instance groups, model access). */
 const S3_SOURCE_IGNORED = new Set(['InstanceGroupNames', 'ModelAccessConfig', 'HubAccessConfig']);
@@ -249,13 +253,14 @@ function channelFromJson(c: unknown, index: number, defaultInputMode: InputMode,
 }
 
 /** The JSON form of the short form's snapshot=, snapshot-out= and filter= (issue 15). */
-function sluiceFields(v: unknown, at: string): Pick<ChannelConfig, 'snapshot' | 'snapshotOut' | 'filters'> {
+function sluiceFields(v: unknown, at: string): Pick<ChannelConfig, 'snapshot' | 'snapshotOut' | 'filters' | 'resumeFrom'> {
   const example = 'E.g. "Sluice": {"Snapshot": "train.snap.gz"} or "Sluice": {"Filter": ["dt>=2026-06-01", "region=kr"]}';
   if (!isObject(v)) throw new ConfigError(`${at}: Sluice must be an object`, { hint: example });
   for (const k of Object.keys(v)) {
     if (!SLUICE_FIELDS.has(k)) throw new ConfigError(`${at}: unknown field Sluice.${k}`, { hint: `Sluice fields are ${[...SLUICE_FIELDS].join(', ')} (case-sensitive)` });
   }
-  const out: Pick<ChannelConfig, 'snapshot' | 'snapshotOut' | 'filters'> = {};
+  const out: Pick<ChannelConfig, 'snapshot' | 'snapshotOut' | 'filters' | 'resumeFrom'> = {};
+  if (v.ResumeFrom !== undefined) out.resumeFrom = parseResume(v.ResumeFrom, `${at}: Sluice.ResumeFrom`);
   for (const [field, key] of [['Snapshot', 'snapshot'], ['SnapshotOut', 'snapshotOut']] as const) {
     if (v[field] === undefined) continue;
     if (typeof v[field] !== 'string' || v[field] === '') throw new ConfigError(`${at}: Sluice.${field} must be a file path`, { hint: example });
@@ -287,7 +292,7 @@ const SHORT_VALUES = {
   wrapper: { none: 'None', recordio: 'RecordIO' },
   compression: { none: 'None', gzip: 'Gzip' },
 } as const;
-const SHORT_KEYS = [...Object.keys(SHORT_VALUES), 'seed', 'content-type', 'attributes', 'snapshot', 'snapshot-out', 'filter'];
+const SHORT_KEYS = [...Object.keys(SHORT_VALUES), 'seed', 'content-type', 'attributes', 'snapshot', 'snapshot-out', 'filter', 'resume'];
 
 /** Parse `--channel train=s3://b/p/,mode=Pipe,distribution=ShardedByS3Key,seed=7`. */
 export function parseChannelFlag(text: string, defaultInputMode: InputMode = 'File'): ParsedChannels {
@@ -327,6 +332,8 @@ export function parseChannelFlag(text: string, defaultInputMode: InputMode = 'Fi
       channel.snapshot = value;
     } else if (key === 'snapshot-out') {
       channel.snapshotOut = value;
+    } else if (key === 'resume') {
+      channel.resumeFrom = parseResume(value, `${at}: resume`);
     } else if (key === 'filter') {
       // Several filters joined by '&' (',' separates settings): filter=dt>=2026-06-01&region=kr
       channel.filters = value.split('&').map((f) => f.trim());
@@ -377,6 +384,7 @@ export function checkChannel(c: ChannelConfig, warnings: string[]): void {
   if (c.inputMode !== 'Pipe') {
     if (c.recordWrapper !== 'None') warnings.push(`${at}: RecordWrapperType ${c.recordWrapper} applies to Pipe mode only; ${c.inputMode} mode ignores it`);
     if (c.compression !== 'None') warnings.push(`${at}: CompressionType ${c.compression} applies to Pipe mode only; ${c.inputMode} mode keeps the objects' bytes as they are`);
+    if (c.resumeFrom !== undefined) warnings.push(`${at}: ResumeFrom applies to Pipe mode only; ${c.inputMode} mode ignores it (it serves every object whenever the script reads it)`);
   }
 }
 

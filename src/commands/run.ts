@@ -12,7 +12,9 @@
  *       FastFile  mount the prefix at <root>/input/data/<channel> (fuse/fastfile.ts);
  *       Pipe      list, then serve FIFOs <root>/input/data/<channel>_<epoch>
  *                 (pipe/pipe-channel.ts) with each epoch's shard, shuffled when a
- *                 ShuffleConfig.Seed is set;
+ *                 ShuffleConfig.Seed is set; from a resume point (resume=E:N, or
+ *                 SLUICE_RESUME_<CHANNEL>, which wins) when given, its progress in
+ *                 <root>/input/data/<channel>.progress.json (pipe/resume.ts);
  *  3. run the command as a child with the variables of sagemaker-training-toolkit
  *     (channels/sagemaker-env.ts), stdin and stdout inherited, stderr passed through
  *     sluice so that its last lines can go to output/failure (channels/failure.ts);
@@ -44,6 +46,7 @@ import { parseS3Uri } from '../s3/uri.js';
 import { FASTFILE_OPTION_NAMES, mountFastFile } from '../fuse/fastfile.js';
 import { checkFuseAvailable, refuseDeadMount } from '../fuse/mountpoint.js';
 import { DEFAULT_PIPE_MAX_INFLIGHT, startPipeChannel, type PipeChannel } from '../pipe/pipe-channel.js';
+import { parseResume, progressFilePath, resumeEnvName } from '../pipe/resume.js';
 import { planBudgets, type ChannelBudget } from '../channels/budget.js';
 import { downloadChannel } from '../channels/file-mode.js';
 import { resolveHosts, type HostIdentity } from '../channels/hosts.js';
@@ -90,7 +93,9 @@ export function help(): string {
     '  --channel train=s3://bucket/train/,mode=Pipe,distribution=ShardedByS3Key,seed=7',
     'sluice\'s own short-form settings: snapshot=FILE (read exactly that snapshot, no listing),',
     'snapshot-out=FILE (save the listing to repeat the run), filter=dt>=2026-06-01&region=kr',
-    '(partition and glob filters, see sluice mount --help). Archived objects (GLACIER, DEEP_ARCHIVE)',
+    '(partition and glob filters, see sluice mount --help), resume=E:N (a Pipe channel starts at epoch E,',
+    'object N of that epoch\'s order; SLUICE_RESUME_<CHANNEL>=E:N does the same and wins; its progress is in',
+    'ROOT/input/data/NAME.progress.json). Archived objects (GLACIER, DEEP_ARCHIVE)',
     'stop a Pipe or File channel before the command starts, unless --skip-archived.',
     '',
     'Host identity (for ShardedByS3Key), first present: ROOT/input/config/resourceconfig.json or',
@@ -171,7 +176,22 @@ async function loadChannels(o: RunOptions): Promise<{ channels: ChannelConfig[];
     throw new ConfigError('no channels defined', { hint: 'Pass --input-data-config FILE or --channel NAME=s3://bucket/prefix/' });
   }
   checkChannels(channels);
+  resumeFromEnv(channels, warnings);
   return { channels, warnings, job };
+}
+
+/** SLUICE_RESUME_<CHANNEL> over a channel's own resume point (a restarted job sets it; pipe/resume.ts). */
+function resumeFromEnv(channels: ChannelConfig[], warnings: string[]): void {
+  for (const c of channels) {
+    const name = resumeEnvName(c.name);
+    const v = process.env[name];
+    if (v === undefined || v === '') continue;
+    if (c.inputMode !== 'Pipe') {
+      warnings.push(`${name} is set, but channel ${JSON.stringify(c.name)} is ${c.inputMode}: only Pipe channels resume (${c.inputMode} serves every object whenever the script reads it)`);
+      continue;
+    }
+    c.resumeFrom = parseResume(v, name);
+  }
 }
 
 /** hyperparameters.json's content: the request's, then --hyperparameters over it; undefined when neither. */
@@ -474,8 +494,10 @@ async function prepareChannel(
     spillDir: path.join(paths.root, '.sluice', 'spill'),
     waitWarningMs: o.fifoWaitWarning,
     ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
+    ...(c.resumeFrom !== undefined ? { resumeFrom: c.resumeFrom } : {}),
+    progressFile: progressFilePath(paths.dataDir, c.name),
   });
   cleanup.add(`stop Pipe channel ${c.name}`, () => pipe.stop());
-  clog.info({ fifo: pipe.fifoPath(0), units: listing.units.length }, 'Pipe channel ready');
+  clog.info({ fifo: pipe.fifoPath(c.resumeFrom?.epoch ?? 0), units: listing.units.length }, 'Pipe channel ready');
   return pipe;
 }

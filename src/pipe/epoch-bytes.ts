@@ -12,12 +12,14 @@
  * format's 2^29-byte limit is split into cflag 1/2/3 frames (see recordio.ts). Inline items are written as they are, framed
  * when RecordIO, never decompressed. An empty object decompresses to nothing
  * (zero bytes are not a gzip stream, but they plainly hold no data).
+ * A resumed epoch may leave out the first records of its first item (skipRecordsOfFirst):
+ * the item's bytes, which are RecordIO themselves, are parsed up to there (recordio.ts).
  */
 import { pipeline, Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { DecompressionError, SluiceError } from '../errors.js';
 import type { PipeItem, Readahead } from './readahead.js';
-import { frameKnownLength, frameUnknownLength } from './recordio.js';
+import { frameKnownLength, frameUnknownLength, skipRecords } from './recordio.js';
 
 export type RecordWrapper = 'None' | 'RecordIO';
 export type Compression = 'None' | 'Gzip';
@@ -39,6 +41,11 @@ export interface EpochBytesOptions {
    * without waiting for it here: the next part is handed on while this one is written.
    */
   afterWritten?(): Promise<void>;
+  /**
+   * RecordIO records of the first item to leave out (Pipe resume mid-object, resume.ts): its
+   * bytes (decompressed) are RecordIO already, so recordWrapper must be None.
+   */
+  skipRecordsOfFirst?: number;
 }
 
 /** A short, loggable name for an item (never its bytes). */
@@ -54,6 +61,10 @@ export async function* epochBytes(items: readonly PipeItem[], ra: Readahead, opt
     let body: AsyncIterable<Buffer> = itemParts(ra, i, opts.compression === 'Gzip' ? undefined : opts.afterWritten);
     const decompress = opts.compression === 'Gzip' && item.kind === 'object';
     if (decompress) body = size === 0 ? drain(body) : gunzip(body, describeItem(item, i, opts.bucket));
+    if (i === 0 && (opts.skipRecordsOfFirst ?? 0) > 0) {
+      if (opts.recordWrapper !== 'None') throw new Error('skipRecordsOfFirst needs recordWrapper None: a wrapped object is one record');
+      body = skipRecords(body, opts.skipRecordsOfFirst!);
+    }
     if (opts.recordWrapper === 'RecordIO') {
       body = decompress ? frameUnknownLength(body, { holdLimit: opts.recordHoldLimit, ...(opts.spillDir !== undefined ? { spillDir: opts.spillDir } : {}) }) : frameKnownLength(body, size);
     }

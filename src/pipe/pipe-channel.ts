@@ -32,6 +32,12 @@
  * rejects, what the writer already accepted goes into the pipe (FAILURE_FLUSH_MS),
  * so a reading script gets every object ahead of the failed one, then blocks.
  *
+ * Resume (issue 48, resume.ts): with `resumeFrom` E:N[:R], epochs before E are not served;
+ * the first FIFO is <ch>_E, and epoch E's items are its usual ones (itemsForEpoch(E), the
+ * same seeded order) from item N on, the first R RecordIO records of item N left out.
+ * Progress: the epoch, the items entirely written into the FIFO and the bytes written go to
+ * `progressFile` as the epoch streams (throttled; at once when an epoch starts and ends).
+ *
  * Metrics: sluice_served_bytes_total{mode="Pipe"} (bytes into the pipe; its rate is
  * the reader's consumption rate), sluice_pipe_full_seconds_total (reader slow),
  * sluice_pipe_empty_seconds_total (S3 slow), sluice_channel_epoch and
@@ -51,6 +57,7 @@ import type { BufferPool } from '../memory/buffer-pool.js';
 import { fifoOps, nativeLoadError } from '../native/addon.js';
 import { slabPool } from '../memory/slab-pool.js';
 import { Readahead, type PipeItem } from './readahead.js';
+import { DeliveryTracker, formatResume, ProgressFile, type ResumePoint } from './resume.js';
 
 export type { PipeItem } from './readahead.js';
 
@@ -106,6 +113,10 @@ export interface PipeChannelOptions {
   waitWarningMs?: number;
   /** Logger (default: sluice's, with component and channel). */
   logger?: Logger;
+  /** Start at this epoch, item and record instead of 0:0 (resume.ts). */
+  resumeFrom?: ResumePoint;
+  /** Where to write the channel's progress (resume.ts); none when absent. */
+  progressFile?: string;
 }
 
 export interface PipeChannel {
@@ -135,6 +146,12 @@ function checkOptions(o: PipeChannelOptions): void {
   if (o.recordWrapper !== 'None' && o.recordWrapper !== 'RecordIO') bad(`RecordWrapperType ${JSON.stringify(o.recordWrapper)} is not None or RecordIO`, 'Use None or RecordIO');
   if (o.compression !== 'None' && o.compression !== 'Gzip') bad(`CompressionType ${JSON.stringify(o.compression)} is not None or Gzip`, 'Use None or Gzip');
   if (o.epochs !== undefined && !(Number.isSafeInteger(o.epochs) && o.epochs >= 1)) bad(`epochs must be a whole number >= 1, got ${o.epochs}`, 'Pass --epochs 1 or more, or leave it out for no limit');
+  const r = o.resumeFrom;
+  if (r !== undefined) {
+    if (![r.epoch, r.object, r.record].every((n) => Number.isSafeInteger(n) && n >= 0)) bad(`resume point ${JSON.stringify(r)} is not whole numbers from 0`, 'Write EPOCH:OBJECT, e.g. 3:1200');
+    if (o.epochs !== undefined && r.epoch >= o.epochs) bad(`resume point ${formatResume(r)} is at epoch ${r.epoch}, but only epochs 0..${o.epochs - 1} are served (--epochs ${o.epochs})`, 'Resume at an earlier epoch, or raise --epochs');
+    if (r.record > 0 && o.recordWrapper === 'RecordIO') bad(`resume point ${formatResume(r)} skips records inside an object, but with RecordWrapperType RecordIO each object is one record`, `Resume at ${r.epoch}:${r.object + 1} (the next object)`);
+  }
   for (const [name, v] of [['maxInflight', o.maxInflight], ['partSize', o.partSize], ['maxRequests', o.maxRequests], ['waitWarningMs', o.waitWarningMs]] as const) {
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) bad(`${name} must be a whole number >= 1, got ${v}`, `Fix ${name}`);
   }
@@ -143,7 +160,7 @@ function checkOptions(o: PipeChannelOptions): void {
 class PipeChannelImpl implements PipeChannel {
   currentEpoch = 0;
   done!: Promise<void>;
-  private readonly o: Required<Omit<PipeChannelOptions, 'epochs' | 'spillDir' | 'logger'>> & { epochs: number | undefined; spillDir?: string };
+  private readonly o: Required<Omit<PipeChannelOptions, 'epochs' | 'spillDir' | 'logger' | 'progressFile'>> & { epochs: number | undefined; spillDir?: string };
   private readonly abort = new AbortController();
   private readonly log: Logger;
   /** FIFOs made and not yet removed: the current epoch's, then maybe the next one's. */
@@ -151,6 +168,11 @@ class PipeChannelImpl implements PipeChannel {
   private stopping = false;
   /** Part buffers, kept across epochs (compression None only): an epoch after the first maps no new memory. */
   private pool: BufferPool | undefined;
+  /** The resume epoch's items, checked against the resume point in start(). */
+  private resumeItems: PipeItem[] | undefined;
+  private readonly progress: ProgressFile | undefined;
+  /** The delivery count of each epoch being served (the writer's onWritten feeds it). */
+  private readonly deliveries = new Map<number, DeliveryTracker>();
 
   constructor(o: PipeChannelOptions) {
     this.o = {
@@ -160,8 +182,12 @@ class PipeChannelImpl implements PipeChannel {
       partSize: o.partSize ?? DEFAULT_PIPE_PART_SIZE,
       maxRequests: o.maxRequests ?? DEFAULT_PIPE_MAX_REQUESTS,
       waitWarningMs: o.waitWarningMs ?? DEFAULT_WAIT_WARNING_MS,
+      resumeFrom: o.resumeFrom ?? { epoch: 0, object: 0, record: 0 },
     };
     this.log = o.logger ?? log.child({ component: 'pipe', channel: o.channel });
+    if (o.progressFile !== undefined) {
+      this.progress = new ProgressFile(o.progressFile, (err) => this.log.warn({ err, file: o.progressFile }, 'cannot write the Pipe progress file; the channel goes on without it'));
+    }
   }
 
   fifoPath(epoch: number): string {
@@ -174,7 +200,19 @@ class PipeChannelImpl implements PipeChannel {
         hint: 'Choose a writable --root', cause: err,
       });
     });
-    await this.createFifo(0);
+    const r = this.o.resumeFrom;
+    if (r.epoch > 0 || r.object > 0 || r.record > 0) {
+      // Checked before the first FIFO exists: a resume point past the epoch's end is the user's error, said now.
+      this.resumeItems = this.o.itemsForEpoch(r.epoch);
+      const n = this.resumeItems.length;
+      if (r.object > n || (r.object === n && r.record > 0)) {
+        throw new InvalidArgumentError(`Pipe channel ${JSON.stringify(this.o.channel)}: resume point ${formatResume(r)} is past the end of epoch ${r.epoch}, which has ${n} object${n === 1 ? '' : 's'} on this host`, {
+          hint: `Resume at ${r.epoch}:0..${r.epoch}:${n}, or at ${r.epoch + 1}:0`,
+        });
+      }
+      this.log.info({ resumeFrom: formatResume(r), objects: n }, 'Pipe channel resumes');
+    }
+    await this.createFifo(r.epoch);
     this.done = this.run();
     this.done.catch(() => {}); // the caller's handler is theirs to attach; never an unhandled rejection here
   }
@@ -186,6 +224,7 @@ class PipeChannelImpl implements PipeChannel {
       for (const w of this.fifos.values()) w.destroy();
     }
     await this.done.catch(() => {});
+    await this.progress?.flush();
     this.pool?.clear();
     for (const [epoch, w] of [...this.fifos]) {
       this.fifos.delete(epoch);
@@ -197,6 +236,7 @@ class PipeChannelImpl implements PipeChannel {
     const labels = { channel: this.o.channel };
     const writer = await FifoWriter.create(this.fifoPath(epoch), {
       onWritten: (n) => {
+        this.deliveries.get(epoch)?.onWritten(n);
         servedBytes.inc({ ...labels, mode: 'Pipe' }, n);
         markFirstByte(this.o.channel, 'Pipe');
       },
@@ -232,7 +272,7 @@ class PipeChannelImpl implements PipeChannel {
   }
 
   private async run(): Promise<void> {
-    for (let epoch = 0; ; ) {
+    for (let epoch = this.o.resumeFrom.epoch; ; ) {
       this.currentEpoch = epoch;
       channelEpoch.set({ channel: this.o.channel, mode: 'Pipe' }, epoch);
       const writer = this.fifos.get(epoch) ?? (await this.createFifo(epoch));
@@ -252,7 +292,32 @@ class PipeChannelImpl implements PipeChannel {
   }
 
   private async serveEpoch(epoch: number, writer: FifoWriter): Promise<EpochOutcome> {
-    const items = this.o.itemsForEpoch(epoch);
+    const resumed = epoch === this.o.resumeFrom.epoch ? this.o.resumeFrom : undefined;
+    const all = resumed && this.resumeItems ? this.resumeItems : this.o.itemsForEpoch(epoch);
+    this.resumeItems = undefined;
+    const first = resumed?.object ?? 0;
+    const items = first > 0 ? all.slice(first) : all;
+    const track = new DeliveryTracker(first);
+    this.deliveries.set(epoch, track);
+    const state = (epochDone: boolean) => () => ({
+      channel: this.o.channel, epoch, objectsInEpoch: all.length, objectsDelivered: track.delivered, bytesDelivered: track.written, epochDone,
+      resume: epochDone ? `${epoch + 1}:0` : formatResume({ epoch, object: track.delivered, record: 0 }), resumedFrom: formatResume(this.o.resumeFrom),
+    });
+    const streaming = state(false);
+    const report = (epochDone: boolean, force: boolean): void => this.progress?.changed(epochDone ? state(true) : streaming, force);
+    track.onChange = () => report(false, false);
+    let outcome: EpochOutcome | undefined;
+    try {
+      outcome = await this.serveItems(epoch, writer, items, track, report, resumed?.record ?? 0);
+      return outcome;
+    } finally {
+      this.deliveries.delete(epoch);
+      if (outcome !== 'finished') report(false, true); // where a stopped, cut or failed epoch got to
+    }
+  }
+
+  private async serveItems(epoch: number, writer: FifoWriter, items: PipeItem[], track: DeliveryTracker,
+    report: (epochDone: boolean, force: boolean) => void, skipRecordsOfFirst: number): Promise<EpochOutcome> {
     // The writer holds a part being written and the next one queued (fifo-writer.ts): one of
     // them comes out of the read-ahead's window, so the channel holds maxInflight plus one
     // part, as when the writer held one part at a time.
@@ -279,6 +344,7 @@ class PipeChannelImpl implements PipeChannel {
       if (!(await writer.open(this.abort.signal))) return 'stopped';
       this.log.info({ epoch, fifo: writer.path, items: items.length, pipeBufferBytes: writer.pipeSize }, 'pipe reader connected');
       this.warnIfNoNative();
+      report(false, true);
       if (!this.isLast(epoch) && !this.fifos.has(epoch + 1)) await this.createFifo(epoch + 1);
       const bytes = epochBytes(items, ra, {
         recordWrapper: this.o.recordWrapper,
@@ -286,7 +352,10 @@ class PipeChannelImpl implements PipeChannel {
         recordHoldLimit: this.recordHold,
         ...(this.o.spillDir !== undefined ? { spillDir: this.o.spillDir } : {}),
         bucket: this.o.client.bucket,
+        ...(skipRecordsOfFirst > 0 ? { skipRecordsOfFirst } : {}),
         onItemDone: () => {
+          track.onObjectHanded();
+          report(false, false);
           channelObjects.inc({ channel: this.o.channel, mode: 'Pipe' });
           markFirstFile(this.o.channel, 'Pipe');
         },
@@ -298,12 +367,14 @@ class PipeChannelImpl implements PipeChannel {
           const next = await bytes.next();
           pipeEmptySeconds.inc({ channel: this.o.channel }, Number(process.hrtime.bigint() - t0) / 1e9);
           if (next.done) break;
+          track.onHanded(next.value.length);
           if (!(await writer.write(next.value))) return this.stopping ? 'stopped' : 'reader-closed';
         }
       } finally {
         await bytes.return(undefined).catch(() => {});
       }
       if (!(await writer.end())) return this.stopping ? 'stopped' : 'reader-closed';
+      report(true, true);
       this.logWriterStats(epoch, writer, ra);
       return 'finished';
     } catch (err) {

@@ -342,3 +342,52 @@ export function decodeRecordIO(input: Buffer): Buffer[] {
   decoder.end();
   return records;
 }
+
+/**
+ * `chunks` without its first `count` RecordIO records (Pipe resume mid-object, resume.ts):
+ * frame headers are read as they stream by (a header may straddle chunks), the frames of
+ * the skipped records (a split record's cflag 1/2/3 frames count as one) are dropped,
+ * and everything after the last of them is passed on as it came, unparsed. Throws
+ * RecordIOError on a bad header, or when the input ends before `count` records.
+ */
+export async function* skipRecords(chunks: AsyncIterable<Buffer>, count: number): AsyncGenerator<Buffer> {
+  let left = count;
+  let header = Buffer.alloc(0); // the bytes of a header that straddles chunks
+  let dropFrame = 0; // bytes of the current frame's data and padding still to drop
+  let inSplit = false;
+  let offset = 0; // input bytes seen, for error messages
+  for await (let chunk of chunks) {
+    while (left > 0 && chunk.length > 0) {
+      if (dropFrame > 0) {
+        const n = Math.min(dropFrame, chunk.length);
+        dropFrame -= n;
+        chunk = chunk.subarray(n);
+        offset += n;
+        if (dropFrame === 0 && !inSplit) left--;
+        continue;
+      }
+      const need = RECORDIO_HEADER_BYTES - header.length;
+      header = Buffer.concat([header, chunk.subarray(0, need)]);
+      chunk = chunk.subarray(Math.min(need, chunk.length));
+      if (header.length < RECORDIO_HEADER_BYTES) break;
+      const at = offset;
+      offset += RECORDIO_HEADER_BYTES;
+      const magic = header.readUInt32LE(0);
+      if (magic !== RECORDIO_MAGIC) {
+        throw new RecordIOError(`cannot skip ${count} records to resume: bad RecordIO magic 0x${magic.toString(16).padStart(8, '0')} at byte ${at} of the object`, {
+          hint: 'Resume with EPOCH:OBJECT (no record count) unless the objects are RecordIO files',
+        });
+      }
+      const lrecord = header.readUInt32LE(4);
+      header = Buffer.alloc(0);
+      const cflag = lrecord >>> 29;
+      const length = lrecord & RECORDIO_MAX_LENGTH;
+      if (cflag > CFLAG_LAST || (cflag <= CFLAG_FIRST) === inSplit) throw new RecordIOError(`cannot skip ${count} records to resume: RecordIO frame with cflag ${cflag} out of place at byte ${at} of the object`);
+      inSplit = cflag === CFLAG_FIRST || cflag === CFLAG_MIDDLE;
+      dropFrame = length + paddingFor(length).length;
+      if (dropFrame === 0 && !inSplit) left--;
+    }
+    if (left === 0 && chunk.length > 0) yield chunk;
+  }
+  if (left > 0) throw new RecordIOError(`cannot skip ${count} records to resume: the object holds only ${count - left} (resume point past its end)`, { hint: 'Resume at the next object: EPOCH:OBJECT+1' });
+}
