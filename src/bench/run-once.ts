@@ -21,8 +21,9 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdir, open, readdir } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { shuffled } from '../channels/shuffle.js';
 import { sourceBytes, type SeededObject } from '../local/dataset.js';
 import type { ProcStats } from './proc-stats.js';
 import { epochMs, randomOffsets, type ReadPlan, type ReaderHashing, type ReadResult } from './read-plan.js';
@@ -328,7 +329,17 @@ export async function runOnce(sc: ScenarioDef, target: TargetName, readers: numb
   // Sequential: each reader gets its batches of the dataset (a warm mount: but the first object;
   // a warm Pipe: all of them, twice, see Scenario.warm).
   const warm = sc.warm === true && style !== 'download';
-  const shards = assignBatches(warm && style === 'mount' ? objs.slice(1) : objs, readers).filter((s) => s.length > 0);
+  // Issue 48: a shuffled scenario reads one seeded shuffle of the dataset (the same for every target and repetition).
+  const timed = warm && style === 'mount' ? objs.slice(1) : objs;
+  const ordered = sc.order === 'listing' ? timed : shuffled(timed, sc.seed, 0);
+  const shards = assignBatches(ordered, readers).filter((s) => s.length > 0);
+  if (sc.order === 'order-file' && target === 'FastFile') {
+    // Written whole before the mount starts, renamed into place as the documented Sampler does.
+    const file = path.join(env.runDir, 'order.txt');
+    await writeFile(`${file}.tmp`, ordered.map((x) => rel(x.key)).join('\n') + '\n');
+    await rename(`${file}.tmp`, file);
+    env = { ...env, orderFile: file };
+  }
   const hashing = (i: number) => readerHashing(sc, env.config, shards.length, shards[i]!.reduce((n, x) => n + x.size, 0));
   let startMs: number;
   let results: ReadResult[];

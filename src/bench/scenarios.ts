@@ -61,6 +61,16 @@ export interface ScenarioDef {
   readerHash: 'after' | 'inline';
   /** kind fio (./fio-run.ts): the job files to run, each on a fresh mount of each target. */
   fio?: FioScenario;
+  /**
+   * sequential (issue 48): the order the objects are read in. 'listing' (the default);
+   * 'shuffled', a seeded shuffle (`seed`) of the whole dataset cut into the readers' batches
+   * as a DataLoader(shuffle=True) does; 'order-file', the same shuffle with sluice's mount
+   * given --order-file, written with that order before the mount starts (peers and the
+   * other modes read the shuffle as in 'shuffled').
+   */
+  order: ReadOrder;
+  /** The shuffle's seed (order shuffled or order-file). */
+  seed: number;
 }
 
 /** One fio job of a scenario: its file (kept verbatim), parsed, and the dataset whose one object it reads. */
@@ -83,6 +93,9 @@ export interface FioScenario {
 
 /** Mountpoint's job files, fetched as data (bench/fio/README.md): the default folder of a fio scenario's jobs, relative to the scenario file. */
 const FIO_DIR_DEFAULT = '../fio';
+
+export const READ_ORDERS = ['listing', 'shuffled', 'order-file'] as const;
+export type ReadOrder = (typeof READ_ORDERS)[number];
 
 export interface BenchConfig {
   file: string;
@@ -308,7 +321,10 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
       tier: { cacheSize: sluice.cacheSize, cacheDirSize: undefined },
       snapshot: s.snapshot === true,
       readerHash: readerHash(file, s.readerHash, `scenarios.${name}.readerHash`, dHash),
+      order: s.order === undefined ? 'listing' : READ_ORDERS.includes(s.order as ReadOrder) ? s.order as ReadOrder : fail(file, `scenarios.${name}.order ${JSON.stringify(s.order)} is unknown`, `Use one of ${READ_ORDERS.join(', ')}`),
+      seed: num(file, s.seed, `scenarios.${name}.seed`, 0, 2 ** 31, 7),
     };
+    if (sc.order !== 'listing' && sc.kind !== 'sequential') fail(file, `scenarios.${name}: order applies to sequential scenarios only`, 'Remove order, or make the scenario sequential');
     const tr = (isObj(s.tier) ? s.tier : {}) as Obj;
     sc.tier = {
       cacheSize: size(file, tr.cacheSize, `scenarios.${name}.tier.cacheSize`, sluice.cacheSize),

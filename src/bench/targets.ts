@@ -48,6 +48,8 @@ export interface TargetEnv {
   caFile?: string;
   /** Issue 15: sluice mounts with --snapshot FILE (written by ensureSnapshot). */
   snapshotFile?: string;
+  /** Issue 48: sluice mounts with --order-file FILE (written by the runner before the mount). */
+  orderFile?: string;
   /** Called once a warm scenario's untimed warm-up is done: the runner's own CPU samples (s3rver, proxy) start there. */
   afterWarmUp?: () => void;
 }
@@ -147,7 +149,8 @@ function mountCommand(t: 'FastFile' | 's3fs' | 'rclone', e: TargetEnv, dir: stri
         cmd: process.execPath,
         args: [CLI_PATH, 'mount', `s3://${e.bucket}/${e.prefix}`, dir, '--endpoint', e.endpoint, '--path-style', '--region', 'us-east-1',
           '--metrics-port=-1', '--log-level', 'warn', '--cache-size', String(e.config.sluice.cacheSize), ...e.config.sluice.args,
-          ...(e.snapshotFile !== undefined ? ['--snapshot', e.snapshotFile] : [])],
+          ...(e.snapshotFile !== undefined ? ['--snapshot', e.snapshotFile] : []),
+          ...(e.orderFile !== undefined ? ['--order-file', e.orderFile] : [])],
         env: { ...process.env, ...cred, ...(e.caFile ? { AWS_CA_BUNDLE: e.caFile } : {}) },
       };
     case 's3fs':

@@ -400,6 +400,19 @@ export class BlockCache implements BlockStore {
   }
 
   /**
+   * Drops block `index` if it was fetched ahead and no reader has read it (a reader went
+   * past it for good: ../prefetch/order.ts). Its GET's other blocks go with it; its bytes
+   * count as wasted and free room ahead. Returns whether it was dropped.
+   */
+  discardUnread(key: string, etag: string, index: number): boolean {
+    const k = cacheKey(key, etag, index);
+    if (!this.resident.peek(k)?.kind) return false;
+    this.resident.delete(k); // onDispose counts it wasted; disposeAfter drops its group
+    this.updateGauge();
+    return true;
+  }
+
+  /**
    * May `n` more bytes be fetched ahead of readers? Within aheadLimit (a single GET larger
    * than the limit is let through when nothing else is ahead). A refusal arms onAheadFreed.
    */

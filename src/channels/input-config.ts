@@ -8,10 +8,11 @@
  *    ResourceConfig.InstanceType and Environment go to the container: `job`);
  *  - `--channel NAME=s3://bucket/prefix/[,key=value...]` with keys mode, distribution,
  *    seed, type, wrapper, compression, content-type, attributes (names joined by '|'),
- *    and sluice's own snapshot, snapshot-out, filter (expressions joined by '&'; issue 15).
+ *    and sluice's own snapshot, snapshot-out, filter (expressions joined by '&'; issue 15)
+ *    and order-file (FastFile: the file the script writes its epoch's file order to; issue 48).
  *    Values are matched case-insensitively. A URI holding ',' needs the JSON form.
  *    In the JSON form the same three are sluice's own channel field
- *    `"Sluice": {"Snapshot": FILE, "SnapshotOut": FILE, "Filter": [EXPR, ...]}` (not sent to
+ *    `"Sluice": {"Snapshot": FILE, "SnapshotOut": FILE, "Filter": [EXPR, ...], "OrderFile": FILE}` (not sent to
  *    SageMaker: toSageMakerChannel leaves it out). Pipe resume (issue 48, pipe/resume.ts):
  *    `resume=E:N[:R]`, in JSON `"Sluice": {"ResumeFrom": "E:N[:R]"}`.
  *
@@ -64,6 +65,8 @@ export interface ChannelConfig {
   filters?: string[];
   /** Pipe resume point (issue 48): start at this epoch, object and record. */
   resumeFrom?: ResumePoint;
+  /** FastFile: --order-file of this channel's mount (issue 48). */
+  orderFile?: string;
 }
 
 export const INPUT_MODES: readonly InputMode[] = ['File', 'FastFile', 'Pipe'];
@@ -92,7 +95,7 @@ const MAX_ATTRIBUTE_NAMES = 16;
 
 const CHANNEL_FIELDS = new Set(['ChannelName', 'DataSource', 'InputMode', 'RecordWrapperType', 'ShuffleConfig', 'ContentType', 'CompressionType', 'Sluice']);
 /** Fields of sluice's own channel field "Sluice" (issue 15: the JSON form of snapshot=, snapshot-out=, filter=). */
-const SLUICE_FIELDS = new Set(['Snapshot', 'SnapshotOut', 'Filter', 'ResumeFrom']);
+const SLUICE_FIELDS = new Set(['Snapshot', 'SnapshotOut', 'Filter', 'OrderFile', 'ResumeFrom']);
 const S3_SOURCE_FIELDS = new Set(['S3Uri', 'S3DataType', 'S3DataDistributionType', 'S3DistributionType', 'AttributeNames']);
 /** Fields SageMaker defines that do not change what sluice reads (instance groups, model access). */
 const S3_SOURCE_IGNORED = new Set(['InstanceGroupNames', 'ModelAccessConfig', 'HubAccessConfig']);
@@ -253,15 +256,15 @@ function channelFromJson(c: unknown, index: number, defaultInputMode: InputMode,
 }
 
 /** The JSON form of the short form's snapshot=, snapshot-out= and filter= (issue 15). */
-function sluiceFields(v: unknown, at: string): Pick<ChannelConfig, 'snapshot' | 'snapshotOut' | 'filters' | 'resumeFrom'> {
+function sluiceFields(v: unknown, at: string): Pick<ChannelConfig, 'snapshot' | 'snapshotOut' | 'filters' | 'orderFile' | 'resumeFrom'> {
   const example = 'E.g. "Sluice": {"Snapshot": "train.snap.gz"} or "Sluice": {"Filter": ["dt>=2026-06-01", "region=kr"]}';
   if (!isObject(v)) throw new ConfigError(`${at}: Sluice must be an object`, { hint: example });
   for (const k of Object.keys(v)) {
     if (!SLUICE_FIELDS.has(k)) throw new ConfigError(`${at}: unknown field Sluice.${k}`, { hint: `Sluice fields are ${[...SLUICE_FIELDS].join(', ')} (case-sensitive)` });
   }
-  const out: Pick<ChannelConfig, 'snapshot' | 'snapshotOut' | 'filters' | 'resumeFrom'> = {};
+  const out: Pick<ChannelConfig, 'snapshot' | 'snapshotOut' | 'filters' | 'orderFile' | 'resumeFrom'> = {};
   if (v.ResumeFrom !== undefined) out.resumeFrom = parseResume(v.ResumeFrom, `${at}: Sluice.ResumeFrom`);
-  for (const [field, key] of [['Snapshot', 'snapshot'], ['SnapshotOut', 'snapshotOut']] as const) {
+  for (const [field, key] of [['Snapshot', 'snapshot'], ['SnapshotOut', 'snapshotOut'], ['OrderFile', 'orderFile']] as const) {
     if (v[field] === undefined) continue;
     if (typeof v[field] !== 'string' || v[field] === '') throw new ConfigError(`${at}: Sluice.${field} must be a file path`, { hint: example });
     out[key] = v[field];
@@ -292,7 +295,7 @@ const SHORT_VALUES = {
   wrapper: { none: 'None', recordio: 'RecordIO' },
   compression: { none: 'None', gzip: 'Gzip' },
 } as const;
-const SHORT_KEYS = [...Object.keys(SHORT_VALUES), 'seed', 'content-type', 'attributes', 'snapshot', 'snapshot-out', 'filter', 'resume'];
+const SHORT_KEYS = [...Object.keys(SHORT_VALUES), 'seed', 'content-type', 'attributes', 'snapshot', 'snapshot-out', 'filter', 'resume', 'order-file'];
 
 /** Parse `--channel train=s3://b/p/,mode=Pipe,distribution=ShardedByS3Key,seed=7`. */
 export function parseChannelFlag(text: string, defaultInputMode: InputMode = 'File'): ParsedChannels {
@@ -334,6 +337,8 @@ export function parseChannelFlag(text: string, defaultInputMode: InputMode = 'Fi
       channel.snapshotOut = value;
     } else if (key === 'resume') {
       channel.resumeFrom = parseResume(value, `${at}: resume`);
+    } else if (key === 'order-file') {
+      channel.orderFile = value;
     } else if (key === 'filter') {
       // Several filters joined by '&' (',' separates settings): filter=dt>=2026-06-01&region=kr
       channel.filters = value.split('&').map((f) => f.trim());
@@ -376,6 +381,9 @@ export function checkChannel(c: ChannelConfig, warnings: string[]): void {
   }
   if (c.s3DataType !== 'S3Prefix' && (c.snapshot !== undefined || c.snapshotOut !== undefined || c.filters !== undefined)) {
     throw new ConfigError(`${at}: snapshot, snapshot-out and filter apply to S3Prefix channels; ${c.s3DataType} lists its objects itself`, { hint: 'Remove them, or use type=S3Prefix' });
+  }
+  if (c.orderFile !== undefined && c.inputMode !== 'FastFile') {
+    throw new ConfigError(`${at}: order-file applies to FastFile channels (it orders the mount's prefetch); ${c.inputMode} mode has no mount`, { hint: 'Remove order-file, or use mode=FastFile' });
   }
   if (c.inputMode === 'FastFile') {
     if (c.s3DataType !== 'S3Prefix') throw new ConfigError(`${at}: FastFile mounts an S3Prefix; ${c.s3DataType} is not supported`, { hint: 'Use InputMode File or Pipe for manifests' });

@@ -67,7 +67,8 @@ export const summary = 'Give a training command the SageMaker input environment:
 
 const RUN_OPTION_NAMES = [
   'inputDataConfig', 'channel', 'root', 'inputMode', 'hostConfig', 'currentHost', 'hosts', 'hostCount', 'epochs', 'progress',
-  'hyperparameters', 'instanceType', ...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'logLevel', 'logFormat', 'logFile', 'skipArchived',
+  // --order-file is per channel (order-file=PATH): each channel is its own mount.
+  'hyperparameters', 'instanceType', ...FASTFILE_OPTION_NAMES.filter((n): n is Exclude<typeof n, 'orderFile'> => n !== 'orderFile'), 'metricsPort', 'metricsHost', 'logLevel', 'logFormat', 'logFile', 'skipArchived',
   'allowEmptyChannel', 'fifoWaitWarning',
 ] as const;
 type RunOptions = Options<(typeof RUN_OPTION_NAMES)[number]>;
@@ -93,9 +94,10 @@ export function help(): string {
     '  --channel train=s3://bucket/train/,mode=Pipe,distribution=ShardedByS3Key,seed=7',
     'sluice\'s own short-form settings: snapshot=FILE (read exactly that snapshot, no listing),',
     'snapshot-out=FILE (save the listing to repeat the run), filter=dt>=2026-06-01&region=kr',
-    '(partition and glob filters, see sluice mount --help), resume=E:N (a Pipe channel starts at epoch E,',
-    'object N of that epoch\'s order; SLUICE_RESUME_<CHANNEL>=E:N does the same and wins; its progress is in',
-    'ROOT/input/data/NAME.progress.json). Archived objects (GLACIER, DEEP_ARCHIVE)',
+    '(partition and glob filters, see sluice mount --help), order-file=FILE (FastFile: the script writes',
+    'its epoch\'s file order there and prefetch follows it, see sluice mount --order-file), resume=E:N (a Pipe',
+    'channel starts at epoch E, object N of that epoch\'s order; SLUICE_RESUME_<CHANNEL>=E:N does the same and',
+    'wins; its progress is in ROOT/input/data/NAME.progress.json). Archived objects (GLACIER, DEEP_ARCHIVE)',
     'stop a Pipe or File channel before the command starts, unless --skip-archived.',
     '',
     'Host identity (for ShardedByS3Key), first present: ROOT/input/config/resourceconfig.json or',
@@ -448,7 +450,7 @@ async function prepareChannel(
     await mkdir(mountpoint, { recursive: true }).catch(() => undefined); // prepareMountpoint reports what is wrong
     await refuseEarlierFileChannel(c.name, mountpoint, paths.root);
     const mount = await mountFastFile({
-      uri: c.s3Uri, mountpoint, channel: c.name, options: { ...o, ...budget },
+      uri: c.s3Uri, mountpoint, channel: c.name, options: { ...o, ...budget, orderFile: c.orderFile },
       dataset: { snapshot: c.snapshot, snapshotOut: c.snapshotOut, filter: c.filters, skipArchived: o.skipArchived },
     });
     cleanup.add(`unmount ${mountpoint}`, () => mount.unmount());

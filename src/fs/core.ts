@@ -34,6 +34,10 @@
  * and a folder is shown as the folder. Files are 0444 regular files, folders 0555;
  * every write-like operation is ReadOnlyError (EROFS).
  *
+ * With --order-file (./order-file.ts), an open of a file in the order the training script
+ * wrote moves the readers' progress in that order, and cross-file prefetch walks the order
+ * (trusted: from the first open) instead of the folder's listing.
+ *
  * A small file read at random is fetched whole in the background (random fill,
  * src/prefetch/random-fill.ts), so its later reads are cache hits.
  *
@@ -50,7 +54,7 @@ import { OPTIONS } from '../config/options.js';
 import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NoSuchKeyError, NotDirectoryError, NotFoundError, ObjectArchivedError, ReadOnlyError } from '../errors.js';
 import { archivedAs } from '../s3/archive.js';
 import type { PruneFilter } from '../s3/object-client.js';
-import { channelObjects, earlyLookups, listingSeconds, openHandles, readWait, servedBytes } from '../metrics/metrics.js';
+import { channelObjects, earlyLookups, listingSeconds, openHandles, orderFileSkipped, readWait, servedBytes } from '../metrics/metrics.js';
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
 import { WaitClock } from '../metrics/wait-clock.js';
 import { AheadShare } from '../prefetch/ahead-share.js';
@@ -62,6 +66,7 @@ import { ReadCursor, type CursorStats, type ReadView } from '../prefetch/read-cu
 import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { Catalog, catalogOf, dirOfRef, dirRef, FolderFiles, isDirRef, type Ref } from './catalog.js';
 import { newDir, normalizePrefix, unsafeReason, type Node, type SkippedKey } from './tree.js';
+import { OrderFile, orderFileProblem } from './order-file.js';
 import type { Attr, BlockLease, DirEntries, FsCore, StatFs, TierOpensOf } from './types.js';
 
 export interface SluiceFsOptions {
@@ -82,6 +87,12 @@ export interface SluiceFsOptions {
   crossFilePrefetch: number;
   /** Largest file fetched by cross-file prefetch (--cross-file-max-size). */
   crossFileMaxSize: number;
+  /** --order-file: the file in which the training script writes the epoch's file order (./order-file.ts). */
+  orderFile?: string | undefined;
+  /** The mount point, so that absolute paths under it in the order file are understood. */
+  mountpoint?: string | undefined;
+  /** Places an unopened file may lag the readers before it counts as skipped (../prefetch/order.ts DROP_BEHIND; tests). */
+  orderDropBehind?: number;
   /** Largest file fetched whole once read at random (--random-fill-max-size); default cacheSize / 4, 0 disables. */
   randomFillMaxSize?: number;
   /** The S3 client's connections (--max-connections), to keep the random fill to half of them; default 64. */
@@ -249,6 +260,8 @@ function checkOptions(o: SluiceFsOptions): void {
   if (!(Number.isSafeInteger(o.crossFilePrefetch) && o.crossFilePrefetch >= 0)) {
     throw new InvalidArgumentError(`--cross-file-prefetch must be 0 or more, got ${o.crossFilePrefetch}`, { hint: 'Set --cross-file-prefetch, e.g. 32 (0 disables)' });
   }
+  const orderProblem = o.orderFile === undefined ? undefined : orderFileProblem(o.orderFile);
+  if (orderProblem !== undefined) throw new InvalidArgumentError(orderProblem, { hint: 'Point --order-file at a file in an existing folder, e.g. /tmp/order.txt (the script writes it)' });
   if (o.maxInflight < o.partSize) {
     throw new InvalidArgumentError(`--max-inflight (${o.maxInflight}) is smaller than --part-size (${o.partSize}), so no read-ahead could ever start`, { hint: 'Raise --max-inflight or lower --part-size' });
   }
@@ -272,6 +285,8 @@ export class SluiceFs implements FsCore {
   /** The read-ahead budget the channel's sequential readers share (../prefetch/ahead-share.ts). */
   readonly share: AheadShare | undefined;
   readonly crossFile: CrossFilePrefetcher;
+  /** The order the training script announced (--order-file), if given. */
+  readonly order: OrderFile | undefined;
   /** Marks a listing row hot in the FUSE thread (setTierHot), once the listing is handed over. */
   private tierHot: ((row: number) => void) | undefined;
   readonly randomFill: RandomFill;
@@ -358,6 +373,20 @@ export class SluiceFs implements FsCore {
     this.firstAnswer.catch(() => undefined); // observed by the owner; never an unhandled rejection
     this.listed = this.runListing(answered);
     this.listed.catch((err: unknown) => { this.listError = err; failedFirst(err); });
+    this.order = opts.orderFile === undefined ? undefined : new OrderFile({
+      file: opts.orderFile,
+      mountpoint: opts.mountpoint,
+      channel: this.channel,
+      ready: this.listed,
+      resolve: (rel) => {
+        const f = this.cat?.find('/' + rel);
+        if (f === undefined || isDirRef(f)) return undefined;
+        return { key: this.cat!.key(f), etag: this.cat!.etag(f), size: this.cat!.size(f), row: this.rows ? this.rows[f]! : -1 };
+      },
+      onOrder: (_order, previous) => { if (previous) this.crossFile.forget(previous.files); },
+      onSkip: (f) => { if (this.fetcher.discardUnread(f)) orderFileSkipped.inc({ channel: this.channel }); },
+      ...(opts.orderDropBehind !== undefined ? { dropBehind: opts.orderDropBehind } : {}),
+    });
   }
 
   /**
@@ -521,9 +550,14 @@ export class SluiceFs implements FsCore {
     this.handles.set(fh, { file, dir, cursor: new ReadCursor(file, this.fetcher, this.opts.maxPrefetch, this.randomFill, this.opts.kernelReadahead ?? 0, startWindow, this.share), unpin: this.opts.pinObject?.(file.key, file.etag, file.size), direct });
     openHandles.set({ channel: this.channel }, this.handles.size);
     // A file whole on disk: its neighbours most likely are too (same epoch), so no cross-file prefetch (it would copy them into memory for nothing).
+    // In the announced order (--order-file): the readers' progress moves even for a file read from disk.
+    const inOrder = typeof node === 'number' ? this.order?.place(file) : undefined;
     if (typeof node === 'number' && !direct) {
-      const files = this.folderFiles(dir);
-      this.crossFile.onOpen(files, node - files.first);
+      if (inOrder) this.crossFile.onOpen(inOrder.files, inOrder.index, true);
+      else {
+        const files = this.folderFiles(dir);
+        this.crossFile.onOpen(files, node - files.first);
+      }
     }
     return fh;
   }
@@ -758,6 +792,7 @@ export class SluiceFs implements FsCore {
     this.closed = true;
     this.stop.abort();
     await this.listed.catch(() => undefined);
+    this.order?.close();
     this.crossFile.close();
     this.randomFill.close();
     this.handles.clear();

@@ -41,7 +41,7 @@ import { loadFuse } from './native.js';
 export const FASTFILE_OPTION_NAMES = [
   'endpoint', 'region', 'pathStyle', 'maxConnections', 'maxAttempts', 'requestTimeout', 'caBundle',
   'virtualHosted', 'profile', 'requesterPays', 'expectedBucketOwner',
-  'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'randomFillMaxSize',
+  'cacheSize', 'partSize', 'maxPrefetch', 'maxInflight', 'crossFilePrefetch', 'crossFileMaxSize', 'orderFile', 'randomFillMaxSize',
   'allowOther', 'readAheadKb', 'attrTimeout',
   'noSignRequest', 'allowRoot', 'uid', 'gid', 'fileMode', 'dirMode',
   'cacheDir', 'cacheDirSize', 'cacheDirWriteRate', 'cacheDirDirectWrite', 'cacheDirGroup', 'cacheDirMode', 'cacheBucket',
@@ -139,6 +139,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       ...(opts.channel !== undefined ? { channel: opts.channel } : {}),
       cacheSize: o.cacheSize, partSize: o.partSize, maxPrefetch: o.maxPrefetch, maxInflight: o.maxInflight,
       crossFilePrefetch: o.crossFilePrefetch, crossFileMaxSize: o.crossFileMaxSize,
+      ...(o.orderFile !== undefined ? { orderFile: o.orderFile, mountpoint } : {}),
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
       owner: { uid: o.uid, gid: o.gid, fileMode: o.fileMode, dirMode: o.dirMode },
       ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size), openDirect: (key: string, etag: string, size: number) => client.openWhole(key, etag, size), tierFiles: client.tierFiles() } : {}),

@@ -172,6 +172,30 @@ export const prefetchShareBytes = new client.Gauge({
   labelNames: ['channel'] as const,
   registers: [registry],
 });
+export const orderFileLoads = new client.Counter({
+  name: 'sluice_order_file_loads_total',
+  help: 'Orders read from --order-file (each write of the file starts a new order), by channel.',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
+export const orderFileLines = new client.Counter({
+  name: 'sluice_order_file_lines_total',
+  help: 'Lines of the orders read from --order-file, by outcome: mapped (names a file of the mount), unknown (a path the mount does not show), malformed (empty, or not a path in the mount).',
+  labelNames: ['channel', 'outcome'] as const,
+  registers: [registry],
+});
+export const orderFilePosition = new client.Gauge({
+  name: 'sluice_order_file_position',
+  help: 'Furthest place in the current --order-file order that a reader has opened (the readers\' progress; -1 before the first open).',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
+export const orderFileSkipped = new client.Counter({
+  name: 'sluice_order_file_skipped_files_total',
+  help: 'Files of an --order-file order fetched ahead and dropped unread because the readers went past them (or a new order started).',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
 export const inflightBytes = new client.Gauge({
   name: 'sluice_inflight_bytes',
   help: 'Bytes of GETs in flight (requested but not yet received), bounded by --max-inflight.',

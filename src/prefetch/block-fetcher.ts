@@ -160,6 +160,14 @@ export class BlockFetcher {
     return { next: j + 1, bytes, done: blocks[0]!.then(() => true, () => false) };
   }
 
+  /** Drops the blocks of `file` fetched ahead and never read (BlockCache.discardUnread); returns whether any was. */
+  discardUnread(file: FileRef): boolean {
+    let any = false;
+    const n = this.blockCount(file);
+    for (let i = 0; i < n; i++) if (this.cache.discardUnread(file.key, file.etag, i)) any = true;
+    return any;
+  }
+
   /** Calls `fn` when the in-flight budget releases bytes or the cache frees room ahead; returns the unsubscribe function. */
   onRoom(fn: () => void): () => void {
     const a = this.budget.onRelease(fn);

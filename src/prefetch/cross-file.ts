@@ -19,6 +19,11 @@
  *    fetches ahead from its first open; so does a new walk that starts at a
  *    folder's first file while any walk anywhere has made that many steps (a loader
  *    walking a tree folder by folder).
+ *  - a list given as trusted (an order the readers announced: ./order.ts, --order-file)
+ *    is read in its order by definition, so there a new walk fetches ahead from its
+ *    first open, and `forget()` drops its walks when a new order replaces it.
+ * The list is the order: a folder's files in listing order, or the epoch's order that
+ * the training script wrote; the walks, budgets and waits are the same for both.
  * Fetches run within the in-flight budget and within what the cache can keep unread
  * (BlockCache.roomAhead). When either is used up, a walk waits and resumes when room
  * frees (the fetcher's onRoom), oldest first; it skips files its reader has already
@@ -112,8 +117,11 @@ export class CrossFilePrefetcher {
     this.unsubscribe = fetcher.onRoom(() => this.resume());
   }
 
-  /** Called on every open: `files` is the folder's file list in listing order, `index` the opened file's place in it. */
-  onOpen(files: FolderFileList, index: number): void {
+  /**
+   * Called on every open: `files` is the folder's file list in listing order (or an order the
+   * readers announced, with `trusted`), `index` the opened file's place in it.
+   */
+  onOpen(files: FolderFileList, index: number, trusted = false): void {
     if (this.closed || this.opts.depth <= 0) return;
     let best: Walk | undefined;
     for (const w of this.walks) {
@@ -129,14 +137,14 @@ export class CrossFilePrefetcher {
       // A loader that walked this folder at length is most likely starting its next batch;
       // one that walked any folder at length and now opens a folder's first file is
       // most likely walking the tree folder by folder.
-      if (!this.walks.some((o) => o.steps >= TRUSTED_WALK_STEPS && (o.files === files || index === 0))) return;
+      if (!trusted && !this.walks.some((o) => o.steps >= TRUSTED_WALK_STEPS && (o.files === files || index === 0))) return;
       best = w;
     } else {
       best.last = index;
       best.steps++;
       this.walks.splice(this.walks.indexOf(best), 1);
       this.walks.push(best);
-      if (best.steps < CONFIRM_STEPS) return;
+      if (best.steps < CONFIRM_STEPS && !trusted) return;
     }
     if (best.nextFile <= index) {
       best.nextFile = index + 1;
@@ -144,6 +152,16 @@ export class CrossFilePrefetcher {
     }
     best.limit = Math.min(files.length, index + 1 + this.opts.depth);
     this.pump(best);
+  }
+
+  /** Forgets the walks over `files` (an order replaced by a new one): they fetch nothing more. */
+  forget(files: readonly FileRef[]): void {
+    for (let i = this.walks.length - 1; i >= 0; i--) {
+      const w = this.walks[i]!;
+      if (w.files !== files) continue;
+      this.walks.splice(i, 1);
+      this.waiting.delete(w);
+    }
   }
 
   /** Stops starting fetches (those in flight complete into the cache). */

@@ -79,3 +79,14 @@ t.test('readerHash: after by default, inline per file or scenario; readerKeep si
   t.equal(one.scenarios[1]!.readerHash, 'after');
   t.throws(() => parseBenchConfig(smoke.replace('defaults:', 'defaults:\n  readerHash: later'), 'smoke.yaml'), { name: 'ConfigError', message: /defaults\.readerHash "later" is unknown/ });
 });
+
+t.test('order (issue 48): listing by default; shuffled and order-file with a seed; sequential only; bad values named', async (t) => {
+  const c = parseBenchConfig(smoke, 'smoke.yaml');
+  t.ok(c.scenarios.every((s) => s.order === 'listing'));
+  const o = parseBenchConfig(smoke.replace('{ name: small,', '{ name: small, order: order-file, seed: 3,'), 'smoke.yaml');
+  t.equal(o.scenarios[0]!.order, 'order-file');
+  t.equal(o.scenarios[0]!.seed, 3);
+  t.throws(() => parseBenchConfig(smoke.replace('{ name: small,', '{ name: small, order: random,'), 'smoke.yaml'), { message: /scenarios\.small\.order "random" is unknown/ });
+  t.throws(() => parseBenchConfig(smoke.replace('{ name: ttfb,', '{ name: ttfb, order: shuffled,'), 'smoke.yaml'), { message: /order applies to sequential scenarios only/ });
+  t.doesNotThrow(() => loadBenchConfig(path.join(ROOT, 'bench/scenarios/order-file.yaml')), 'the shipped scenario file parses');
+});

@@ -171,3 +171,13 @@ t.test('issue 43: channel names "." and ".." are refused in the short form and i
   // Names that merely hold dots stay valid (SageMaker's pattern allows them).
   for (const name of ['...', '.hidden', 'v1.2', 'a..b']) t.equal(parseChannelFlag(`${name}=s3://bkt/p/`).channels[0]!.name, name);
 });
+
+// Issue 48: a FastFile channel's order file (short form order-file=, JSON Sluice.OrderFile).
+t.test('order-file: per FastFile channel, in both forms; refused elsewhere', async (t) => {
+  const short = parseChannelFlag('train=s3://bucket/train/,mode=FastFile,order-file=/tmp/order.txt').channels[0]!;
+  t.equal(short.orderFile, '/tmp/order.txt');
+  const json = parseInputDataConfig([ch({ InputMode: 'FastFile', Sluice: { OrderFile: '/tmp/order.txt' } })]).channels[0]!;
+  t.equal(json.orderFile, '/tmp/order.txt');
+  t.throws(() => parseChannelFlag('train=s3://bucket/train/,mode=Pipe,order-file=/tmp/o.txt'), { name: 'ConfigError', message: /order-file applies to FastFile channels/ });
+  t.throws(() => parseInputDataConfig([ch({ InputMode: 'FastFile', Sluice: { OrderFile: '' } })]), { message: /Sluice\.OrderFile must be a file path/ });
+});

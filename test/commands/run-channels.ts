@@ -90,3 +90,32 @@ t.test('issue 43 defect 2: --channel ".." or "." is refused with one line, and n
     for (const f of keep) t.ok(existsSync(f), `${name}: ${path.relative(root, f)} is still there`);
   }
 });
+
+t.test('order-file per FastFile channel (issue 48): followed once the script writes it; a missing folder is one line at start; no global --order-file', async (t) => {
+  for (const k of ['of/a.bin', 'of/b.bin', 'of/c.bin']) await local.s3.putObject('bkt', k, Buffer.from(`data of ${k}`));
+  const root = await tmpRoot(t);
+  const dir = path.join(root, 'input', 'data', 'train');
+  t.teardown(() => cleanupMount(dir));
+  const order = path.join(root, 'order.txt');
+  // The script writes the order (renamed into place), then reads the files in it.
+  const script = `
+    const fs = require('fs'), p = require('path'), d = process.env.SM_CHANNEL_TRAIN;
+    const names = ['c.bin', 'a.bin', 'b.bin'];
+    fs.writeFileSync(${JSON.stringify(order)} + '.tmp', names.join('\\n') + '\\n');
+    fs.renameSync(${JSON.stringify(order)} + '.tmp', ${JSON.stringify(order)});
+    setTimeout(() => process.stdout.write(names.map((n) => fs.readFileSync(p.join(d, n), 'utf8')).join('|')), 300);`;
+  const r = await runCli(['run', '--channel', `train=s3://bkt/of/,mode=FastFile,order-file=${order}`, '--root', root, ...common(), '--log-format', 'text',
+    '--', process.execPath, '-e', script], { ...env(), SLUICE_LOG_LEVEL: 'info' });
+  t.equal(r.code, 0, r.stderr);
+  t.equal(r.stdout, 'data of of/c.bin|data of of/a.bin|data of of/b.bin', 'bytes through the mount');
+  t.match(r.stderr, /order file read: prefetch follows it/, 'the channel read the order');
+
+  const bad = await runCli(['run', '--channel', `train=s3://bkt/of/,mode=FastFile,order-file=${path.join(root, 'nowhere', 'o.txt')}`, '--root', await tmpRoot(t), ...common(),
+    '--', process.execPath, '-e', '0'], { ...env(), SLUICE_LOG_LEVEL: 'silent' });
+  t.equal(bad.code, 2, 'exit 2');
+  t.match(bad.stderr.trim(), /^sluice: the folder of --order-file .*nowhere\/o\.txt does not exist\. /, `one line: ${bad.stderr}`);
+  t.equal(bad.stderr.trim().split('\n').length, 1);
+
+  const global = await runCli(['run', '--channel', 'train=s3://bkt/of/,mode=FastFile', '--order-file', order, '--root', await tmpRoot(t), ...common(), '--', process.execPath, '-e', '0'], { ...env(), SLUICE_LOG_LEVEL: 'silent' });
+  t.equal(global.code, 2, `sluice run takes order-file per channel only: ${global.stderr.trim()}`);
+});

@@ -188,3 +188,42 @@ t.test('onFetch names each file once, when the walk starts fetching it, before i
   t.equal(s.fetcher.cachedWhole({ key: 'ds/empty', etag: 'e', size: 0 }), false, 'nor is an empty one');
   s.cache.close();
 });
+
+// ---- issue 48: an order the readers announced (--order-file, src/prefetch/order.ts) ----
+
+t.test('an announced order is walked from its first open: only the first file misses, and skipped files are dropped', async (t) => {
+  const s = setup({ count: 100, depth: 8 });
+  const { FileOrder } = await import('../../src/prefetch/order.js');
+  // A shuffle of the folder: the listing-order walk would never confirm on it.
+  const perm = Array.from({ length: 100 }, (_, i) => (i * 37) % 100);
+  const dropped: FileRef[] = [];
+  const order = new FileOrder(perm.map((i) => s.files[i]!), (f) => { dropped.push(f); s.fetcher.discardUnread(f); }, 16);
+  const readAt = async (place: number) => {
+    const f = order.files[place]!;
+    const at = order.open(f);
+    t.equal(at, place, 'the open is placed in the order');
+    s.xf.onOpen(order.files, at!, true);
+    const c = new ReadCursor(f, s.fetcher, 8 * MiB);
+    const dst = Buffer.alloc(f.size);
+    let pos = 0;
+    while (pos < f.size) pos += (await c.read(dst.subarray(pos), Math.min(128 * KiB, f.size - pos), pos)).bytes;
+    t.ok(dst.equals(s.client.body(f.key)), `place ${place} exact`) || t.bailout();
+    await settle();
+  };
+  for (let p = 0; p < 30; p++) await readAt(p);
+  t.equal(s.cache.stats.misses, 1, 'only the first file missed');
+  t.equal(order.position, 29);
+  // The reader jumps 100 places ahead... there are only 100: it skips to place 90; 30..89 were never opened.
+  await readAt(90);
+  t.ok(dropped.length >= 30, `places left 16 behind unopened were handed over (${dropped.length})`);
+  const wastedBefore = s.cache.stats.prefetchWasted.cross_file;
+  t.ok(wastedBefore >= 8 * FILE, 'the files fetched ahead of place 29 and skipped were dropped unread (wasted)');
+  t.equal(s.cache.aheadBytes <= 9 * FILE, true, 'their room ahead is free again');
+  // A new order replaces this one: the rest is handed over, the walks are forgotten.
+  order.end();
+  s.xf.forget(order.files);
+  const gets = s.client.gets;
+  await settle();
+  t.equal(s.client.gets, gets, 'a forgotten order fetches nothing more');
+  t.equal(order.open(order.files[95]!), undefined, 'an ended order places nothing');
+});
