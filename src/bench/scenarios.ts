@@ -57,6 +57,11 @@ export interface ScenarioDef {
    * 'inline' inside it (the behaviour before, kept to measure the difference).
    */
   readerHash: 'after' | 'inline';
+  /**
+   * kind ttfb: the first byte is the first `readBytes` of the dataset's first file (issue 44:
+   * the first MiB of a 100 MB file), checked against the source; undefined: the whole file.
+   */
+  readBytes?: number;
 }
 
 export interface BenchConfig {
@@ -236,6 +241,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
       tier: { cacheSize: sluice.cacheSize, cacheDirSize: undefined },
       snapshot: s.snapshot === true,
       readerHash: readerHash(file, s.readerHash, `scenarios.${name}.readerHash`, dHash),
+      ...(s.readBytes !== undefined ? { readBytes: Math.max(1, size(file, s.readBytes, `scenarios.${name}.readBytes`)) } : {}),
     };
     const tr = (isObj(s.tier) ? s.tier : {}) as Obj;
     sc.tier = {

@@ -48,6 +48,8 @@ export interface TargetEnv {
   caFile?: string;
   /** Issue 15: sluice mounts with --snapshot FILE (written by ensureSnapshot). */
   snapshotFile?: string;
+  /** The latency proxy's counts so far (requests): kind ttfb counts the requests sent by the first byte. */
+  proxyStats?: () => Promise<{ requests: number }>;
   /** Called once a warm scenario's untimed warm-up is done: the runner's own CPU samples (s3rver, proxy) start there. */
   afterWarmUp?: () => void;
 }
