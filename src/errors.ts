@@ -53,7 +53,8 @@ export type ErrorCode =
   | 'SLUICE_DEAD_MOUNT'
   // issue 43: the data path's HTTP/1.1 client refuses what would break framing, both ways
   | 'SLUICE_HTTP_PROTOCOL'
-  | 'SLUICE_UNSAFE_HEADER';
+  | 'SLUICE_UNSAFE_HEADER'
+  | 'SLUICE_MALFORMED_REPLY';
 
 export interface SluiceErrorOptions {
   hint?: string;
@@ -263,6 +264,17 @@ export class HttpProtocolError extends SluiceError {
 export class UnsafeHeaderError extends SluiceError {
   constructor(message: string, opts: SluiceErrorOptions = {}) {
     super('SLUICE_UNSAFE_HEADER', message, opts);
+  }
+}
+
+/**
+ * A reply body that is not what S3 sends (src/s3/list-parser.ts): XML that is not well formed,
+ * a listing without its required fields, a size that is not a number, a key whose URL
+ * encoding is broken. No part of it is used; not retried (the server would send it again).
+ */
+export class MalformedReplyError extends SluiceError {
+  constructor(message: string, opts: SluiceErrorOptions = {}) {
+    super('SLUICE_MALFORMED_REPLY', message, opts);
   }
 }
 

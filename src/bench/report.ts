@@ -119,6 +119,18 @@ export function markdownTable(res: BenchResults): string {
     lines.push(`| ${f.scenario}: ${f.title}${gets} | ${f.profile} | ${f.readers} | ${f.target} | ${fig.replace(/\|/g, '/')} | ${f.fractionOfLimit === null ? '–' : `${(f.fractionOfLimit * 100).toFixed(0)}%`} | ${busyCell(f.machineBusyCores, nproc)} | ${vs} | ${f.peakRssBytes === null ? '–' : `${(f.peakRssBytes / MiB).toFixed(0)} MiB`} | ${cpuCell(f.cpuSecondsPerGB)}${startupCell(f)} | ${readerCpuCell(f)} | ${cpuCell(f.serverCpuSecondsPerGB)} | ${ok} |`);
   }
   if (res.machine.memory) lines.push('', describeMemoryProbe(res.machine.memory));
+  // Issue 44: time to first byte broken down, each target beside the others, so a regression shows where.
+  const ttfb = res.figures.filter((f) => f.ttfbBreakdown !== undefined && f.value !== null);
+  if (ttfb.length > 0) {
+    const s = (v: number | null) => (v === null ? '–' : v.toFixed(3));
+    lines.push('', '**Time to first byte, broken down** (medians, seconds from the mount command\'s start; requests: what the proxy saw by the first byte; CPU: the target\'s process by the first byte):', '');
+    lines.push('| Scenario | Profile | Target | Mount answered | First byte | After the mount | Requests | CPU s |');
+    lines.push('|---|---|---|---:|---:|---:|---:|---:|');
+    for (const f of ttfb) {
+      const b = f.ttfbBreakdown!;
+      lines.push(`| ${f.scenario} | ${f.profile} | ${f.target} | ${s(b.mountedSeconds)} | ${s(f.value)} | ${b.mountedSeconds === null ? '–' : s(f.value! - b.mountedSeconds)} | ${b.requests ?? '–'} | ${b.cpuSeconds === null ? '–' : b.cpuSeconds.toFixed(2)} |`);
+    }
+  }
   lines.push('', 'Times (s) are better lower, so there a sluice ÷ peer below 1 favours sluice; for rates, above 1 does. "× limit" is the figure\'s MB/s over the link limit of its profile. CPU s/GB is utime + stime per GB read (decimal) of the target\'s process (sluice\'s daemon, or the peer), of the reader processes, and of the local S3 server, in the same runs (the JSON also has the target\'s user CPU alone and its minor page faults per GB: on a VM whose host takes back free memory, first writes to new memory land in system time). A mount\'s or a Pipe host\'s CPU counts from the moment it is ready; what it spent starting (process start, listing, mount or FIFOs), paid once and not per GB, is in parentheses. A download\'s start-up is inside its figure, which runs until the readers have read every downloaded file once; "download alone" is the same run up to the download\'s end (File mode\'s host done, aws exited), without that first read, which costs every download the same (the files are in the page cache); the File mode ÷ aws target compares downloads alone. "Machine busy" is the CPU the whole machine used during the timed spans (every process and the kernel, in cores, median of runs), beside the link limit\'s own: a figure with every core busy was bound by this machine\'s CPU, not by the link, and its "× limit" says little about the link. The readers\' figure is their reading, then "+ hash" their sha256 work: by default they keep the bytes and hash them after the span stops (as the link limit does), so the span measures the data source alone; "hashed inside the timed span" marks figures where they did not.');
   return lines.join('\n');
 }

@@ -87,6 +87,8 @@ export interface Figure {
   unavailable?: string;
   /** kind tier: median object GETs the proxy saw during the phase (./tier.ts). */
   s3Gets?: number | null;
+  /** kind ttfb (issue 44): medians of the mount answering (s from the command's start), requests by the first byte, CPU s by the first byte. */
+  ttfbBreakdown?: { mountedSeconds: number | null; requests: number | null; cpuSeconds: number | null };
   runs: RunResult[];
 }
 
@@ -314,7 +316,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
           let proxyCpu0 = cpuOf(proxy.pid);
           // A warm scenario's warm-up is not the figure's: the server's and proxy's CPU count from its end.
           const afterWarmUp = () => { serverCpu0 = cpuOf(serverPid); proxyCpu0 = cpuOf(proxy.pid); };
-          const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials: server.credentials, runDir, config, afterWarmUp, ...(caFile ? { caFile } : {}) };
+          const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials: server.credentials, runDir, config, afterWarmUp, proxyStats: () => proxy.stats(), ...(caFile ? { caFile } : {}) };
           commands[target] ??= describeCommand(target, env);
           let r: RunResult;
           try {
@@ -330,7 +332,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
           if (proxyCpu0 !== undefined && pc1 !== undefined) r.proxyCpuSeconds = pc1 - proxyCpu0;
           if (r.spanStartMs !== undefined && r.spanEndMs !== undefined) r.machineBusyCores = meter.coresBusy(r.spanStartMs, r.spanEndMs);
           fig.runs.push(r);
-          o.log(`[${sc.name} ${profName} ${target} x${readers} rep ${rep + 1}/${config.repetitions}] ${r.error ? `FAILED: ${r.error}` : `${fmt(r.value)} ${unit}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}${r.truncated ? ' (time limit: partial)' : ''}`}`);
+          o.log(`[${sc.name} ${profName} ${target} x${readers} rep ${rep + 1}/${config.repetitions}] ${r.error ? `FAILED: ${r.error}` : `${fmt(r.value)} ${unit}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}${r.truncated ? ' (time limit: partial)' : ''}${ttfbNote(r)}`}`);
         }
         for (const { fig } of cells) summarise(fig);
       }
@@ -476,6 +478,12 @@ function fmt(v: number | null): string {
   return v === null ? '-' : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(3);
 }
 
+/** kind ttfb (issue 44): the run's breakdown, for its log line. */
+function ttfbNote(r: RunResult): string {
+  if (r.mountedSeconds === undefined && r.requestsBeforeFirstByte === undefined) return '';
+  return ` (mounted at ${r.mountedSeconds?.toFixed(3) ?? '–'} s, ${r.requestsBeforeFirstByte ?? '–'} requests by the first byte, CPU ${r.cpuSeconds?.toFixed(2) ?? '–'} s)`;
+}
+
 function summarise(fig: Figure): void {
   const ok = fig.runs.filter((r) => r.value !== null && !r.error);
   fig.value = median(ok.map((r) => r.value!));
@@ -503,6 +511,9 @@ function summarise(fig: Figure): void {
   }
   fig.serverCpuSecondsPerGB = perGB((r) => r.serverCpuSeconds);
   if (rates) fig.machineBusyCores = median(ok.map((r) => r.machineBusyCores));
+  if (fig.kind === 'ttfb') {
+    fig.ttfbBreakdown = { mountedSeconds: median(ok.map((r) => r.mountedSeconds)), requests: median(ok.map((r) => r.requestsBeforeFirstByte)), cpuSeconds: median(ok.map((r) => r.cpuSeconds)) };
+  }
   const download = median(ok.map((r) => r.downloadValue));
   if (download !== null) fig.downloadValue = download;
   fig.verified = ok.length > 0 && ok.every((r) => r.verified);

@@ -71,6 +71,11 @@ export interface ScenarioDef {
   order: ReadOrder;
   /** The shuffle's seed (order shuffled or order-file). */
   seed: number;
+  /**
+   * kind ttfb: the first byte is the first `readBytes` of the dataset's first file (issue 44:
+   * the first MiB of a 100 MB file), checked against the source; undefined: the whole file.
+   */
+  readBytes?: number;
 }
 
 /** One fio job of a scenario: its file (kept verbatim), parsed, and the dataset whose one object it reads. */
@@ -323,6 +328,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
       readerHash: readerHash(file, s.readerHash, `scenarios.${name}.readerHash`, dHash),
       order: s.order === undefined ? 'listing' : READ_ORDERS.includes(s.order as ReadOrder) ? s.order as ReadOrder : fail(file, `scenarios.${name}.order ${JSON.stringify(s.order)} is unknown`, `Use one of ${READ_ORDERS.join(', ')}`),
       seed: num(file, s.seed, `scenarios.${name}.seed`, 0, 2 ** 31, 7),
+      ...(s.readBytes !== undefined ? { readBytes: Math.max(1, size(file, s.readBytes, `scenarios.${name}.readBytes`)) } : {}),
     };
     if (sc.order !== 'listing' && sc.kind !== 'sequential') fail(file, `scenarios.${name}: order applies to sequential scenarios only`, 'Remove order, or make the scenario sequential');
     const tr = (isObj(s.tier) ? s.tier : {}) as Obj;

@@ -50,6 +50,8 @@ export interface TargetEnv {
   snapshotFile?: string;
   /** Issue 48: sluice mounts with --order-file FILE (written by the runner before the mount). */
   orderFile?: string;
+  /** The latency proxy's counts so far (requests): kind ttfb counts the requests sent by the first byte. */
+  proxyStats?: () => Promise<{ requests: number }>;
   /** Called once a warm scenario's untimed warm-up is done: the runner's own CPU samples (s3rver, proxy) start there. */
   afterWarmUp?: () => void;
 }

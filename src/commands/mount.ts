@@ -21,9 +21,17 @@ import { logMemoryPlan } from '../config/memory.js';
 import { configureLogging, log } from '../log.js';
 import { METRICS_PORT_FALLBACKS, startMetricsServer, type MetricsServer } from '../metrics/server.js';
 import { startSummary, type Summary } from '../metrics/summary.js';
+import { loadMetrics } from '../metrics/metrics.js';
 import { DAEMON_CHILD_ENV, mountInBackground } from './daemon.js';
 
 export const summary = 'Mount an S3 prefix read-only at a folder (SageMaker FastFile mode).';
+
+/**
+ * 1 s after "ready": by then the first byte of a file opened at once has come (issue 44's
+ * case: ~0.2 s after the mount answers), so compiling prom-client (~50 ms of CPU on the
+ * shared 2-core host) does not delay it.
+ */
+const METRICS_BUILD_DELAY_MS = 1_000;
 
 const NAMES = [...FASTFILE_OPTION_NAMES, 'metricsPort', 'metricsHost', 'readyFile', 'logLevel', 'logFormat', 'logFile', 'daemon', ...DATASET_OPTION_NAMES] as const;
 
@@ -184,6 +192,9 @@ export async function run(argv: string[]): Promise<number> {
         log.info({ startupMs: Object.fromEntries(Object.entries(steps).map(([k, v]) => [k, Math.round(v)])), timeOrigin: Math.round(performance.timeOrigin) }, 'start-up steps (ms since the process started)');
         // Once mounted, beside the start-up steps: a failed start stays one line (a user error).
         logMemoryPlan(options);
+        // prom-client is loaded once the first reads are under way, not before the mount
+        // answers (issue 44, src/metrics/metrics.ts): a scrape before then builds it at once.
+        setTimeout(() => void loadMetrics(), METRICS_BUILD_DELAY_MS).unref();
       }
       // Stay mounted until a signal, until the mount is removed from outside, or until the
       // listing (still running behind the mount) fails.

@@ -43,7 +43,7 @@ import type { SignGet } from './signing.js';
 import { logOn } from '../log.js';
 import { logS3Request } from './request-log.js';
 import { unsafeRequestHead, WireStallError, type Exchange, type WireHeaders, type WirePool } from './wire.js';
-import { exhausted, ExpiredCredentials, judgeError, judgeReply, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
+import { exhausted, ExpiredCredentials, judgeError, replyFailure, TransientError, type FailureContext, type RetryReason } from './s3-errors.js';
 
 
 export interface RangeReaderOptions {
@@ -110,11 +110,6 @@ function hasCode(err: unknown, code: string): boolean {
     if (e.code === code) return true;
   }
   return false;
-}
-
-function xmlField(xml: string, tag: string): string | undefined {
-  const m = new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(xml);
-  return m?.[1];
 }
 
 /** Which bytes of a reply body are ours: skip this many, then take `expected`; `partial` when more follow. */
@@ -576,11 +571,9 @@ export class RangeReader {
 
   /** An error reply (status >= 300) with its body: the typed error, or a TransientError to retry. */
   private errorReply(status: number, xml: string, ctx: FailureContext, slot: Slot | undefined): never {
-    const verdict = judgeReply(status, xmlField(xml, 'Code'), xmlField(xml, 'Message'), ctx);
-    if ('fail' in verdict) throw verdict.fail;
-    if ('renew' in verdict) throw new ExpiredCredentials(verdict.renew);
-    if (verdict.retry === 'throttled' && slot) this.o.limiter!.onThrottle(slot);
-    throw new TransientError(verdict.retry, `${status} ${xmlField(xml, 'Code') ?? ''} from s3://${ctx.bucket}/${ctx.key}`);
+    const err = replyFailure(status, xml, ctx);
+    if (err instanceof TransientError && err.reason === 'throttled' && slot) this.o.limiter!.onThrottle(slot);
+    throw err;
   }
 
   /** A concurrency slot for one attempt; waiting longer than --request-timeout is a timed-out attempt. */

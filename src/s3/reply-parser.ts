@@ -143,9 +143,13 @@ export class ReplyParser {
 
   constructor(private readonly sink: ReplySink) {}
 
-  /** A new exchange: a reply head is expected. */
-  reset(): void {
+  /** Set by reset(): the reply is to a HEAD, so it has no body whatever its framing fields say. */
+  private noBody = false;
+
+  /** A new exchange: a reply head is expected; `noBody` for a HEAD's (RFC 9110 9.3.2). */
+  reset(noBody = false): void {
     this.gen++;
+    this.noBody = noBody;
     this.state = ParseState.Head;
     this.head = [];
     this.headLen = 0;
@@ -280,7 +284,7 @@ export class ReplyParser {
     if (te !== undefined && te.toLowerCase() !== 'chunked') { this.fail(`Transfer-Encoding ${show(te)} is not exactly "chunked"`); return end; }
     if (te !== undefined && cl !== undefined) { this.fail('both Transfer-Encoding and Content-Length in one reply'); return end; }
     if (cl !== undefined && n < 0) { this.fail(`bad Content-Length ${show(cl)}`); return end; }
-    if (status === 204 || status === 304) this.state = ParseState.Done;
+    if (status === 204 || status === 304 || this.noBody) this.state = ParseState.Done;
     else if (te !== undefined) {
       this.state = ParseState.Chunked;
       this.chunkState = ChunkState.Size;

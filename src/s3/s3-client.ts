@@ -1,11 +1,18 @@
 /**
- * The real ObjectClient: one bucket, listing and HEAD through @aws-sdk/client-s3, ranged
- * GETs through an undici Pool (./range-reader.ts), SigV4-signed with @smithy/signature-v4.
+ * The real ObjectClient: one bucket. ListObjectsV2 pages, HEADs and ranged GETs go through
+ * our own HTTP client (./wire.ts, ./range-reader.ts), SigV4-signed by ./signing.ts, listing
+ * replies parsed by ./list-parser.ts. @aws-sdk/client-s3 is imported only when a request
+ * needs it (issue 44: its ~1.5 MB of code cost ~0.3 CPU s to compile at every start, all
+ * before a mount could answer): versioned listings and GetBucketVersioning (snapshots),
+ * S3 Express directory buckets (CreateSession and their listing/HEAD), and credentials that
+ * need the SDK's chain.
  *
- *  - Credentials: the given static ones, else the SDK's standard chain (environment,
- *    shared profile, container, IMDS, web identity). The SDK client resolves and caches
- *    them; the data path signs with the same provider, so rotation is shared. A request
- *    refused as expired (ExpiredToken) renews them once and is retried (./credentials.ts).
+ *  - Credentials: the given static ones; else, when no profile is named (--profile or
+ *    AWS_PROFILE), AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN) as the SDK's
+ *    chain would take them first, with no SDK; else the SDK's standard chain (shared
+ *    profile, container, IMDS, web identity), loaded then. The data path signs with the same
+ *    provider, so rotation is shared. A request refused as expired (ExpiredToken) renews
+ *    them once and is retried (./credentials.ts).
  *  - Region: option > AWS_REGION > AWS_DEFAULT_REGION > shared profile > us-east-1.
  *    Endpoint and addressing: see ./addressing.ts.
  *  - Every request, SDK or undici, goes through the same retry policy (./retry.ts, with the
@@ -18,10 +25,11 @@
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
-import { CreateSessionCommand, GetBucketVersioningCommand, GetObjectCommand, HeadObjectCommand, ListObjectVersionsCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import type { Pool } from 'undici';
 import { OPTIONS, type Options } from '../config/options.js';
 import { AbortedError, AccessDeniedError, InvalidArgumentError, NoSuchKeyError, ObjectChangedError, S3Error } from '../errors.js';
+import { parseListObjectsV2 } from './list-parser.js';
 import { log, logOn } from '../log.js';
 import { logS3Request } from './request-log.js';
 import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3RequestSeconds } from '../metrics/metrics.js';
@@ -32,13 +40,13 @@ import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOption
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
 import { ConcurrencyLimiter, LimiterTimeout, type Slot } from './concurrency-limiter.js';
 import type { Reachability } from './outage.js';
-import { WirePool } from './wire.js';
-import { proxyFor, ProxyRequestHandler, proxySettingsFromEnv, type ProxySettings } from './proxy.js';
+import { requestWhole, WirePool, WireStallError, type WholeReply } from './wire.js';
+import { proxyFor, proxySettingsFromEnv, type ProxySettings } from './proxy.js';
 import { backoffMs, sleep } from './retry.js';
 import { CredentialRenewer, type RefreshableProvider } from './credentials.js';
-import { createGetSigner, createSessionGetSigner, type GetSignerOptions, type SessionIdentity, type SignGet } from './signing.js';
+import { canonicalQuery, createGetSigner, createSessionGetSigner, type SessionIdentity, type SignGet, type SigningCredentials } from './signing.js';
 import { directoryBucketZone, ExpressSessions } from './express.js';
-import { exhausted, judgeError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
+import { exhausted, judgeError, replyFailure, TransientError, type FailureContext, type Operation, type Verdict } from './s3-errors.js';
 import { mergeVersionPins } from './version-pins.js';
 
 /**
@@ -97,14 +105,35 @@ export interface S3ClientOptions {
 export const LIST_CONCURRENCY = 16;
 /** Keep-alive idle time: under S3's ~20 s server-side idle close, so we rarely reuse a dying socket. */
 const KEEP_ALIVE_MS = 10_000;
+/**
+ * 64 MiB: the largest listing page body we read. A page of 1,000 keys of S3's longest
+ * (1,024 bytes, URL-encoded up to 3x) is ~3.5 MB; anything far past that is not a listing.
+ */
+const MAX_LIST_BODY = 64 * 1024 * 1024;
+/** 64 KiB: the most of an error reply's body we read (S3's are < 1 KiB). */
+const MAX_ERROR_BODY = 64 * 1024;
 
 function checkInt(name: string, v: number, min: number, max: number): number {
   if (!Number.isInteger(v) || v < min || v > max) throw new InvalidArgumentError(`${name} must be an integer between ${min} and ${max}, got ${v}`);
   return v;
 }
 
+/**
+ * Credentials from the environment, as the SDK's chain takes them first (its fromEnv), or
+ * undefined when the chain is needed: a profile is named (then the chain skips the
+ * environment), or the keys are not both set.
+ */
+export function envCredentials(profile: string | undefined, env: NodeJS.ProcessEnv = process.env): SigningCredentials | undefined {
+  if (profile !== undefined || env.AWS_PROFILE) return undefined;
+  const accessKeyId = env.AWS_ACCESS_KEY_ID;
+  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
+  if (!accessKeyId || !secretAccessKey) return undefined;
+  return { accessKeyId, secretAccessKey, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) };
+}
+
 /** The shared-profile region, if any (the SDK reads AWS_PROFILE and ~/.aws/config). */
 async function profileRegion(profile: string | undefined): Promise<string> {
+  const { S3Client } = await import('@aws-sdk/client-s3');
   const probe = new S3Client(profile !== undefined ? { profile } : {});
   try {
     return await probe.config.region();
@@ -122,7 +151,11 @@ function statusOf(err: unknown): string {
 
 export class S3ObjectClient implements ObjectClient {
   readonly bucket: string;
-  private readonly sdk: S3Client;
+  /** The SDK client, made by the first request that needs it (see the header). */
+  private sdkClient: Promise<S3Client> | undefined;
+  private readonly makeSdk: () => Promise<S3Client>;
+  /** Credentials that need no SDK (given, or from the environment), or undefined: the SDK's chain. */
+  private readonly fixedCredentials: SigningCredentials | undefined;
   private readonly region: Promise<string>;
   private readonly endpoint: string | undefined;
   private readonly pathStyle: boolean;
@@ -138,14 +171,15 @@ export class S3ObjectClient implements ObjectClient {
   private readonly express: boolean;
   /** CreateSession sessions of a directory bucket, one per bucket, refreshed before expiry (./express.ts). */
   private readonly sessions = new ExpressSessions(async (bucket) => {
-    const out = await this.sdk.send(new CreateSessionCommand({ Bucket: bucket, SessionMode: this.writes ? 'ReadWrite' : 'ReadOnly' }));
+    const [sdk, { CreateSessionCommand }] = await Promise.all([this.sdk(), import('@aws-sdk/client-s3')]);
+    const out = await sdk.send(new CreateSessionCommand({ Bucket: bucket, SessionMode: this.writes ? 'ReadWrite' : 'ReadOnly' }));
     const c = out.Credentials;
     if (!c?.AccessKeyId || !c.SecretAccessKey) throw new S3Error(`CreateSession of ${bucket} returned no credentials`, 200, undefined);
     return { accessKeyId: c.AccessKeyId, secretAccessKey: c.SecretAccessKey, ...(c.SessionToken !== undefined ? { sessionToken: c.SessionToken } : {}), ...(c.Expiration !== undefined ? { expiration: c.Expiration } : {}) };
   });
   /** HTTP(S)_PROXY / NO_PROXY, read once at construction (./proxy.ts). */
   private readonly proxies: ProxySettings;
-  private dataPath: Promise<{ addressing: Addressing; wire: WirePool; reader: RangeReader }> | undefined;
+  private dataPath: Promise<{ addressing: Addressing; wire: WirePool; reader: RangeReader; sign: SignGet }> | undefined;
   /** The undici pool behind streams (getStream without `into`), made by the first such stream. */
   private streamPool: Promise<Pool> | undefined;
   /** AIMD bound on concurrent GET attempts, at most --max-connections (./concurrency-limiter.ts). */
@@ -189,34 +223,55 @@ export class S3ObjectClient implements ObjectClient {
     this.noSignRequest = opts.noSignRequest ?? false;
     this.proxies = opts.proxies ?? proxySettingsFromEnv();
     const proxied = this.proxies.http !== undefined || this.proxies.https !== undefined;
-    this.sdk = new S3Client({
-      region: () => this.region,
-      ...(this.endpoint !== undefined ? { endpoint: this.endpoint } : {}),
-      forcePathStyle: this.pathStyle,
-      ...(opts.profile !== undefined ? { profile: opts.profile } : {}),
-      ...(opts.credentials ? { credentials: { ...opts.credentials } } : {}),
-      // Anonymous: a signer that leaves requests as they are, and empty credentials so
-      // the credential chain (IMDS included) is never consulted.
-      ...(this.noSignRequest ? { signer: { sign: async <T>(request: T) => request }, credentials: { accessKeyId: '', secretAccessKey: '' } } : {}),
-      // Directory buckets: sessions from our cache (./express.ts), for the SDK's requests and the data path's.
-      ...(this.express ? { s3ExpressIdentityProvider: this.sessions } : {}),
-      maxAttempts: 1, // retries are ours: one policy, one metric, for SDK and data path alike
-      requestChecksumCalculation: 'WHEN_REQUIRED',
-      responseChecksumValidation: 'WHEN_REQUIRED',
-      ...(proxied ? { requestHandler: new ProxyRequestHandler(this.proxies, this.ca) }
-        : this.ca !== undefined ? { requestHandler: { httpsAgent: new https.Agent({ keepAlive: true, ca: this.ca }) } } : {}),
-    });
-    this.renewer = this.noSignRequest ? undefined : new CredentialRenewer(this.sdk.config.credentials as unknown as RefreshableProvider);
-    if (Object.keys(this.extraHeaders).length > 0) {
-      // Before signing ('build' runs before 'finalizeRequest'), so the headers are signed.
-      const extra = this.extraHeaders;
-      this.sdk.middlewareStack.add((next) => async (args) => {
-        const req = args.request as { headers?: Record<string, string> };
-        if (req.headers) Object.assign(req.headers, extra);
-        return next(args);
-      }, { step: 'build', name: 'sluiceExtraHeaders' });
-    }
+    this.fixedCredentials = opts.credentials ? { ...opts.credentials } : this.noSignRequest ? undefined : envCredentials(opts.profile);
+    const fixed = this.fixedCredentials;
+    this.makeSdk = async () => {
+      const [{ S3Client }, handler] = await Promise.all([import('@aws-sdk/client-s3'), proxied ? import('./proxy-handler.js') : undefined]);
+      const sdk = new S3Client({
+        region: () => this.region,
+        ...(this.endpoint !== undefined ? { endpoint: this.endpoint } : {}),
+        forcePathStyle: this.pathStyle,
+        ...(opts.profile !== undefined ? { profile: opts.profile } : {}),
+        ...(fixed ? { credentials: { ...fixed } } : {}),
+        // Anonymous: a signer that leaves requests as they are, and empty credentials so
+        // the credential chain (IMDS included) is never consulted.
+        ...(this.noSignRequest ? { signer: { sign: async <T>(request: T) => request }, credentials: { accessKeyId: '', secretAccessKey: '' } } : {}),
+        // Directory buckets: sessions from our cache (./express.ts), for the SDK's requests and the data path's.
+        ...(this.express ? { s3ExpressIdentityProvider: this.sessions } : {}),
+        maxAttempts: 1, // retries are ours: one policy, one metric, for SDK and data path alike
+        requestChecksumCalculation: 'WHEN_REQUIRED',
+        responseChecksumValidation: 'WHEN_REQUIRED',
+        ...(handler ? { requestHandler: new handler.ProxyRequestHandler(this.proxies, this.ca) }
+          : this.ca !== undefined ? { requestHandler: { httpsAgent: new https.Agent({ keepAlive: true, ca: this.ca }) } } : {}),
+      });
+      if (Object.keys(this.extraHeaders).length > 0) {
+        // Before signing ('build' runs before 'finalizeRequest'), so the headers are signed.
+        const extra = this.extraHeaders;
+        sdk.middlewareStack.add((next) => async (args) => {
+          const req = args.request as { headers?: Record<string, string> };
+          if (req.headers) Object.assign(req.headers, extra);
+          return next(args);
+        }, { step: 'build', name: 'sluiceExtraHeaders' });
+      }
+      if (this.closed) sdk.destroy();
+      return sdk;
+    };
+    this.renewer = this.noSignRequest ? undefined : new CredentialRenewer(async (o) => (fixed ?? (await this.sdkCredentials())(o)));
   }
+
+  /** The SDK client, imported and made at the first call (see the header). */
+  private sdk(): Promise<S3Client> {
+    this.sdkClient ??= this.makeSdk();
+    return this.sdkClient;
+  }
+
+  /** The SDK's credential provider (its standard chain), loading the SDK. */
+  private async sdkCredentials(): Promise<(o?: { forceRefresh?: boolean }) => Promise<SigningCredentials>> {
+    return (await this.sdk()).config.credentials as unknown as (o?: { forceRefresh?: boolean }) => Promise<SigningCredentials>;
+  }
+
+  /** The credentials to sign with: the fixed ones, or the SDK chain's (resolved, cached and refreshed by it). */
+  private readonly credentials = async (): Promise<SigningCredentials> => this.fixedCredentials ?? (await this.sdkCredentials())();
 
   private ctx(operation: Operation, key?: string): FailureContext {
     return { operation, bucket: this.bucket, key, endpoint: this.endpoint ?? 'AWS S3', virtualHosted: !this.pathStyle };
@@ -263,21 +318,17 @@ export class S3ObjectClient implements ObjectClient {
         ...(this.ca !== undefined ? { ca: this.ca } : {}), ...(proxy !== undefined ? { proxy } : {}),
       });
       const signed: SignGet = this.noSignRequest ? async (_path, headers) => headers
-        : this.express ? createSessionGetSigner({ origin: addressing.origin, region, sha256: this.sdk.config.sha256, session: () => this.session() })
-        : createGetSigner({
-          origin: addressing.origin, region,
-          credentials: this.sdk.config.credentials as unknown as GetSignerOptions['credentials'],
-          sha256: this.sdk.config.sha256,
-        });
+        : this.express ? createSessionGetSigner({ origin: addressing.origin, region, session: () => this.session() })
+        : createGetSigner({ origin: addressing.origin, region, credentials: this.credentials });
       const extra = this.extraHeaders;
-      const sign: SignGet = Object.keys(extra).length === 0 ? signed : (path, headers, date, query) => signed(path, { ...headers, ...extra }, date, query);
+      const sign: SignGet = Object.keys(extra).length === 0 ? signed : (path, headers, date, query, method) => signed(path, { ...headers, ...extra }, date, query, method);
       const reader = new RangeReader({
         bucket: this.bucket, addressing, pool: streamPool, wire, sign, maxAttempts: this.maxAttempts, requestTimeoutMs: this.requestTimeoutMs,
         limiter: this.limiter, reachability: this.reachability,
         ...(this.renewer !== undefined ? { credentials: this.renewer } : {}),
       });
       reader.pinVersions(this.versions);
-      return { addressing, wire, reader };
+      return { addressing, wire, reader, sign };
     })();
     return this.dataPath;
   }
@@ -287,8 +338,7 @@ export class S3ObjectClient implements ObjectClient {
    * use too (its s3ExpressIdentityProvider): CreateSession once, refreshed before it expires.
    */
   private async session(): Promise<SessionIdentity> {
-    const credentials = (this.sdk.config as unknown as { credentials: () => Promise<SessionIdentity> }).credentials;
-    return this.sessions.getS3ExpressIdentity(await credentials(), { Bucket: this.bucket });
+    return this.sessions.getS3ExpressIdentity(await this.credentials(), { Bucket: this.bucket });
   }
 
   /**
@@ -363,8 +413,48 @@ export class S3ObjectClient implements ObjectClient {
     }
   }
 
+  /**
+   * One request through the wire client (./wire.ts), signed as the data path signs: a HEAD of
+   * `key`, or a GET of the bucket with `query` (key undefined: a listing). An error reply
+   * throws what replyFailure makes of it, for withRetries to judge.
+   */
+  private async wireRequest(method: 'GET' | 'HEAD', operation: Operation, key: string | undefined, query: Record<string, string>, maxBytes: number, signal: AbortSignal): Promise<WholeReply & { $metadata: { requestId?: string } }> {
+    const { addressing, wire, sign } = await this.getDataPath();
+    const base = key !== undefined ? addressing.pathFor(key) : addressing.pathFor('');
+    const headers = await sign(base, {}, undefined, query, method);
+    const qs = canonicalQuery(query);
+    let reply: WholeReply;
+    try {
+      reply = await requestWhole(wire, method, qs === '' ? base : `${base}?${qs}`, headers, maxBytes, signal);
+    } catch (err) {
+      if (err instanceof WireStallError) throw new TransientError('timeout', `no progress on s3://${this.bucket}/${key ?? ''} for ${this.requestTimeoutMs} ms`);
+      throw err;
+    }
+    const requestId = reply.headers['x-amz-request-id'];
+    if (reply.status >= 300) {
+      const err = replyFailure(reply.status, reply.body.subarray(0, MAX_ERROR_BODY).toString('utf8'), this.ctx(operation, key));
+      throw Object.assign(err, { $metadata: { httpStatusCode: reply.status, requestId } });
+    }
+    return { ...reply, $metadata: { ...(requestId !== undefined ? { requestId } : {}) } };
+  }
+
   private async listPage(q: ListQuery, signal?: AbortSignal): Promise<ListPage> {
-    const out = await this.withRetries('list', q.prefix, (s) => this.sdk.send(new ListObjectsV2Command({
+    if (!this.express) {
+      const query: Record<string, string> = { 'list-type': '2', prefix: q.prefix, 'encoding-type': 'url' };
+      if (q.delimiter !== undefined) query.delimiter = q.delimiter;
+      if (q.startAfter !== undefined) query['start-after'] = q.startAfter;
+      if (q.continuationToken !== undefined) query['continuation-token'] = q.continuationToken;
+      if (q.maxKeys !== undefined) query['max-keys'] = String(q.maxKeys);
+      const reply = await this.withRetries('list', q.prefix, (s) => this.wireRequest('GET', 'list', undefined, query, MAX_LIST_BODY, s), signal, true);
+      const page = parseListObjectsV2(reply.body.toString('utf8'));
+      if (page.truncated && !page.nextToken) {
+        throw new S3Error(`S3 listing of s3://${this.bucket}/${q.prefix} is truncated but has no continuation token`, 200, undefined);
+      }
+      return { objects: page.objects, prefixes: page.prefixes, nextToken: page.nextToken };
+    }
+    // A directory bucket (./express.ts): through the SDK, which signs with its sessions.
+    const [sdk, { ListObjectsV2Command }] = await Promise.all([this.sdk(), import('@aws-sdk/client-s3')]);
+    const out = await this.withRetries('list', q.prefix, (s) => sdk.send(new ListObjectsV2Command({
       Bucket: this.bucket, Prefix: q.prefix,
       ...(q.delimiter !== undefined ? { Delimiter: q.delimiter } : {}),
       ...(q.startAfter !== undefined ? { StartAfter: q.startAfter } : {}),
@@ -422,7 +512,10 @@ export class S3ObjectClient implements ObjectClient {
    * reads stay pinned by ETag. Counted as operation 'versioning' in the metrics.
    */
   versioning(signal?: AbortSignal): Promise<string | undefined> {
-    this.versioningState ??= this.withRetries('versioning', undefined, (s) => this.sdk.send(new GetBucketVersioningCommand({ Bucket: this.bucket }), { abortSignal: s }), signal)
+    this.versioningState ??= this.withRetries('versioning', undefined, async (s) => {
+      const [sdk, { GetBucketVersioningCommand }] = await Promise.all([this.sdk(), import('@aws-sdk/client-s3')]);
+      return sdk.send(new GetBucketVersioningCommand({ Bucket: this.bucket }), { abortSignal: s });
+    }, signal)
       .then((out) => out.Status, (err: unknown) => {
         // Only a refusal by a server that answered means "unversioned"; an unreachable
         // endpoint or an abort fails the listing as it would have anyway.
@@ -467,7 +560,8 @@ export class S3ObjectClient implements ObjectClient {
     let markers: { KeyMarker?: string; VersionIdMarker?: string } = {};
     if (q.continuationToken !== undefined) markers = JSON.parse(q.continuationToken) as typeof markers;
     else if (q.startAfter !== undefined) markers = { KeyMarker: q.startAfter };
-    const out = await this.withRetries('list', q.prefix, (s) => this.sdk.send(new ListObjectVersionsCommand({
+    const [sdk, { ListObjectVersionsCommand }] = await Promise.all([this.sdk(), import('@aws-sdk/client-s3')]);
+    const out = await this.withRetries('list', q.prefix, (s) => sdk.send(new ListObjectVersionsCommand({
       Bucket: this.bucket, Prefix: q.prefix, ...markers,
       ...(q.delimiter !== undefined ? { Delimiter: q.delimiter } : {}),
       ...(q.maxKeys !== undefined ? { MaxKeys: q.maxKeys } : {}),
@@ -502,7 +596,23 @@ export class S3ObjectClient implements ObjectClient {
 
   async head(key: string, opts: RequestOptions = {}): Promise<ObjectInfo> {
     const versionId = this.versions.get(key);
-    const out = await this.withRetries('head', key, (s) => this.sdk.send(new HeadObjectCommand({
+    if (!this.express) {
+      const r = await this.withRetries('head', key, (s) => this.wireRequest('HEAD', 'head', key, versionId !== undefined ? { versionId } : {}, 0, s), opts.signal);
+      const h = r.headers;
+      const length = Number(h['content-length'] ?? '0');
+      const modified = h['last-modified'] !== undefined ? new Date(h['last-modified']) : new Date(0);
+      const info: ObjectInfo = {
+        key, size: Number.isSafeInteger(length) ? length : 0, etag: h.etag ?? '', lastModified: Number.isNaN(modified.getTime()) ? new Date(0) : modified,
+        storageClass: h['x-amz-storage-class'] ?? 'STANDARD',
+      };
+      if (h['x-amz-archive-status'] !== undefined) info.archiveStatus = h['x-amz-archive-status'];
+      if (h['x-amz-restore'] !== undefined && /ongoing-request="false"/.test(h['x-amz-restore'])) info.restored = true;
+      if (h['x-amz-version-id'] !== undefined && h['x-amz-version-id'] !== 'null') info.versionId = h['x-amz-version-id'];
+      return info;
+    }
+    // A directory bucket (./express.ts): through the SDK, which signs with its sessions.
+    const [sdk, { HeadObjectCommand }] = await Promise.all([this.sdk(), import('@aws-sdk/client-s3')]);
+    const out = await this.withRetries('head', key, (s) => sdk.send(new HeadObjectCommand({
       Bucket: this.bucket, Key: key, ...(versionId !== undefined ? { VersionId: versionId } : {}),
     }), { abortSignal: s }), opts.signal);
     const info: ObjectInfo = {
@@ -534,8 +644,9 @@ export class S3ObjectClient implements ObjectClient {
   /** The whole object `key`, or undefined when there is none (404 NoSuchKey). */
   async getObject(key: string, opts: RequestOptions = {}): Promise<Buffer | undefined> {
     try {
+      const [sdk, { GetObjectCommand }] = await Promise.all([this.sdk(), import('@aws-sdk/client-s3')]);
       return await this.withRetries('cache_get', key, async (s) => {
-        const out = await this.sdk.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal: s });
+        const out = await sdk.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal: s });
         const body = out.Body as { transformToByteArray(): Promise<Uint8Array> } | undefined;
         const bytes = body ? await body.transformToByteArray() : new Uint8Array(0);
         return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -548,7 +659,8 @@ export class S3ObjectClient implements ObjectClient {
 
   /** PutObject of `body` at `key` (one request; a directory bucket stores it as EXPRESS_ONEZONE). */
   async putObject(key: string, body: Buffer, opts: RequestOptions = {}): Promise<void> {
-    await this.withRetries('cache_put', key, (s) => this.sdk.send(new PutObjectCommand({
+    const [sdk, { PutObjectCommand }] = await Promise.all([this.sdk(), import('@aws-sdk/client-s3')]);
+    await this.withRetries('cache_put', key, (s) => sdk.send(new PutObjectCommand({
       Bucket: this.bucket, Key: key, Body: body, ContentLength: body.length, ContentType: 'application/octet-stream',
     }), { abortSignal: s }), opts.signal);
   }
@@ -587,7 +699,7 @@ export class S3ObjectClient implements ObjectClient {
     if (this.closed) return;
     this.closed = true;
     const dp = this.dataPath;
-    this.sdk.destroy();
+    this.sdkClient?.then((sdk) => sdk.destroy(), () => undefined);
     if (dp) {
       const { wire } = await dp;
       await Promise.all([this.streamPool?.then((pool) => pool.close()), wire.close()]);

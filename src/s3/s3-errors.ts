@@ -75,6 +75,23 @@ const TLS_CERT_CODES = new Set([
   'ERR_TLS_CERT_ALTNAME_INVALID',
 ]);
 
+/** The text of `<tag>...</tag>` in an S3 error reply body (Code, Message), if any. */
+export function xmlField(xml: string, tag: string): string | undefined {
+  const m = new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(xml);
+  return m?.[1];
+}
+
+/**
+ * What an attempt throws on an error reply (status >= 300) with body `xml`: the typed error
+ * (fail), ExpiredCredentials (renew) or a TransientError (retry); judgeError reads each back.
+ */
+export function replyFailure(status: number, xml: string, ctx: FailureContext): Error {
+  const verdict = judgeReply(status, xmlField(xml, 'Code'), xmlField(xml, 'Message'), ctx);
+  if ('fail' in verdict) return verdict.fail;
+  if ('renew' in verdict) return new ExpiredCredentials(verdict.renew);
+  return new TransientError(verdict.retry, `${status} ${xmlField(xml, 'Code') ?? ''} from s3://${ctx.bucket}/${ctx.key ?? ''}`);
+}
+
 function where(ctx: FailureContext): string {
   return `s3://${ctx.bucket}/${ctx.key ?? ''}`;
 }

@@ -18,8 +18,9 @@
  *  - TLS: `tls.connect` honours `onread` as well (checked on Node 20: records are decrypted
  *    into the buffer we hand out, 16 KiB per read), so HTTPS bodies land in place too; a
  *    Node that ignored it would deliver 'data' events, which go through the same parser.
- * So this module owns the socket for ranged GETs only; listing, HEAD and streams keep undici
- * and the SDK.
+ * So this module owns the socket for ranged GETs; since issue 44 also for HEADs and
+ * ListObjectsV2 pages (requestWhole, ./s3-client.ts), so the first byte needs no SDK code.
+ * Streams keep undici; versioned listings and S3 Express keep the SDK.
  *
  * Where the rest of a mount's CPU goes (follow-up, 2026-11-30, load 8-20 on the 2-core VM;
  * `BULK_BENCH_THREADS=1 node scripts/bulk-receive-bench.mjs --no-pipe ...`, daemon profiled
@@ -82,7 +83,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
-import { UnsafeHeaderError } from '../errors.js';
+import { AbortedError, HttpProtocolError, UnsafeHeaderError } from '../errors.js';
 import { recvLowatOp } from '../native/addon.js';
 import { connectTunnel, proxyAddress, proxyAuthorization } from './proxy.js';
 import { ParseState, ReplyParser, type ReplyHeaders, type ReplySink } from './reply-parser.js';
@@ -346,7 +347,7 @@ class Conn implements ReplySink {
   send(ex: ExchangeImpl, hostHeader: string): void {
     this.ex = ex;
     ex.conn = this;
-    this.parser.reset();
+    this.parser.reset(ex.method === 'HEAD');
     this.lowatTried = false;
     this.last = this.sentAt = performance.now();
     // Each exchange gets its own stall deadline: a reused connection's timer may be set for
@@ -356,7 +357,7 @@ class Conn implements ReplySink {
       clearTimeout(this.timer);
       this.arm(this.stallMs);
     }
-    let req = `GET ${this.absolute}${ex.path} HTTP/1.1\r\nhost: ${hostHeader}\r\n${this.proxyAuth}`;
+    let req = `${ex.method} ${this.absolute}${ex.path} HTTP/1.1\r\nhost: ${hostHeader}\r\n${this.proxyAuth}`;
     for (const [k, v] of Object.entries(ex.headers)) if (k.toLowerCase() !== 'host') req += `${k}: ${v}\r\n`;
     if (this.sock !== undefined) this.sock.write(req + '\r\n');
     else this.queued = req + '\r\n';
@@ -476,7 +477,7 @@ class ExchangeImpl implements Exchange {
   started = false;
   done = false;
   resent = false;
-  constructor(readonly pool: WirePool, readonly path: string, readonly headers: Record<string, string>, readonly handler: ReplyHandler) {}
+  constructor(readonly pool: WirePool, readonly path: string, readonly headers: Record<string, string>, readonly handler: ReplyHandler, readonly method: 'GET' | 'HEAD' = 'GET') {}
 
   close(): void {
     if (this.done) return;
@@ -500,9 +501,9 @@ export class WirePool {
     this.url = new URL(origin);
   }
 
-  /** Sends `GET path` with `headers`; the handler hears the reply. */
-  request(path: string, headers: Record<string, string>, handler: ReplyHandler): Exchange {
-    const ex = new ExchangeImpl(this, path, headers, handler);
+  /** Sends `GET path` (or HEAD) with `headers`; the handler hears the reply. */
+  request(path: string, headers: Record<string, string>, handler: ReplyHandler, method: 'GET' | 'HEAD' = 'GET'): Exchange {
+    const ex = new ExchangeImpl(this, path, headers, handler, method);
     const unsafe = unsafeRequestHead(path, headers);
     if (unsafe !== undefined) {
       ex.done = true;
@@ -561,4 +562,48 @@ export class WirePool {
     const waiting = this.queue.splice(0);
     for (const ex of waiting) { ex.done = true; ex.handler.onError(Object.assign(new Error('the connection pool is closed'), { code: 'UND_ERR_CLOSED' })); }
   }
+}
+
+/** A reply read whole: status, headers and body (empty for a HEAD). */
+export interface WholeReply {
+  status: number;
+  headers: WireHeaders;
+  body: Buffer;
+}
+
+/**
+ * One request whose reply body is collected whole (listing pages, HEADs, error replies), at
+ * most `maxBytes` of it (a longer one fails with HttpProtocolError). `signal` aborts it
+ * (AbortedError). Stalls fail with WireStallError, as ranged GETs' do.
+ */
+export function requestWhole(pool: WirePool, method: 'GET' | 'HEAD', path: string, headers: Record<string, string>, maxBytes: number, signal?: AbortSignal): Promise<WholeReply> {
+  return new Promise<WholeReply>((resolve, reject) => {
+    if (signal?.aborted) { reject(new AbortedError()); return; }
+    let status = 0;
+    let replyHeaders: WireHeaders = {};
+    const parts: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const done = (err: Error | undefined) => {
+      if (settled) return;
+      settled = true;
+      signal?.removeEventListener('abort', onAbort);
+      if (err !== undefined) reject(err);
+      else resolve({ status, headers: replyHeaders, body: Buffer.concat(parts, size) });
+    };
+    const onAbort = () => { ex.close(); done(new AbortedError()); };
+    const ex = pool.request(path, headers, {
+      onHeaders: (s, h) => { status = s; replyHeaders = h; },
+      landing: () => undefined,
+      onLanded: () => undefined,
+      onBody: (chunk) => {
+        size += chunk.length;
+        if (size > maxBytes) { ex.close(); done(new HttpProtocolError(`a ${method} reply body of more than ${maxBytes} bytes`)); return; }
+        parts.push(Buffer.from(chunk)); // the chunk is only valid during this call
+      },
+      onEnd: () => done(undefined),
+      onError: (err) => done(err),
+    }, method);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
 }

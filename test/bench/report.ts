@@ -202,3 +202,14 @@ t.test('the table names the runtime first: Node, the OpenSSL its TLS uses, the k
   delete res.machine.openssl; // a result file from before the field
   t.match(markdownTable(res).split('\n')[0], /^Run on Node v20, Linux 6\.1, 2 × cpu\.$/);
 });
+
+t.test('ttfb figures are broken down per target (issue 44): mount answered, first byte, the rest, requests, CPU', async (t) => {
+  const md = markdownTable(results([
+    fig({ target: 'FastFile', value: 1.984, scenario: 'ttfb-large', kind: 'ttfb', unit: 's', higherIsBetter: false, ttfbBreakdown: { mountedSeconds: 1.749, requests: 10, cpuSeconds: 0.64 } }),
+    fig({ target: 'rclone', value: 0.587, scenario: 'ttfb-large', kind: 'ttfb', unit: 's', higherIsBetter: false, ttfbBreakdown: { mountedSeconds: 0.385, requests: 4, cpuSeconds: 0.22 } }),
+  ]));
+  t.match(md, /Time to first byte, broken down/);
+  t.match(md, /\| ttfb-large \| s3-like \| FastFile \| 1\.749 \| 1\.984 \| 0\.235 \| 10 \| 0\.64 \|/);
+  t.match(md, /\| ttfb-large \| s3-like \| rclone \| 0\.385 \| 0\.587 \| 0\.202 \| 4 \| 0\.22 \|/);
+  t.notMatch(markdownTable(results(figures)), /broken down/, 'no ttfb figure: no table');
+});

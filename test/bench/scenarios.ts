@@ -90,3 +90,14 @@ t.test('order (issue 48): listing by default; shuffled and order-file with a see
   t.throws(() => parseBenchConfig(smoke.replace('{ name: ttfb,', '{ name: ttfb, order: shuffled,'), 'smoke.yaml'), { message: /order applies to sequential scenarios only/ });
   t.doesNotThrow(() => loadBenchConfig(path.join(ROOT, 'bench/scenarios/order-file.yaml')), 'the shipped scenario file parses');
 });
+
+t.test('ttfb-large (issue 44): the first MiB of one 100 MB file, beside both peers; a bad readBytes is named', async (t) => {
+  const c = loadBenchConfig(path.join(ROOT, 'bench/scenarios/ttfb-large.yaml'));
+  const sc = c.scenarios.find((s) => s.name === 'ttfb-large')!;
+  t.equal(sc.kind, 'ttfb');
+  t.equal(sc.readBytes, 1024 * 1024, 'the first MiB');
+  t.same(sc.peers, ['s3fs', 'rclone']);
+  t.same(c.datasets['one-large']!.largeFiles, { count: 1, size: 100e6 });
+  t.equal(parseBenchConfig(smoke, 'smoke.yaml').scenarios.find((s) => s.kind === 'ttfb')!.readBytes, undefined, 'no readBytes: the whole file');
+  t.throws(() => parseBenchConfig(smoke.replace('kind: ttfb,', 'kind: ttfb, readBytes: lots,'), 'smoke.yaml'), { name: 'ConfigError', message: /readBytes: "lots" is not a size/ });
+});

@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { registry } from '../../src/metrics/metrics.js';
+import { loadMetrics, registry } from '../../src/metrics/metrics.js';
 
 const doc = readFileSync(new URL('../../docs/METRICS.md', import.meta.url), 'utf8');
 const ROW_RE = /^\|\s*`((?:sluice|process|nodejs)_[a-z0-9_]+)`\s*\|\s*(counter|gauge|histogram|summary)\s*\|([^|]*)\|/gm;
@@ -18,6 +18,7 @@ for (const m of doc.matchAll(ROW_RE)) {
   if (rows.has(m[1]!)) duplicates.push(m[1]!);
   rows.set(m[1]!, { type: m[2]!, labels: m[3]!.split(',').map((l) => l.trim()).filter(Boolean).sort() });
 }
+await loadMetrics(); // the process metrics are prom-client's, there once it is built
 const metrics = registry.getMetricsAsArray() as unknown as Array<{ name: string; type: string; labelNames?: readonly string[] }>;
 const declared = new Map(metrics.map((m) => [m.name, { type: String(m.type), labels: [...(m.labelNames ?? [])].sort() }]));
 
