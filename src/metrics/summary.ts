@@ -15,7 +15,7 @@
 import { log } from '../log.js';
 import { parseExposition } from './exposition.js';
 import { type ChannelRates, type ChannelTotals, channelRates, channelTotals, formatChannelLine } from './figures.js';
-import { registry, snapshotInfo } from './metrics.js';
+import { metricsBuilt, registry, snapshotInfo } from './metrics.js';
 
 /** Prometheus scrapes every 15-60 s; a line a minute is a readable log, not a metric stream. */
 export const SUMMARY_INTERVAL_MS = 60_000;
@@ -53,8 +53,12 @@ export function startSummary(opts: SummaryOptions = {}): Summary {
   if (!(intervalMs > 0)) throw new RangeError(`summary interval must be > 0 ms, got ${intervalMs}`);
   const sink = opts.sink ?? defaultSink;
   const startedAt = performance.now();
-  // The first window starts from the totals at start (usually zero, but not in tests).
-  const baseline = totalsNow();
+  // The first window starts from the totals at start (usually zero, but not in tests). Before
+  // the registry is built (prom-client loads after the mount answers, ./metrics.ts), rendering
+  // it would load it now, on the start-up path, and settle only after the counts that follow
+  // this call: the first window then starts from zero, which is what a process that has read
+  // nothing yet holds.
+  const baseline = metricsBuilt() ? totalsNow() : Promise.resolve<ChannelTotals[]>([]);
   baseline.catch(() => undefined); // awaited by the first tick or stop(), which report a failure
   let prev: { at: number; totals: Promise<ChannelTotals[]> } = { at: startedAt, totals: baseline };
   let stopped = false; // set when the final lines are written; later ticks write nothing
