@@ -59,7 +59,7 @@ const MiB = 1024 * 1024;
  */
 export const CACHE_BLOCK = 1 * MiB;
 /** 64 MiB queued or being PUT: 8 blocks in flight and the rest queued; bounded memory, a copy each. */
-const WRITE_BUDGET = 64 * MiB;
+export const WRITE_BUDGET = 64 * MiB;
 /** 8 PUTs at once: ~8 x 1 MiB per Express round trip is hundreds of MB/s, a small share of the connections. */
 const PUT_CONCURRENCY = 8;
 /** Attempts per cache request: a cache that fails is skipped (the source answers), so retrying long only delays the reader. */

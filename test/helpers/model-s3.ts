@@ -35,6 +35,20 @@
  *   long       Content-Length says fewer bytes than are sent (the rest pollutes the connection);
  *   flood-1xx  a `102 Processing` every FLOOD_PERIOD_MS, never a final reply.
  * `counts` says how many times each fault fired; `gets` how many data GETs came in.
+ *
+ * The cache bucket (--cache-bucket, src/cache/cache-bucket.ts), when `cacheBucket` is named: a
+ * second bucket of plain objects, no versions, answering whole-object GET and HEAD, and PUT (a
+ * Content-Length body, after `100 Continue` when asked). It is not part of the reference model:
+ * whatever it holds or serves, a read must return the listed version's bytes. Its own faults,
+ * queued (`cacheInject`) or drawn (`cacheChaos`), never touch the source's:
+ *   GET  get-500 (500 InternalError), get-stall (no answer), get-404 (NoSuchKey), flip (a byte
+ *        of the body flipped), truncate (a shorter body, framed right), foreign (the body of
+ *        another stored cache object: another block, or another version of the same block);
+ *   PUT  put-500 (the body read, then 500), put-stall (the body read, then no answer).
+ * `cacheMutate` changes a stored cache object in place (the same, plus delete). Every PUT is
+ * checked as it lands (`cachePutViolations`): its header's identity (JSON [namespace, key, ETag,
+ * version id, block, block size]) names a version the server served, its data are that version's
+ * bytes of that block, and a cache key never carries two identities (the key includes the ETag).
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -54,6 +68,18 @@ export const DRIP_MAX_MS = 1500;
 const FLOOD_PERIOD_MS = 200;
 
 export interface Version { bytes: Buffer; etag: string; lastModified: Date }
+
+export const CACHE_GET_FAULTS = ['get-500', 'get-stall', 'get-404', 'flip', 'truncate', 'foreign'] as const;
+export const CACHE_PUT_FAULTS = ['put-500', 'put-stall'] as const;
+export const CACHE_FAULTS = [...CACHE_GET_FAULTS, ...CACHE_PUT_FAULTS] as const;
+export type CacheFault = (typeof CACHE_FAULTS)[number];
+/** What `cacheMutate` does to a stored cache object. */
+export const CACHE_MUTATIONS = ['flip', 'truncate', 'foreign', 'delete'] as const;
+export type CacheMutation = (typeof CACHE_MUTATIONS)[number];
+/** A cache object's data start after its 24-byte header and its identity (src/cache/cache-bucket.ts). */
+const CACHE_HEADER = 24;
+/** A flip of every FLIP_SPAN bytes: 16 in a 1 MiB block, one in every 64 KiB a reader may ask for. */
+const FLIP_SPAN = 64 * 1024;
 
 export interface ChaosRates {
   /** Probability that a data GET gets a fault, and the faults to draw from (uniformly). */
@@ -81,6 +107,32 @@ export interface ModelS3 {
   gets: number;
   /** Called at each data GET's arrival with its number (1, 2, ...), before its fault is drawn. */
   onDataGet?: (n: number, key: string) => void;
+  /** The cache bucket's name ('' without one). */
+  cacheBucket: string;
+  /** The next `n` cache GETs (get-*, flip, truncate, foreign) or PUTs (put-*) get `fault`. */
+  cacheInject(fault: CacheFault, n: number): void;
+  /** Random cache faults (probability `p` per cache request, drawn from those of its kind); undefined: none. */
+  cacheChaos(p: number | undefined, seed?: number): void;
+  /** Cache faults queued or drawn: a read now may meet one. */
+  cacheFaultsOn(): boolean;
+  /**
+   * Foreign bodies are taken from the blocks of `sourceKey` (of any version: the old ones, when
+   * the GET is for a new version's block), the same block first; undefined: from any object.
+   */
+  cacheStale(sourceKey: string | undefined): void;
+  /** Changes the `pick`-th stored cache object (in key order); false when there is none. */
+  cacheMutate(how: CacheMutation, pick: number): boolean;
+  /** The cache bucket's keys. */
+  cacheKeys(): string[];
+  /** The cache bucket's stored bodies that hold `bytes` at some offset of their data (diagnostics of a wrong read). */
+  cacheHolding(bytes: Buffer): string[];
+  cacheCounts: Record<string, number>;
+  cacheGets: number;
+  /** Cache GETs answered with a body (a stored object, or a damaged or foreign one). */
+  cacheServed: number;
+  cachePuts: number;
+  /** What the PUT checks found wrong (empty when every PUT carried true bytes). */
+  cachePutViolations: string[];
   close(): Promise<void>;
 }
 
@@ -108,10 +160,19 @@ export function bytesOf(size: number, seed: number): Buffer {
   return b;
 }
 
-interface Request { method: string; path: string; query: URLSearchParams; headers: Map<string, string> }
+interface Request { method: string; path: string; query: URLSearchParams; headers: Map<string, string>; body?: Buffer }
 
-export async function startModelS3(bucket: string): Promise<ModelS3> {
+export async function startModelS3(bucket: string, cacheBucket = ''): Promise<ModelS3> {
   const objects = new Map<string, Version[]>();
+  const cache = new Map<string, Buffer>();
+  /** The identity each cache key was PUT with (a key with two identities would mix versions). */
+  const cacheIdentity = new Map<string, string>();
+  const cachePending: { get: CacheFault[]; put: CacheFault[] } = { get: [], put: [] };
+  let cacheP: number | undefined;
+  let cacheDraw = rng(1);
+  const cacheCounts: Record<string, number> = {};
+  /** `cacheStale`: foreign bodies are this source object's blocks (its other versions'). */
+  let staleOf: string | undefined;
   const pending: Fault[] = [];
   let chaos: ChaosRates | undefined;
   let draw = rng(1);
@@ -134,6 +195,8 @@ export async function startModelS3(bucket: string): Promise<ModelS3> {
     let buf = Buffer.alloc(0);
     /** A reply is under way: requests that come meanwhile (pipelined) wait their turn. */
     let busy = false;
+    /** A PUT waiting for the rest of its body: called as bytes come, true once it has it. */
+    let bodyWait: (() => boolean) | undefined;
     const pump = () => {
       if (busy || sock.destroyed) return;
       const end = buf.indexOf('\r\n\r\n');
@@ -143,9 +206,28 @@ export async function startModelS3(bucket: string): Promise<ModelS3> {
       const req = parse(head);
       if (!req) { sock.destroy(); return; }
       busy = true;
+      const length = Number(req.headers.get('content-length') ?? '0');
+      if (req.method === 'PUT' && length > 0) {
+        // A body follows (a cache PUT): wait for all of it, after `100 Continue` when asked.
+        if (!Number.isSafeInteger(length) || req.headers.has('transfer-encoding')) { sock.destroy(); return; }
+        if (/100-continue/i.test(req.headers.get('expect') ?? '')) sock.write('HTTP/1.1 100 Continue\r\n\r\n');
+        const take = () => {
+          if (buf.length < length) return false;
+          req.body = Buffer.from(buf.subarray(0, length));
+          buf = buf.subarray(length);
+          serve(sock, req, () => { busy = false; pump(); });
+          return true;
+        };
+        if (!take()) bodyWait = take;
+        return;
+      }
       serve(sock, req, () => { busy = false; pump(); });
     };
-    sock.on('data', (d: Buffer) => { buf = Buffer.concat([buf, d]); pump(); });
+    sock.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      if (bodyWait) { if (!bodyWait()) return; bodyWait = undefined; }
+      pump();
+    });
   });
 
   function parse(head: string): Request | undefined {
@@ -226,10 +308,126 @@ export async function startModelS3(bucket: string): Promise<ModelS3> {
     return undefined;
   }
 
+  function nextCacheFault(kind: 'get' | 'put'): CacheFault | undefined {
+    const f = cachePending[kind].shift();
+    if (f !== undefined) return f;
+    const pool: readonly CacheFault[] = kind === 'get' ? CACHE_GET_FAULTS : CACHE_PUT_FAULTS;
+    if (cacheP !== undefined && cacheDraw() < cacheP) return pool[Math.floor(cacheDraw() * pool.length)];
+    return undefined;
+  }
+
+  /**
+   * The body of another stored cache object than `key`: the same block of another version of the
+   * same source object first (what a key without the ETag would find), else the same block of
+   * another object, else any other block.
+   */
+  function foreignOf(key: string, pick: number): Buffer | undefined {
+    const block = key.slice(key.lastIndexOf('/') + 1);
+    const others = [...cache.keys()].filter((k) => k !== key).sort();
+    if (others.length === 0) return undefined;
+    const sameBlock = others.filter((k) => k.slice(k.lastIndexOf('/') + 1) === block);
+    const source = staleOf ?? sourceOf(key);
+    const sameObject = source !== undefined ? sameBlock.filter((k) => sourceOf(k) === source) : [];
+    const pool = sameObject.length > 0 ? sameObject : sameBlock.length > 0 ? sameBlock : others;
+    return cache.get(pool[pick % pool.length]!);
+  }
+
+  /** The source key a cache key was PUT for (its identity's), when it was PUT. */
+  function sourceOf(cacheKey: string): string | undefined {
+    const id = cacheIdentity.get(cacheKey);
+    try { return id !== undefined ? String((JSON.parse(id) as unknown[])[1]) : undefined; } catch { return undefined; }
+  }
+
+
+  /**
+   * `body` with bytes flipped in the data when there are data (the header has its own CRC): one
+   * byte (odd `pick`), or one in every FLIP_SPAN (even `pick`: a read of any part of the block
+   * meets one, so a check that is skipped shows in whatever range is read).
+   */
+  function flipped(body: Buffer, pick: number): Buffer {
+    const out = Buffer.from(body);
+    if (out.length === 0) return out;
+    const data = out.length >= CACHE_HEADER && CACHE_HEADER + out.readUInt32LE(8) < out.length ? CACHE_HEADER + out.readUInt32LE(8) : 0;
+    const n = out.length - data;
+    const first = data + (pick % n);
+    out[first] = out[first]! ^ 0x20;
+    if (pick % 2 === 0) for (let at = data + ((pick >>> 1) % FLIP_SPAN); at < out.length; at += FLIP_SPAN) if (at !== first) out[at] = out[at]! ^ 0x20;
+    return out;
+  }
+
+  /** A PUT's body checked against the model: see the module's comment. */
+  function checkPut(key: string, body: Buffer): void {
+    const bad = (why: string) => { if (model.cachePutViolations.length < 20) model.cachePutViolations.push(`PUT ${key}: ${why}`); };
+    if (body.length < CACHE_HEADER) return bad(`${body.length} bytes, shorter than a header`);
+    const idLen = body.readUInt32LE(8);
+    const n = body.readUInt32LE(12);
+    if (CACHE_HEADER + idLen + n !== body.length) return bad('lengths do not add up');
+    const identity = body.toString('utf8', CACHE_HEADER, CACHE_HEADER + idLen);
+    const before = cacheIdentity.get(key);
+    if (before !== undefined && before !== identity) bad(`the key was PUT before with identity ${before}, now ${identity}`);
+    cacheIdentity.set(key, identity);
+    let id: unknown[];
+    try { id = JSON.parse(identity) as unknown[]; } catch { return bad(`identity is not JSON: ${identity.slice(0, 200)}`); }
+    const [, srcKey, etag, , index, blockSize] = id as [string, string, string, string | null, number, number];
+    const v = objects.get(srcKey)?.find((x) => x.etag === etag);
+    if (!v) return bad(`identity ${identity} names no version of the source`);
+    const data = body.subarray(CACHE_HEADER + idLen);
+    const want = v.bytes.subarray(index * blockSize, index * blockSize + n);
+    if (want.length !== n || !data.equals(want)) bad(`data (${n} bytes) are not the bytes of block ${index} of ${srcKey} ${etag}`);
+  }
+
+  function serveCache(sock: net.Socket, req: Request, key: string, done: () => void): void {
+    if (key === '') {
+      if (req.method === 'HEAD') { write(sock, '200 OK', [['Content-Length', 0]]); return done(); }
+      return s3Error(sock, '501 Not Implemented', 'NotImplemented', done);
+    }
+    if (req.method === 'PUT') {
+      model.cachePuts++;
+      const fault = nextCacheFault('put');
+      if (fault !== undefined) cacheCounts[fault] = (cacheCounts[fault] ?? 0) + 1;
+      const body = req.body ?? Buffer.alloc(0);
+      if (fault === 'put-stall') return; // the body was taken; no answer until the client gives up
+      if (fault === 'put-500') return s3Error(sock, '500 Internal Server Error', 'InternalError', done);
+      checkPut(key, body);
+      cache.set(key, body);
+      const etag = `"${createHash('md5').update(body).digest('hex')}"`;
+      write(sock, '200 OK', [['ETag', etag], ['Content-Length', 0], ['x-amz-request-id', 'model']]);
+      return done();
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') return s3Error(sock, '405 Method Not Allowed', 'MethodNotAllowed', done);
+    let body = cache.get(key);
+    if (req.method === 'HEAD') {
+      if (!body) { write(sock, '404 Not Found', [['Content-Length', 0]]); return done(); }
+      write(sock, '200 OK', [['ETag', `"${createHash('md5').update(body).digest('hex')}"`], ['Content-Length', body.length], ['x-amz-request-id', 'model']]);
+      return done();
+    }
+    model.cacheGets++;
+    let fault = nextCacheFault('get');
+    const pick = Math.floor(cacheDraw() * 0x7fff_ffff);
+    // A foreign object is served for a key not stored too (a key without the ETag would find the old version's).
+    const foreign = fault === 'foreign' ? foreignOf(key, pick) : undefined;
+    if (!body && ((fault === 'foreign' && !foreign) || fault === 'flip' || fault === 'truncate')) {
+      // Nothing to damage: the fault waits for a GET that has a body.
+      cachePending.get.unshift(fault!);
+      fault = undefined;
+    }
+    if (fault !== undefined) cacheCounts[fault] = (cacheCounts[fault] ?? 0) + 1;
+    if (fault === 'get-stall') return;
+    if (fault === 'get-500') return s3Error(sock, '500 Internal Server Error', 'InternalError', done);
+    if (fault === 'foreign') body = foreign!;
+    if (fault === 'get-404' || !body) return s3Error(sock, '404 Not Found', 'NoSuchKey', done);
+    model.cacheServed++;
+    if (fault === 'flip') body = flipped(body, pick);
+    if (fault === 'truncate') body = body.subarray(0, Math.floor(body.length * cacheDraw()));
+    write(sock, '200 OK', [['ETag', `"${createHash('md5').update(body).digest('hex')}"`], ['Content-Type', 'application/octet-stream'], ['Content-Length', body.length], ['x-amz-request-id', 'model']], body);
+    done();
+  }
+
   function serve(sock: net.Socket, req: Request, done: () => void): void {
     const slash = req.path.indexOf('/', 1);
     const b = slash < 0 ? req.path.slice(1) : req.path.slice(1, slash);
     const key = slash < 0 ? '' : req.path.slice(slash + 1);
+    if (cacheBucket !== '' && b === cacheBucket) return serveCache(sock, req, key, done);
     if (b !== bucket) return s3Error(sock, '404 Not Found', 'NoSuchBucket', done);
     if (key === '') {
       if (req.method === 'GET' && req.query.get('list-type') === '2') return xmlReply(sock, '200 OK', list(req.query), done);
@@ -361,6 +559,35 @@ export async function startModelS3(bucket: string): Promise<ModelS3> {
     inject(fault, n) { for (let i = 0; i < n; i++) pending.push(fault); },
     chaos(rates, seed = 1) { chaos = rates; draw = rng(seed); },
     heal() { pending.length = 0; chaos = undefined; },
+    cacheBucket,
+    cacheCounts,
+    cacheGets: 0,
+    cacheServed: 0,
+    cachePuts: 0,
+    cachePutViolations: [],
+    cacheInject(fault, n) {
+      const q = (CACHE_PUT_FAULTS as readonly string[]).includes(fault) ? cachePending.put : cachePending.get;
+      for (let i = 0; i < n; i++) q.push(fault);
+    },
+    cacheChaos(p, seed = 1) { cacheP = p; cacheDraw = rng(seed); },
+    cacheStale(sourceKey) { staleOf = sourceKey; },
+    cacheFaultsOn() { return cachePending.get.length > 0 || cachePending.put.length > 0 || (cacheP ?? 0) > 0; },
+    cacheMutate(how, pick) {
+      const keys = [...cache.keys()].sort();
+      if (keys.length === 0) return false;
+      const key = keys[pick % keys.length]!;
+      const body = cache.get(key)!;
+      if (how === 'delete') cache.delete(key);
+      else if (how === 'flip') cache.set(key, flipped(body, pick));
+      else if (how === 'truncate') cache.set(key, body.subarray(0, Math.floor(body.length * ((pick % 97) / 97))));
+      else cache.set(key, foreignOf(key, pick) ?? flipped(body, pick));
+      return true;
+    },
+    cacheKeys() { return [...cache.keys()].sort(); },
+    cacheHolding(bytes) {
+      if (bytes.length === 0) return [];
+      return [...cache].filter(([, b]) => b.length >= CACHE_HEADER && b.subarray(CACHE_HEADER + b.readUInt32LE(8)).includes(bytes)).map(([k]) => k);
+    },
     async close() {
       if (closed) return;
       closed = true;

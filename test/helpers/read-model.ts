@@ -10,6 +10,18 @@
  * and a kill -9 of the daemon on the same tier, and a second daemon sharing the tier with a
  * tiny budget (it evicts under the first).
  *
+ * The cache bucket (--cache-bucket, src/cache/cache-bucket.ts) is a profile switch
+ * (`cacheBucket`): every daemon of the program, restarts and the second daemon included,
+ * shares one cache bucket of the model server, which is not part of the reference model.
+ * Its GETs and PUTs meet their own faults (queued, drawn at random all through the program, or
+ * fired inside a batch), its stored objects are flipped, truncated, replaced by another block's
+ * or deleted between and inside batches, and the second daemon shares it with its own tier (so
+ * it reads what the first PUT). `stale` reads a file whole (its blocks go to the cache bucket),
+ * overwrites it with bytes of the same size, restarts, and reads the new version whole while
+ * every cache GET is answered with the old version's object of the same block: what a key
+ * without the ETag would find. The server checks every PUT (model-s3.ts: true bytes of a version
+ * it served, one identity per key, so the key includes the ETag).
+ *
  * The daemon is the built CLI (`sluice mount`, a child process, read through a real kernel
  * mount by this process), against the model server through sluice's own HTTP client. The
  * reference model is the server's: each mount generation expects the versions it listed.
@@ -22,7 +34,10 @@
  *     being killed under it; a disk fault alone never fails a read;
  *   - deadline: no read outlives 2 x request-deadline (SEMANTICS.md "Through the mount")
  *     plus the drips it may wait on and a grace for a loaded machine;
- *   - bounds: the daemon's RSS and descriptor count stay within what its options allow.
+ *   - bounds: the daemon's RSS and descriptor count stay within what its options allow;
+ *   - cache faults are misses: a read served while cache bucket faults are on (queued, drawn,
+ *     or objects damaged in place) still returns the listed version's bytes, never an errno
+ *     they caused (they add no cause), and every PUT to the cache bucket carries true bytes.
  * A failure throws a ModelViolation naming the property; fast-check shrinks the program and
  * prints its seed and path.
  */
@@ -33,12 +48,15 @@ import path from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
+import { WRITE_BUDGET as CACHE_WRITE_BUDGET } from '../../src/cache/cache-bucket.js';
 import { TIER_FOLDER } from '../../src/cache/tier-layout.js';
 import { WRITE_QUEUE_BYTES } from '../../src/cache/tier-writer.js';
 import { s3DeadlineMs } from '../../src/fuse/deadline.js';
 import { startCli, waitExit, type RunningCli } from './cli.js';
 import { cleanupMount } from './fuse.js';
-import { bytesOf, DRIP_MAX_MS, FAULTS, startModelS3, type Fault, type ModelS3, type Version } from './model-s3.js';
+import {
+  bytesOf, CACHE_FAULTS, CACHE_MUTATIONS, DRIP_MAX_MS, FAULTS, startModelS3, type CacheFault, type CacheMutation, type Fault, type ModelS3, type Version,
+} from './model-s3.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -86,12 +104,21 @@ export const DISK_FAULTS = ['flip', 'tear', 'truncate', 'rmdir'] as const;
 type DiskFault = (typeof DISK_FAULTS)[number];
 
 const SLOTS = 4;
+/** `stale` reads a file whole in reads of this size (a few kernel requests each, under --max-inflight). */
+const WHOLE_CHUNK = 1 * MiB;
+/** The cache bucket's PUTs are in the background: `stale` waits until none came for PUT_QUIET_MS, at most PUT_SETTLE_MS. */
+const PUT_QUIET_MS = 150;
+const PUT_SETTLE_MS = 3000;
+/** With the cache bucket, the second node first reads again the first daemon's last SECOND_AGAIN reads (at most ~10 MiB: reads are < 1.2 MiB). */
+const SECOND_AGAIN = 8;
 export type ReadSpec = { slot: number; at: number; len: number };
 export type Event =
   | { what: 'overwrite'; file: number }
   | { what: 'kill9' }
   | { what: 'disk'; fault: DiskFault; pick: number }
-  | { what: 'fault'; fault: Fault; n: number };
+  | { what: 'fault'; fault: Fault; n: number }
+  | { what: 'cachefault'; fault: CacheFault; n: number }
+  | { what: 'cache'; how: CacheMutation; pick: number };
 export type Op =
   | { k: 'open'; slot: number; file: number }
   | { k: 'close'; slot: number }
@@ -102,17 +129,22 @@ export type Op =
   | { k: 'disk'; fault: DiskFault; pick: number }
   | { k: 'restart' }
   | { k: 'kill9' }
-  | { k: 'second'; reads: ReadSpec[] };
+  | { k: 'second'; reads: ReadSpec[] }
+  | { k: 'cachefault'; fault: CacheFault; n: number }
+  | { k: 'cache'; how: CacheMutation; pick: number }
+  | { k: 'stale'; file: number };
 
 /** `enospc`: the tier is a tmpfs smaller than its --cache-dir-size, so its writes meet ENOSPC. */
 /** `chaos`: the probability that any data GET gets one of CHAOS_FAULTS, all through the program. */
-export interface Program { profile: ProfileName; paths: PathName; directIo: boolean; tier: boolean; enospc?: boolean; chaos?: number; crossFile: number; ops: Op[] }
+/** `cacheBucket`: every daemon reads through one shared cache bucket; `cacheChaos`: the probability that a cache request gets a fault. */
+export interface Program { profile: ProfileName; paths: PathName; directIo: boolean; tier: boolean; enospc?: boolean; chaos?: number; cacheBucket?: boolean; cacheChaos?: number; crossFile: number; ops: Op[] }
 
 /** Background faults that retries must absorb or turn into EIO/ETIMEDOUT: those of the held-out chaos check (drips, cuts, 503s, stalls). */
 export const CHAOS_FAULTS: readonly Fault[] = ['503', '500', 'cut', 'reset', 'drip', 'stall-body'];
 
 /** The faults a program draws; `only` narrows them (a CI test per family). */
-export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly Fault[]; maxOps?: number } = {}): fc.Arbitrary<Program> {
+/** `cacheBucket` forces the cache bucket on or off (the CI seeds); drawn otherwise. */
+export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly Fault[]; maxOps?: number; cacheBucket?: boolean } = {}): fc.Arbitrary<Program> {
   const faults = opts.faults ?? FAULTS;
   const fault = fc.constantFrom(...faults);
   const slot = fc.integer({ min: 0, max: SLOTS - 1 });
@@ -120,11 +152,15 @@ export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly F
   const at = fc.oneof(fc.nat(20 * MiB), fc.nat(8192), fc.nat(2 * MiB));
   const len = fc.oneof(fc.integer({ min: 1, max: 1200 * KiB }), fc.constantFrom(4096, 128 * KiB, 1 * MiB), fc.integer({ min: 1, max: 9000 }));
   const read = fc.record({ slot, at, len });
+  const cacheFault = fc.constantFrom(...CACHE_FAULTS);
+  const cacheHow = fc.constantFrom(...CACHE_MUTATIONS);
   const event: fc.Arbitrary<Event> = fc.oneof(
     { weight: 3, arbitrary: fc.record({ what: fc.constant('overwrite' as const), file }) },
     fc.record({ what: fc.constant('kill9' as const) }),
     fc.record({ what: fc.constant('disk' as const), fault: fc.constantFrom(...DISK_FAULTS), pick: fc.nat(1000) }),
     fc.record({ what: fc.constant('fault' as const), fault, n: fc.integer({ min: 1, max: 6 }) }),
+    fc.record({ what: fc.constant('cachefault' as const), fault: cacheFault, n: fc.integer({ min: 1, max: 8 }) }),
+    { weight: 2, arbitrary: fc.record({ what: fc.constant('cache' as const), how: cacheHow, pick: fc.nat(1000) }) },
   );
   const op: fc.Arbitrary<Op> = fc.oneof(
     { weight: 3, arbitrary: fc.record({ k: fc.constant('open' as const), slot, file }) },
@@ -138,7 +174,11 @@ export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly F
     { weight: 2, arbitrary: fc.record({ k: fc.constant('disk' as const), fault: fc.constantFrom(...DISK_FAULTS), pick: fc.nat(1000) }) },
     { weight: 1, arbitrary: fc.record({ k: fc.constant('restart' as const) }) },
     { weight: 1, arbitrary: fc.record({ k: fc.constant('kill9' as const) }) },
-    { weight: 1, arbitrary: fc.record({ k: fc.constant('second' as const), reads: fc.array(read, { minLength: 1, maxLength: 4 }) }) },
+    { weight: 2, arbitrary: fc.record({ k: fc.constant('second' as const), reads: fc.array(read, { minLength: 1, maxLength: 4 }) }) },
+    // The cache bucket's (nothing without it): faults of its requests, damage to its objects, an overwrite under its old blocks.
+    { weight: 2, arbitrary: fc.record({ k: fc.constant('cachefault' as const), fault: cacheFault, n: fc.integer({ min: 1, max: 8 }) }) },
+    { weight: 2, arbitrary: fc.record({ k: fc.constant('cache' as const), how: cacheHow, pick: fc.nat(1000) }) },
+    { weight: 1, arbitrary: fc.record({ k: fc.constant('stale' as const), file }) },
   );
   return fc.record({
     profile: fc.constantFrom(...(opts.profiles ?? (Object.keys(PROFILES) as ProfileName[]))),
@@ -147,19 +187,27 @@ export function programArb(opts: { profiles?: ProfileName[]; faults?: readonly F
     tier: fc.oneof({ weight: 3, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }),
     chaos: fc.constantFrom(0, 0, 0.05, 0.2),
     enospc: fc.oneof({ weight: 4, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+    cacheBucket: opts.cacheBucket !== undefined ? fc.constant(opts.cacheBucket) : fc.boolean(),
+    cacheChaos: fc.constantFrom(0, 0.1, 0.3),
     crossFile: fc.constantFrom(0, 4),
     ops: fc.array(op, { minLength: 4, maxLength: opts.maxOps ?? 24 }),
   });
 }
 
 /** Totals over programs (the soak and the CI files print them). */
-export const totals = { programs: 0, reads: 0, failedReads: 0, bytes: 0, restarts: 0, kills: 0, overwrites: 0, diskFaults: 0, maxRssMiB: 0, maxFds: 0 };
+export const totals = {
+  programs: 0, reads: 0, failedReads: 0, bytes: 0, restarts: 0, kills: 0, overwrites: 0, diskFaults: 0, maxRssMiB: 0, maxFds: 0,
+  /** Programs with the cache bucket, reads that succeeded while cache faults were on, cache GETs (answered with a body)/PUTs, cache faults fired, objects damaged, stale checks. */
+  cachePrograms: 0, cacheFaultReads: 0, cacheGets: 0, cacheServed: 0, cachePuts: 0, cacheFaults: 0, cacheDamaged: 0, staleChecks: 0,
+};
 
 interface Daemon { cli: RunningCli; mnt: string; listed: Map<string, Version>; rss0: number; fds0: number; killed: boolean }
 
 const execFileP = promisify(execFile);
 const BUCKET = 'model';
 const PREFIX = 'ds/';
+const CACHE_BUCKET = 'model-cache';
+const CACHE_URI = `s3://${CACHE_BUCKET}/blocks/`;
 const fileKey = (i: number) => `${PREFIX}f${String(i).padStart(2, '0')}`;
 
 function procRss(pid: number): number {
@@ -184,7 +232,7 @@ function errnoName(err: unknown): string {
  */
 export async function runProgram(p: Program, log: (s: string) => void = () => undefined): Promise<void> {
   const prof = PROFILES[p.profile];
-  const server = await startModelS3(BUCKET);
+  const server = await startModelS3(BUCKET, p.cacheBucket ? CACHE_BUCKET : '');
   const work = await mkdtemp(path.join(os.tmpdir(), 'sluice-model-'));
   const tierDir = path.join(work, 'tier');
   const daemons: Daemon[] = [];
@@ -196,17 +244,18 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
   let gen = 0;
   let cur: Daemon | undefined;
 
-  const flags = (over: { cacheDirSize?: number } = {}) => [
+  const flags = (over: { cacheDirSize?: number; tierDir?: string } = {}) => [
     '--endpoint', server.endpoint, '--path-style', '--region', 'us-east-1', '--metrics-port=-1', '--log-level', 'error',
     '--request-timeout', String(REQUEST_TIMEOUT_MS), '--max-attempts', String(MAX_ATTEMPTS), '--max-connections', String(MAX_CONNECTIONS),
     '--cache-size', String(prof.cacheSize), '--part-size', String(prof.partSize), '--max-prefetch', String(prof.maxPrefetch), '--max-inflight', String(prof.maxInflight),
     '--cross-file-prefetch', String(p.crossFile), '--cross-file-max-size', String(1 * MiB), '--attr-timeout', '60',
     ...(p.directIo ? ['--direct-io'] : []),
-    ...(p.tier ? ['--cache-dir', tierDir, '--cache-dir-size', String(over.cacheDirSize ?? prof.tierSize)] : []),
+    ...(p.tier ? ['--cache-dir', over.tierDir ?? tierDir, '--cache-dir-size', String(over.cacheDirSize ?? prof.tierSize)] : []),
+    ...(p.cacheBucket ? ['--cache-bucket', CACHE_URI] : []),
   ];
   const env = { ...process.env, ...PATHS[p.paths], NODE_NO_WARNINGS: '1', AWS_ACCESS_KEY_ID: 'MODEL', AWS_SECRET_ACCESS_KEY: 'MODEL', AWS_REGION: 'us-east-1' };
 
-  async function startDaemon(over: { cacheDirSize?: number } = {}): Promise<Daemon> {
+  async function startDaemon(over: { cacheDirSize?: number; tierDir?: string } = {}): Promise<Daemon> {
     const mnt = await mkdtemp(path.join(work, 'mnt-'));
     const cli = await startCli(['mount', `s3://${BUCKET}/${PREFIX}`, mnt, ...flags(over)], env, /^ready .+$/m, 60_000);
     const d: Daemon = { cli, mnt, listed: new Map(), rss0: 0, fds0: 0, killed: false };
@@ -274,10 +323,12 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     const fds = procFds(pid);
     totals.maxRssMiB = Math.max(totals.maxRssMiB, Math.round((rss - d.rss0) / MiB));
     totals.maxFds = Math.max(totals.maxFds, fds - d.fds0);
-    const rssBound = d.rss0 + prof.cacheSize + prof.maxInflight + (p.tier ? WRITE_QUEUE_BYTES : 0) + RSS_SLACK;
+    // The cache bucket: its write budget, and the whole cache objects of the GETs in flight (within --max-inflight).
+    const rssBound = d.rss0 + prof.cacheSize + prof.maxInflight + (p.tier ? WRITE_QUEUE_BYTES : 0) + (p.cacheBucket ? CACHE_WRITE_BUDGET + prof.maxInflight : 0) + RSS_SLACK;
     if (rss > rssBound) throw new ModelViolation(`${where}: daemon RSS ${(rss / MiB).toFixed(1)} MiB > bound ${(rssBound / MiB).toFixed(1)} MiB (at ready ${(d.rss0 / MiB).toFixed(1)})`);
-    const fdBound = d.fds0 + MAX_CONNECTIONS + 2 * SLOTS + FD_SLACK;
+    const fdBound = d.fds0 + MAX_CONNECTIONS * (p.cacheBucket ? 2 : 1) + 2 * SLOTS + FD_SLACK;
     if (fds > fdBound) throw new ModelViolation(`${where}: daemon holds ${fds} descriptors > bound ${fdBound} (at ready ${d.fds0})`);
+    if (server.cachePutViolations.length > 0) throw new ModelViolation(`${where}: the cache bucket received wrong bytes: ${server.cachePutViolations.join('; ')}`);
   }
 
   /** The errno causes a fault adds. */
@@ -295,6 +346,8 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     const buf = Buffer.alloc(len);
     const began = Date.now();
     totals.reads++;
+    const cacheFaults = server.cacheFaultsOn() || damaged;
+    const underCache = cacheFaults ? ' (cache bucket faults were on: they must be misses, read from the source)' : '';
     let n: number;
     // A read past its deadline is a violation; the daemon is killed so that the read (and the test) end.
     let overdue = false;
@@ -309,7 +362,7 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
       if (ms > READ_DEADLINE_MS) throw new ModelViolation(`${where}: read ${len} at ${at} of f${file} failed (${code}) after ${ms} ms > deadline ${READ_DEADLINE_MS} ms`);
       if ((code === 'ENOTCONN' || code === 'ECONNABORTED') && (killing() || d.killed)) return -1;
       if (code === 'ESTALE' && causes.has(`ESTALE:${file}`)) return -1;
-      if (!causes.has(code)) throw new ModelViolation(`${where}: read ${len} at ${at} of f${file} (size ${want.length}) failed with ${code}, which nothing in the program causes (causes: ${[...causes].join(',') || 'none'})`);
+      if (!causes.has(code)) throw new ModelViolation(`${where}: read ${len} at ${at} of f${file} (size ${want.length}) failed with ${code}, which nothing in the program causes (causes: ${[...causes].join(',') || 'none'})${underCache}`);
       return -1;
     }
     finally { clearTimeout(watchdog); }
@@ -320,9 +373,12 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
       let first = 0;
       while (first < n && buf[at + first - at] === want[at + first]) first++;
       const other = [...server.snapshot().values()].some((v) => v.bytes.length >= at + n && buf.subarray(0, n).equals(v.bytes.subarray(at, at + n)));
-      throw new ModelViolation(`${where}: wrong bytes: read ${len} at ${at} of f${file} (size ${want.length}) differs from the listed version from byte ${at + first}${other ? ' (the bytes of another current object)' : ''}`);
+      const held = p.cacheBucket ? server.cacheHolding(buf.subarray(first, Math.min(n, first + 256))) : [];
+      throw new ModelViolation(`${where}: wrong bytes: read ${len} at ${at} of f${file} (size ${want.length}) differs from the listed version from byte ${at + first}${other ? ' (the bytes of another current object)' : ''}${underCache}${held.length > 0 ? ` (bytes held by cache objects ${held.slice(0, 3).join(', ')})` : ''}`);
     }
     totals.bytes += n;
+    if (cacheFaults) totals.cacheFaultReads++;
+    if (d === cur && n > 0) { recent.push({ file, at, len }); if (recent.length > SECOND_AGAIN) recent.shift(); }
     return n;
   }
 
@@ -363,7 +419,39 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
       case 'kill9': if (cur) { cur.killed = true; cur.cli.child.kill('SIGKILL'); } break;
       case 'disk': await diskFault(e.fault, e.pick); break;
       case 'fault': server.inject(e.fault, e.n); addCause(e.fault); break;
+      case 'cachefault': server.cacheInject(e.fault, e.n); break;
+      case 'cache': cacheDamage(e.how, e.pick); break;
     }
+  }
+
+  /** Damages a stored cache object (no cause: a damaged object is a miss). */
+  function cacheDamage(how: CacheMutation, pick: number): void {
+    if (!p.cacheBucket) return;
+    if (server.cacheMutate(how, pick)) { damaged = true; totals.cacheDamaged++; }
+  }
+
+  /** Waits (bounded) until the cache bucket has had no PUT for PUT_QUIET_MS: the blocks read so far are stored. */
+  async function cacheSettled(): Promise<void> {
+    const until = Date.now() + PUT_SETTLE_MS;
+    let seen = -1;
+    while (Date.now() < until && server.cachePuts !== seen) {
+      seen = server.cachePuts;
+      await new Promise((r) => setTimeout(r, PUT_QUIET_MS));
+    }
+  }
+
+  /** Reads file `file` whole on daemon `d` (a fresh handle), checked. */
+  async function readWhole(d: Daemon, file: number, where: string): Promise<void> {
+    const size = d.listed.get(fileKey(file))!.bytes.length;
+    const fh = await bounded(d, `${where}: open of f${file}`, () => open(path.join(d.mnt, `f${String(file).padStart(2, '0')}`), 'r')).catch((err: unknown) => {
+      if (err instanceof ModelViolation) throw err;
+      if (causes.has(errnoName(err))) return undefined;
+      throw new ModelViolation(`${where}: open of f${file} failed with ${errnoName(err)} (causes: ${[...causes].join(',') || 'none'})`);
+    });
+    if (!fh) return;
+    try {
+      for (let at = 0; at < size; at += WHOLE_CHUNK) if (await checkedRead(d, fh, file, at, Math.min(WHOLE_CHUNK, size - at), () => false, where) < 0) break;
+    } finally { await bounded(d, `${where}: close of f${file}`, () => fh.close()); }
   }
 
   function overwrite(file: number): void {
@@ -389,7 +477,16 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
   }
 
   let tmpfs = false;
+  /** A cache object was damaged in place: every later read may meet it. */
+  let damaged = false;
+  let tiers = 0;
+  /** The last SECOND_AGAIN reads of the current daemon that returned bytes (the second node reads them again). */
+  const recent: Array<{ file: number; at: number; len: number }> = [];
   try {
+    if (p.cacheBucket) {
+      totals.cachePrograms++;
+      if (p.cacheChaos) server.cacheChaos(p.cacheChaos, nFiles + Math.round(p.cacheChaos * 1000));
+    }
     if (p.tier && p.enospc) {
       await mkdir(tierDir);
       // Mode 0700: a tier root open to others is refused (SEMANTICS.md, the tier's trust model).
@@ -442,13 +539,39 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
           }
           break;
         }
+        case 'cachefault': if (p.cacheBucket) server.cacheInject(o.fault, o.n); break;
+        case 'cache': cacheDamage(o.how, o.pick); break;
+        case 'stale': {
+          // An overwrite under the old version's blocks in the cache bucket: the new version is never served them.
+          if (!p.cacheBucket) break;
+          const file = o.file % nFiles;
+          const size = d.listed.get(fileKey(file))!.bytes.length;
+          if (size === 0) break;
+          totals.staleChecks++;
+          await readWhole(d, file, `${where} old version`);
+          await cacheSettled();
+          totals.overwrites++;
+          server.overwrite(fileKey(file)); // the same size: the same block indices
+          causes.add(`ESTALE:${file}`);
+          totals.restarts++;
+          await newGeneration('term');
+          // Every cache GET of the new version's blocks answered with the old version's object of the same block.
+          server.cacheStale(fileKey(file));
+          server.cacheInject('foreign', Math.ceil(size / MiB) * 2);
+          try { await readWhole(cur!, file, `${where} new version`); } finally { server.cacheStale(undefined); }
+          break;
+        }
         case 'second': {
-          // A second daemon on the same tier with a tiny budget: it evicts what the first wrote.
-          if (!p.tier) break;
-          const d2 = await startDaemon({ cacheDirSize: 64 * KiB });
+          // With the cache bucket: a second node, its own tier, the same cache bucket (it reads what the first PUT).
+          // Without: a second daemon on the same tier with a tiny budget (it evicts what the first wrote).
+          // With the cache bucket it first reads again what the first daemon read last (its blocks PUT by then), as a node of the same job would.
+          if (!p.tier && !p.cacheBucket) break;
+          if (p.cacheBucket) await cacheSettled();
+          const d2 = await startDaemon(p.cacheBucket ? { tierDir: path.join(work, `tier2-${tiers++}`) } : { cacheDirSize: 64 * KiB });
           try {
-            for (const r of o.reads) {
-              const file = (r.slot * 3 + r.at) % nFiles;
+            const again = p.cacheBucket ? recent.slice(-SECOND_AGAIN) : [];
+            for (const r of [...again, ...o.reads.map((x) => ({ ...x, file: (x.slot * 3 + x.at) % nFiles }))]) {
+              const file = r.file;
               const fh = await bounded(d2, `second daemon: open of f${file}`, () => open(path.join(d2.mnt, `f${String(file).padStart(2, '0')}`), 'r')).catch((err: unknown) => {
                 if (err instanceof ModelViolation) throw err;
                 if (causes.has(errnoName(err))) return undefined;
@@ -470,6 +593,10 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     await closeAll();
     for (const d of daemons) await stopDaemon(d, 'term').catch(() => undefined);
     if (tmpfs) await execFileP('umount', ['-l', tierDir]).catch(() => undefined);
+    totals.cacheGets += server.cacheGets;
+    totals.cacheServed += server.cacheServed;
+    totals.cachePuts += server.cachePuts;
+    totals.cacheFaults += Object.values(server.cacheCounts).reduce((a, b) => a + b, 0);
     await server.close();
     await rm(work, { recursive: true, force: true }).catch(() => undefined);
     totals.programs++;

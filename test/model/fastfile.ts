@@ -12,8 +12,14 @@ import '../helpers/exit-watch.js';
 import { checkPrograms, programArb, totals } from '../helpers/read-model.js';
 import type { Test } from '../helpers/tap.js';
 
-/** CI seeds: programs of every profile, fault and event. */
-const SEEDS = [43_2026, 43_0001];
+/**
+ * CI seeds: programs of every profile, fault and event. The second runs every program with the
+ * cache bucket on (its faults, damaged objects, stale blocks under an overwrite, a second node);
+ * the first draws it (and the soak).
+ */
+const SEEDS: Array<{ seed: number; cacheBucket?: boolean }> = [{ seed: 43_2026 }, { seed: 43_0001, cacheBucket: true }];
+/** The programs of a seed: a CI seed's own, so that its failures replay. */
+const arbOf = (seed: number) => programArb({ cacheBucket: SEEDS.find((s) => s.seed === seed)?.cacheBucket });
 /** Programs per CI seed, and the time one seed may take, shrinking included (the CI budget of all model files is 3 minutes). */
 const RUNS = 3;
 const SEED_BUDGET_MS = 25_000;
@@ -31,7 +37,8 @@ async function check(t: Test, seed: number, runs: number, untilMs: number, arb =
 
 if (replay !== undefined) {
   t.test(`replay of seed ${replay}`, async (t) => {
-    await check(t, Number(replay), process.env.SLUICE_MODEL_PATH !== undefined ? 1 : RUNS, Date.now() + 3_600_000, programArb(), process.env.SLUICE_MODEL_PATH);
+    await check(t, Number(replay), process.env.SLUICE_MODEL_PATH !== undefined ? 1 : RUNS, Date.now() + 3_600_000, arbOf(Number(replay)), process.env.SLUICE_MODEL_PATH);
+    t.comment(JSON.stringify(totals));
   });
 } else if (soakMinutes > 0) {
   t.test(`soak: FastFile programs for ${soakMinutes} min`, async (t) => {
@@ -45,9 +52,11 @@ if (replay !== undefined) {
     t.comment(`soak totals: ${JSON.stringify(totals)}; failing seeds: ${failed.join(', ') || 'none'}`);
   });
 } else {
-  for (const seed of SEEDS) {
-    t.test(`FastFile model, seed ${seed}`, async (t) => {
-      await check(t, seed, RUNS, Date.now() + SEED_BUDGET_MS, programArb());
+  for (const { seed, cacheBucket } of SEEDS) {
+    t.test(`FastFile model, seed ${seed}${cacheBucket ? ' (cache bucket on)' : ''}`, async (t) => {
+      const before = totals.cachePrograms;
+      await check(t, seed, RUNS, Date.now() + SEED_BUDGET_MS, arbOf(seed));
+      if (cacheBucket) t.ok(totals.cachePrograms > before, `programs with the cache bucket ran (${totals.cachePrograms - before}; cache GETs ${totals.cacheGets} (${totals.cacheServed} with a body), PUTs ${totals.cachePuts}, faults ${totals.cacheFaults}, objects damaged ${totals.cacheDamaged})`);
       t.comment(JSON.stringify(totals));
     });
   }
