@@ -197,13 +197,13 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
  * failed listing, or a view the table cannot hold, leaves getattr in JavaScript.
  */
 function installListedAttrs(core: FsCore, listed: Promise<void>, table: () => MemAttrs | undefined): Promise<boolean> {
-  // Files larger than a block are named (opened in C) only where they can be passed through.
-  const nameMax = negotiatedFusePassthrough() ? PASSTHROUGH_MAX_BYTES : undefined;
   // SLUICE_NO_C_OPEN=1 (a test hook, docs/CONFIGURATION.md): small files are opened in JavaScript, their reads still answered in C.
   const cOpen = process.env.SLUICE_NO_C_OPEN !== '1';
   const installed = async (): Promise<boolean> => {
     await listed;
     if (!table()) return false;
+    // Files larger than a block are named (opened in C) only where they can be passed through (known once the INIT reply went out).
+    const nameMax = negotiatedFusePassthrough() ? PASSTHROUGH_MAX_BYTES : undefined;
     const cat = await catalogAttrs(core, nameMax);
     let t = table();
     if (cat && t) {
