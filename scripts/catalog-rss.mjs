@@ -11,7 +11,7 @@
 // root lists every folder and that random files stat to their listed size. No S3 traffic: a
 // snapshot mount sends no request until a file is read.
 // Usage: node scripts/catalog-rss.mjs [--objects 100000,1000000] [--per-folder 1000] [--dir DIR]
-//        [NAME=DIST_DIR ...]   (default: after=dist)
+//        [--wait-s 240] [NAME=DIST_DIR ...]   (default: after=dist)
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
@@ -30,11 +30,11 @@ const opt = (name, dflt) => {
 const counts = opt('objects', '100000,1000000').split(',').map(Number);
 const perFolder = Number(opt('per-folder', '1000'));
 const dir = opt('dir', path.join(os.tmpdir(), 'sluice-catalog-rss'));
+/** Longest wait for "ready", for the hand-over and for RSS to settle (--wait-s): a 10 M listing takes minutes on a loaded machine. */
+const WAIT_MS = Number(opt('wait-s', '240')) * 1000;
 const builds = args.length > 0 ? args.map((a) => { const [name, dist] = a.split('='); return [name, path.resolve(dist)]; }) : [['after', path.join(root, 'dist')]];
 /** RSS counts as settled once it moved less than 1 MiB in this long (the hand-over to C is done and GC has run). */
 const SETTLE_MS = 3000;
-/** Longest wait for "ready" or for RSS to settle: a 10 M listing takes tens of seconds on a loaded machine. */
-const WAIT_MS = 240_000;
 /** Random files stat-checked per mount. */
 const PROBES = 20;
 
