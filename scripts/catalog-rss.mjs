@@ -4,11 +4,14 @@
 // files, mounts it with `sluice mount --snapshot FILE` for each build given, and prints one
 // JSON line per (build, count): seconds until "ready", VmRSS at ready and once settled (the
 // listing handed to the FUSE thread; RSS steady for SETTLE_MS), and bytes per object =
-// (settled RSS - the same build's RSS for an empty snapshot) / objects. It also checks the
+// (settled RSS - the same build's RSS for an empty snapshot) / objects. The settle clock starts
+// once the daemon logs that the listing was handed to C (it runs at --log-level debug for that;
+// on a loaded machine a slow hand-over can otherwise look settled before it ends), and
+// handedS is when that happened. It also checks the
 // root lists every folder and that random files stat to their listed size. No S3 traffic: a
 // snapshot mount sends no request until a file is read.
 // Usage: node scripts/catalog-rss.mjs [--objects 100000,1000000] [--per-folder 1000] [--dir DIR]
-//        [NAME=DIST_DIR ...]   (default: after=dist)
+//        [--wait-s 240] [NAME=DIST_DIR ...]   (default: after=dist)
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
@@ -27,11 +30,11 @@ const opt = (name, dflt) => {
 const counts = opt('objects', '100000,1000000').split(',').map(Number);
 const perFolder = Number(opt('per-folder', '1000'));
 const dir = opt('dir', path.join(os.tmpdir(), 'sluice-catalog-rss'));
+/** Longest wait for "ready", for the hand-over and for RSS to settle (--wait-s): a 10 M listing takes minutes on a loaded machine. */
+const WAIT_MS = Number(opt('wait-s', '240')) * 1000;
 const builds = args.length > 0 ? args.map((a) => { const [name, dist] = a.split('='); return [name, path.resolve(dist)]; }) : [['after', path.join(root, 'dist')]];
 /** RSS counts as settled once it moved less than 1 MiB in this long (the hand-over to C is done and GC has run). */
 const SETTLE_MS = 3000;
-/** Longest wait for "ready" or for RSS to settle: a 10 M listing takes tens of seconds on a loaded machine. */
-const WAIT_MS = 240_000;
 /** Random files stat-checked per mount. */
 const PROBES = 20;
 
@@ -64,7 +67,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function measure(dist, file, n) {
   const mnt = mkdtempSync(path.join(os.tmpdir(), 'sluice-catalog-mnt-'));
   const t0 = performance.now();
-  const child = spawn(process.execPath, [path.join(dist, 'cli.js'), 'mount', '--snapshot', file, mnt, '--metrics-port', '-1', '--endpoint', 'http://127.0.0.1:9', '--region', 'us-east-1', '--log-level', 'warn'], {
+  const child = spawn(process.execPath, [path.join(dist, 'cli.js'), 'mount', '--snapshot', file, mnt, '--metrics-port', '-1', '--endpoint', 'http://127.0.0.1:9', '--region', 'us-east-1', '--log-level', 'debug'], {
     stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, AWS_ACCESS_KEY_ID: 'x', AWS_SECRET_ACCESS_KEY: 'x' },
   });
   let err = '';
@@ -77,7 +80,14 @@ async function measure(dist, file, n) {
       child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`mount exited ${code}: ${err.slice(-500)}`)); });
     });
     const atReady = rssOf(child.pid);
-    let last = atReady;
+    // The hand-over to C (kernel-mount.ts installListedAttrs logs it at debug).
+    const handedMs = await new Promise((resolve) => {
+      const done = () => resolve(performance.now() - t0);
+      if (/listing handed to C/.test(err)) return done();
+      const timer = setTimeout(() => resolve(undefined), WAIT_MS);
+      child.stderr.on('data', () => { if (/listing handed to C/.test(err)) { clearTimeout(timer); done(); } });
+    });
+    let last = rssOf(child.pid);
     let stableSince = performance.now();
     const until = performance.now() + WAIT_MS;
     while (performance.now() - stableSince < SETTLE_MS && performance.now() < until) {
@@ -95,7 +105,7 @@ async function measure(dist, file, n) {
       const o = object(i);
       if (statSync(path.join(mnt, o.key.slice(3))).size !== o.size) wrong++;
     }
-    return { readyS: +(readyMs / 1000).toFixed(2), rssReadyMiB: +(atReady / 2 ** 20).toFixed(1), rssSettled: settled, rootOk: rootNames === folders, statWrong: wrong };
+    return { readyS: +(readyMs / 1000).toFixed(2), handedS: handedMs === undefined ? null : +(handedMs / 1000).toFixed(2), rssReadyMiB: +(atReady / 2 ** 20).toFixed(1), rssSettled: settled, rootOk: rootNames === folders, statWrong: wrong };
   } finally {
     child.kill('SIGINT');
     await new Promise((r) => (child.exitCode !== null ? r() : child.on('exit', r)));
@@ -113,7 +123,7 @@ for (const [name, dist] of builds) {
   for (const [n, file] of files) {
     const m = await measure(dist, file, n);
     process.stdout.write(JSON.stringify({
-      build: name, objects: n, readyS: m.readyS, rssReadyMiB: m.rssReadyMiB, rssSettledMiB: +(m.rssSettled / 2 ** 20).toFixed(1),
+      build: name, objects: n, readyS: m.readyS, handedS: m.handedS, rssReadyMiB: m.rssReadyMiB, rssSettledMiB: +(m.rssSettled / 2 ** 20).toFixed(1),
       bytesPerObject: Math.round((m.rssSettled - base.rssSettled) / n), rootListsAllFolders: m.rootOk, statWrong: m.statWrong,
     }) + '\n');
   }

@@ -153,6 +153,35 @@ static napi_value js_attrs_set(napi_env env, napi_callback_info info) {
 }
 
 
+/*
+ * attrTableSetCatalog(thread, cat: object, uid, gid, blksize[, tierDir: string, tierBlock: number, names: Buffer]):
+ * boolean. The listing as the catalog's columns (fuse_attrs.c "Catalog"; cat as src/fs/catalog.ts
+ * Catalog.columns() plus fileMode, dirMode, dirSize, dirMtimeMs); false when refused.
+ */
+static napi_value js_attrs_set_catalog(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value argv[8];
+  void *thread, *names = NULL;
+  size_t tl, nl = 0, dl = 0;
+  uint32_t uid, gid, blksize, tier_block = 0;
+  char tier_dir[PATH_MAX];
+  napi_valuetype t;
+  static const char *usage = "attrTableSetCatalog(thread: Buffer, cat: object, uid: number, gid: number, blksize: number[, tierDir: string, tierBlock: number, names: Buffer])";
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5 || !sluice_buffer_arg(env, argv[0], &thread, &tl) ||
+      napi_typeof(env, argv[1], &t) != napi_ok || t != napi_object || !u32_arg(env, argv[2], &uid) || !u32_arg(env, argv[3], &gid) ||
+      !u32_arg(env, argv[4], &blksize)) {
+    return sluice_bad_args(env, usage);
+  }
+  if (argc >= 8) {
+    if (napi_get_value_string_utf8(env, argv[5], tier_dir, sizeof tier_dir, &dl) != napi_ok || !u32_arg(env, argv[6], &tier_block) ||
+        !sluice_buffer_arg(env, argv[7], &names, &nl)) {
+      return sluice_bad_args(env, usage);
+    }
+    if (dl + 1 >= sizeof tier_dir) return sluice_boolean(env, 0);
+  }
+  return sluice_boolean(env, sluice_attrs_set_catalog(env, thread, argv[1], uid, gid, blksize, names != NULL ? tier_dir : NULL, tier_block, names, nl) == 0);
+}
+
 /* The arguments (thread: Buffer, x) of a call: 1 with the thread's bytes and x, else 0. */
 static int thread_and_arg(napi_env env, napi_callback_info info, void **thread, napi_value *x) {
   size_t argc = 2;
@@ -286,6 +315,7 @@ napi_status sluice_memread_init(napi_env env, napi_value exports) {
     {"memReadMounted", NULL, js_mounted, NULL, NULL, NULL, napi_enumerable, NULL},
     {"memReadLiveMounts", NULL, js_live_mounts, NULL, NULL, NULL, napi_enumerable, NULL},
     {"attrTableSet", NULL, js_attrs_set, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"attrTableSetCatalog", NULL, js_attrs_set_catalog, NULL, NULL, NULL, napi_enumerable, NULL},
     {"attrTableTake", NULL, js_attrs_take, NULL, NULL, NULL, napi_enumerable, NULL},
     {"ownOpensTake", NULL, js_own_take, NULL, NULL, NULL, napi_enumerable, NULL},
     {"tierHotMark", NULL, js_tier_hot, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -228,13 +228,14 @@ static int row_hot_take(const struct attrs *a, size_t row) {
 /* Fills *f for row `row` of the listing `a` (which has names) when it is a named, non-empty regular file: 1, else 0. Under attrs_lock. */
 static int row_tier_file(const struct attrs *a, size_t row, struct tier_file *f) {
   static const uint8_t none[32];
-  const struct attr_row *r = &a->rows[row];
+  struct attr_val r;
+  if (!attrs_row(a, row, &r)) return 0;
   const uint8_t *nm = a->names + 32 * row;
-  if (!S_ISREG(r->mode) || r->size == 0 || memcmp(nm, none, 32) == 0) return 0;
+  if (!S_ISREG(r.mode) || r.size == 0 || memcmp(nm, none, 32) == 0) return 0;
   memcpy(f->name, nm, 32);
   strcpy(f->dir, a->tier_dir); /* its length was checked when installed */
   f->block = a->tier_block;
-  f->size = r->size;
+  f->size = r.size;
   return 1;
 }
 
@@ -521,11 +522,13 @@ int mem_open(const char *path, struct fuse_file_info *fi) {
   int tabled = a != NULL && a->names != NULL;
   int early = pt_ok && !tabled;
   if (early) __atomic_add_fetch(&m->early, 1, __ATOMIC_SEQ_CST);
-  const struct attr_row *row = a != NULL && a->names != NULL ? attrs_find(a, path, strlen(path)) : NULL;
+  struct attr_val v;
+  size_t row = NO_ROW;
+  if (a != NULL && a->names != NULL && !attrs_lookup(a, path, strlen(path), &v, &row)) row = NO_ROW;
   /* A named file of one block may be read into memory here; a larger one (named only when the mount can pass through) only passed through. */
   int hot = 0;
-  if (row != NULL && row_tier_file(a, (size_t)(row - a->rows), &f)) {
-    row_i = (size_t)(row - a->rows);
+  if (row != NO_ROW && row_tier_file(a, row, &f)) {
+    row_i = row;
     hot = row_hot_take(a, row_i);
   }
   pthread_rwlock_unlock(&m->attrs_lock);

@@ -9,10 +9,13 @@
 #define SLUICE_MEMREAD_PRIVATE_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+
+#include <node_api.h>
 
 #include "sluice_memread.h"
 
@@ -152,8 +155,20 @@ struct attr_row {
   uint32_t mode;
   uint32_t nlink;
 };
+/* One path's attributes as getattr answers them. */
+struct attr_val {
+  uint64_t size;
+  uint64_t mtime_ms;
+  uint32_t mode;
+  uint32_t nlink;
+};
+/* A listing read in place from the catalog's own columns (fuse_attrs.c "Catalog"); private to fuse_attrs.c. */
+struct cat_view;
+/* No row: a folder of a catalog listing (rows are files there). */
+#define NO_ROW SIZE_MAX
 struct attrs {
   uint32_t uid, gid, blksize;
+  struct cat_view *cat; /* set: the listing is the catalog's columns (index, rows and paths unused); else the path table below */
   size_t mask;      /* index slots - 1 (a power of two, at least twice the rows) */
   uint32_t *index;  /* row + 1, or 0 for an empty slot (linear probing) */
   struct attr_row *rows;
@@ -163,7 +178,7 @@ struct attrs {
   uint32_t tier_block;
   uint8_t *names;   /* 32 bytes per row: the cache file name (sha256), all zero for none */
   uint32_t *hot;    /* with names: per row, when JavaScript started fetching it into memory (hot_now(); 0: never), see "Fetched into memory" */
-  size_t n;         /* rows */
+  size_t n;         /* rows (of a catalog listing: its files) */
 };
 struct mount {
   struct fuse *fuse;     /* libfuse's, as requests' contexts name it; NULL once fuse_destroy() freed it (see "Ended mounts") */
@@ -220,8 +235,12 @@ void forget_fuse_locked(const struct fuse *f, const struct mount *keep);
 int live_mounts(void);
 /* fuse_attrs.c */
 void attrs_free(struct attrs *a);
-const struct attr_row *attrs_find(const struct attrs *a, const char *path, size_t len);
+int attrs_lookup(const struct attrs *a, const char *path, size_t len, struct attr_val *v, size_t *row);
+int attrs_row(const struct attrs *a, size_t row, struct attr_val *v);
 int mem_getattr(const char *path, struct stat *st);
+/* Installs the listing as the catalog's columns (fuse_attrs.c "Catalog"); Node's main thread only. */
+int sluice_attrs_set_catalog(napi_env env, const void *thread, napi_value cat, uint32_t uid, uint32_t gid, uint32_t blksize,
+                             const char *tier_dir, uint32_t tier_block, const uint8_t *names, size_t names_len);
 /* fuse_open.c */
 int ahead_env_off(void);
 int is_pt_fh(uint64_t fh);

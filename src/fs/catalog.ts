@@ -392,6 +392,32 @@ export interface CatalogEntries {
   isDir(i: number): boolean;
 }
 
+/**
+ * The columns a lookup needs (Catalog.columns()), as the FUSE thread reads them in place
+ * (native/src/fuse_attrs.c "Catalog"): the sparse maps as (file, value) pairs sorted by file.
+ */
+export interface CatalogColumns {
+  subStart: Uint32Array;
+  subCount: Uint32Array;
+  dirNames: Buffer;
+  dirNameEnd: Uint32Array;
+  fileStart: Float64Array;
+  names: Buffer;
+  nameEnd: Uint32Array | Float64Array;
+  size: Uint32Array;
+  mtime: Uint32Array;
+  bigSize: Float64Array;
+  oddMtime: Float64Array;
+}
+
+/** A sparse map as (key, value) pairs sorted by key. */
+function sortedPairs(m: Map<number, number>): Float64Array {
+  const keys = [...m.keys()].sort((a, b) => a - b);
+  const out = new Float64Array(2 * keys.length);
+  keys.forEach((k, i) => { out[2 * i] = k; out[2 * i + 1] = m.get(k)!; });
+  return out;
+}
+
 /** The fixed folder view of a listing (see the module comment). Build it with CatalogBuilder or catalogOf(). */
 export class Catalog {
   readonly prefix: string;
@@ -411,6 +437,15 @@ export class Catalog {
     this.dirCount = p.dirParent.length - 1;
     this.totalBytes = p.totalBytes;
     this.skipped = p.skipped;
+  }
+
+  /** The columns a lookup reads, shared, not copied (the catalog never changes them); the sparse maps as sorted pairs. */
+  columns(): CatalogColumns {
+    const p = this.p;
+    return {
+      subStart: p.subStart, subCount: p.subCount, dirNames: p.dirNames, dirNameEnd: p.dirNameEnd, fileStart: p.fileStart,
+      names: p.names, nameEnd: p.nameEnd, size: p.size, mtime: p.mtime, bigSize: sortedPairs(p.bigSize), oddMtime: sortedPairs(p.oddMtime),
+    };
   }
 
   /** The entry at an absolute path ('/', '/a/b'), or undefined. */

@@ -67,7 +67,7 @@ import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { Catalog, catalogOf, dirOfRef, dirRef, FolderFiles, isDirRef, type Ref } from './catalog.js';
 import { newDir, normalizePrefix, unsafeReason, type Node, type SkippedKey } from './tree.js';
 import { OrderFile, orderFileProblem } from './order-file.js';
-import type { Attr, BlockLease, DirEntries, FsCore, StatFs, TierOpensOf } from './types.js';
+import type { Attr, BlockLease, CatalogView, DirEntries, FsCore, StatFs, TierOpensOf } from './types.js';
 
 export interface SluiceFsOptions {
   client: ObjectClient;
@@ -656,6 +656,26 @@ export class SluiceFs implements FsCore {
         if (row !== undefined && this.rows) this.rows[f] = row;
         return t.nameOf(info.key, info.etag);
       },
+      nameOfFile: (f: number, maxSize = t.blockSize): string | undefined => {
+        const cat = this.cat;
+        if (!cat || !(f >= 0 && f < cat.fileCount)) return undefined;
+        const size = cat.size(f);
+        if (!(size > 0 && size <= maxSize)) return undefined;
+        const info = cat.info(f);
+        if (archivedAs(info) !== undefined) return undefined;
+        if (this.rows) this.rows[f] = f;
+        return t.nameOf(info.key, info.etag);
+      },
+    };
+  }
+
+  /** See FsCore.catalogView: the same attributes attrOf() gives, as the catalog's columns. */
+  catalogView(): CatalogView | undefined {
+    const cat = this.cat;
+    if (!cat) return undefined;
+    return {
+      columns: cat.columns(), fileMode: S_IFREG | this.fileMode, dirMode: S_IFDIR | this.dirMode, dirSize: DIR_SIZE,
+      dirMtimeMs: this.mountTime.getTime(), uid: this.uid, gid: this.gid, fileCount: cat.fileCount,
     };
   }
 

@@ -7,6 +7,7 @@
  * into an errno with errnoFor() from ../errors.ts, the only such place.
  */
 import type { ReadView } from '../prefetch/read-cursor.js';
+import type { CatalogColumns } from './catalog.js';
 
 export type { ReadView };
 export { releaseView } from '../prefetch/read-cursor.js';
@@ -47,6 +48,27 @@ export interface TierOpensOf {
    * over, for setTierHot's marks.
    */
   nameOf(path: string, maxSize?: number, row?: number): string | undefined;
+  /** nameOf for file `f` of catalogView()'s catalog, whose row it is then. */
+  nameOfFile?(f: number, maxSize?: number): string | undefined;
+}
+
+/**
+ * The fixed view as the catalog's own columns (FsCore.catalogView), with the attributes every
+ * file and every folder share: what getattr answers for each path, read in place by the FUSE
+ * thread (native/src/fuse_attrs.c "Catalog").
+ */
+export interface CatalogView {
+  columns: CatalogColumns;
+  /** st_mode of every file, of every folder. */
+  fileMode: number;
+  dirMode: number;
+  /** st_size and mtime (ms) of every folder. */
+  dirSize: number;
+  dirMtimeMs: number;
+  uid: number;
+  gid: number;
+  /** Files (the rows of TierOpensOf.nameOfFile). */
+  fileCount: number;
 }
 
 /**
@@ -113,6 +135,8 @@ export interface FsCore {
    * or undefined where only open() may open it. Optional.
    */
   readonly tierOpens?: TierOpensOf;
+  /** The fixed view's columns once listed (undefined before, or for a core without a catalog); optional. */
+  catalogView?(): CatalogView | undefined;
   /**
    * Given once the listing with tierOpens' names is handed over: marks a row (nameOf's `row`)
    * whose file cross-file prefetch starts fetching into memory, so that the FUSE thread leaves

@@ -62,7 +62,7 @@
  */
 import { Errno, errnoFor, SluiceError, TimeoutError } from '../errors.js';
 import { log, logOn } from '../log.js';
-import { releaseView, type Attr, type DirEntries, type FsCore, type ReadView } from '../fs/types.js';
+import { releaseView, type Attr, type CatalogView, type DirEntries, type FsCore, type ReadView } from '../fs/types.js';
 import { fuseMemoryGetattrs, fuseMemoryOpens, fuseMemoryReads, fuseOps, fusePassthroughCheckedAhead, fusePassthroughChecksAhead, fusePassthroughOpens, fuseOpSeconds, fuseReadBytes, fuseViewReplies } from '../metrics/metrics.js';
 import { ReadDeadlines, type Epoch, type PendingRead } from './deadline.js';
 import type { LendCounts, MemReads, NativeOps, NativeStat, ReadReply, ReadViews, TierOpens } from './native.js';
@@ -298,6 +298,35 @@ export async function listedAttrs(core: FsCore, nameMax?: number): Promise<Liste
     paths: paths.subarray(0, at), rows: rows.subarray(0, 5 * count), uid, gid, blksize: BLKSIZE, count,
     ...(tier && names ? { tier: { objectsDir: tier.objectsDir, blockSize: tier.blockSize, names: names.subarray(0, 32 * count) } } : {}),
   };
+}
+
+/**
+ * The fixed view as MemAttrs.installCatalog() takes it (issue 46): the core's catalog columns,
+ * shared with C, not copied: no path string, no getattr and no byte per path in JavaScript. With
+ * a core that has tierOpens, also the 32-byte cache file name of each file (row = file index),
+ * made by walking the files, yielding to the event loop every ATTR_ROWS_PER_TURN. Undefined when
+ * the core has no catalog (then listedAttrs()), or when the attributes do not fit the table
+ * (an mtime before 1970: getattr stays in JavaScript, as with listedAttrs()).
+ */
+export interface CatalogAttrs {
+  view: CatalogView;
+  blksize: number;
+  tier?: TierOpens;
+}
+
+export async function catalogAttrs(core: FsCore, nameMax?: number): Promise<CatalogAttrs | undefined> {
+  const view = core.catalogView?.();
+  if (!view || !(view.dirMtimeMs >= 0)) return undefined;
+  const tier = core.tierOpens;
+  if (!tier?.nameOfFile) return tier ? undefined : { view, blksize: BLKSIZE };
+  const names = Buffer.alloc(32 * view.fileCount);
+  for (let f = 0; f < view.fileCount; f++) {
+    const name = tier.nameOfFile(f, nameMax);
+    // A name that is not 64 hex digits would be written short: such a row keeps its zeros (opened in JavaScript).
+    if (name !== undefined && /^[0-9a-f]{64}$/.test(name)) names.write(name, 32 * f, 32, 'hex');
+    if ((f + 1) % ATTR_ROWS_PER_TURN === 0) await new Promise<void>((r) => setImmediate(r));
+  }
+  return { view, blksize: BLKSIZE, tier: { objectsDir: tier.objectsDir, blockSize: tier.blockSize, names } };
 }
 
 /** Counts `n` getattrs answered in C from the listing (native.ts MemAttrs) as getattrs answered at once. */

@@ -42,7 +42,7 @@ import path from 'node:path';
 import { FuseUnavailableError, MountpointError } from '../errors.js';
 import type { FsCore } from '../fs/types.js';
 import { log } from '../log.js';
-import { countMemGetattrs, countMemOpens, fuseOpsFor, listedAttrs, MEM_OPEN_COUNTS, memReadDrainer } from './adapter.js';
+import { catalogAttrs, countMemGetattrs, countMemOpens, fuseOpsFor, listedAttrs, MEM_OPEN_COUNTS, memReadDrainer } from './adapter.js';
 import { ReadDeadlines } from './deadline.js';
 import { detachMount, checkFuseAvailable, checkFuseFdMount, fuseFdOf, readMounts } from './mountpoint.js';
 import { fuseDirectIoAvailable, LIBFUSE2_MAX_READ, loadFuse, negotiatedFuseDirectIoMmap, negotiatedFuseMaxRead, negotiatedFusePassthrough, requestFuseDirectIo, requestFuseMaxRead, requestFusePassthrough, type MemAttrs, type MemReads, type NativeFuse } from './native.js';
@@ -192,21 +192,38 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 /**
  * Once `listed` settles, hands the view to C (native.ts MemAttrs) if the mount still wants
- * it (`table()` is undefined once unmounting). A failed listing, or a view the table cannot
- * hold, leaves getattr in JavaScript.
+ * it (`table()` is undefined once unmounting): a core with a catalog hands over its columns,
+ * read in place (adapter.ts catalogAttrs; issue 46), any other every path (listedAttrs). A
+ * failed listing, or a view the table cannot hold, leaves getattr in JavaScript.
  */
 function installListedAttrs(core: FsCore, listed: Promise<void>, table: () => MemAttrs | undefined): Promise<boolean> {
-  // Files larger than a block are named (opened in C) only where they can be passed through.
-  return listed.then(() => (table() ? listedAttrs(core, negotiatedFusePassthrough() ? PASSTHROUGH_MAX_BYTES : undefined) : undefined)).then((rows) => {
-    const t = table();
+  // SLUICE_NO_C_OPEN=1 (a test hook, docs/CONFIGURATION.md): small files are opened in JavaScript, their reads still answered in C.
+  const cOpen = process.env.SLUICE_NO_C_OPEN !== '1';
+  const installed = async (): Promise<boolean> => {
+    await listed;
+    if (!table()) return false;
+    // Files larger than a block are named (opened in C) only where they can be passed through (known once the INIT reply went out).
+    const nameMax = negotiatedFusePassthrough() ? PASSTHROUGH_MAX_BYTES : undefined;
+    const cat = await catalogAttrs(core, nameMax);
+    let t = table();
+    if (cat && t) {
+      const tier = cOpen ? cat.tier : undefined;
+      if (t.installCatalog(cat.view, cat.blksize, tier)) {
+        if (tier) core.setTierHot?.((row) => void t!.markHot(row));
+        flog.debug({ files: cat.view.fileCount, tierOpens: tier !== undefined }, 'listing handed to C for getattr (catalog columns)');
+        return true;
+      }
+    }
+    const rows = await listedAttrs(core, nameMax);
+    t = table();
     if (!rows || !t) return false;
-    // SLUICE_NO_C_OPEN=1 (a test hook, docs/CONFIGURATION.md): small files are opened in JavaScript, their reads still answered in C.
-    const tier = process.env.SLUICE_NO_C_OPEN === '1' ? undefined : rows.tier;
+    const tier = cOpen ? rows.tier : undefined;
     const ok = t.install(rows.paths, rows.rows, rows.uid, rows.gid, rows.blksize, tier);
-    if (ok && tier) core.setTierHot?.((row) => void t.markHot(row));
+    if (ok && tier) core.setTierHot?.((row) => void t!.markHot(row));
     flog.debug({ paths: rows.count, ok, tierOpens: tier !== undefined }, 'listing handed to C for getattr');
     return ok;
-  }, () => false);
+  };
+  return installed().catch(() => false);
 }
 
 /** Mounts `core` at `mountpoint` (which prepareMountpoint() has checked) and resolves once the mount answers. */

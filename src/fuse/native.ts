@@ -73,7 +73,8 @@
  */
 import { createRequire } from 'node:module';
 import { FuseUnavailableError } from '../errors.js';
-import { releaseView, type BlockLease, type ReadView } from '../fs/types.js';
+import { releaseView, type BlockLease, type CatalogView, type ReadView } from '../fs/types.js';
+import type { CatalogColumns } from '../fs/catalog.js';
 import { fuseNativeBinding, loadAddonGlobal, nativeForcedOff } from '../native/addon.js';
 
 /** A stat as fuse-native encodes it (dates or epoch ms). */
@@ -205,6 +206,7 @@ export interface FuseFdShim {
   memReadLiveMounts?(): number;
   /** native/src/fuse_attrs.c: the listing getattr answers from (see MemAttrs). */
   attrTableSet?(thread: Buffer, paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number, tierDir?: string, tierBlock?: number, names?: Buffer): boolean;
+  attrTableSetCatalog?(thread: Buffer, cat: CatalogColumns & { fileMode: number; dirMode: number; dirSize: number; dirMtimeMs: number }, uid: number, gid: number, blksize: number, tierDir?: string, tierBlock?: number, names?: Buffer): boolean;
   attrTableTake?(thread: Buffer, clear: boolean): number;
   ownOpensTake?(thread: Buffer, out: Float64Array): void;
   tierHotMark?(thread: Buffer, row: number): boolean;
@@ -331,6 +333,12 @@ export interface MemAttrs {
    * size, mtime ms), the paths' UTF-8 bytes one after another. False when refused.
    */
   install(paths: Buffer, rows: Float64Array, uid: number, gid: number, blksize: number, tier?: TierOpens): boolean;
+  /**
+   * Installs the listing as the core's catalog columns, read in place (adapter.ts
+   * catalogAttrs; native/src/fuse_attrs.c "Catalog"): rows are file indices. False when
+   * refused, or when the addon has no such call (then install()).
+   */
+  installCatalog(view: CatalogView, blksize: number, tier?: TierOpens): boolean;
   /** getattrs answered from the table since the last take; `clear` also drops the table (unmount). */
   take(clear?: boolean): number;
   /**
@@ -643,12 +651,19 @@ export function loadFuse(opts: { fromFd?: boolean } = {}): NativeFuseCtor {
       if (this.memAttrsOnce !== undefined) return this.memAttrsOnce ?? undefined;
       if (!this.memReads()) return undefined; // same conditions: our fuse_new wrapped this mount
       const thread = (this as unknown as { _thread: Buffer })._thread;
-      const { attrTableSet, attrTableTake, ownOpensTake, tierHotMark } = optionalShim ?? fdShim ?? {};
+      const { attrTableSet, attrTableSetCatalog, attrTableTake, ownOpensTake, tierHotMark } = optionalShim ?? fdShim ?? {};
       this.memAttrsOnce = attrTableSet && attrTableTake
         ? {
           install: (paths, rows, uid, gid, blksize, tier) => (tier && ownOpensTake
             ? attrTableSet(thread, paths, rows, uid, gid, blksize, tier.objectsDir, tier.blockSize, tier.names)
             : attrTableSet(thread, paths, rows, uid, gid, blksize)),
+          installCatalog: (view, blksize, tier) => {
+            if (!attrTableSetCatalog) return false;
+            const cat = { ...view.columns, fileMode: view.fileMode, dirMode: view.dirMode, dirSize: view.dirSize, dirMtimeMs: view.dirMtimeMs };
+            return tier && ownOpensTake
+              ? attrTableSetCatalog(thread, cat, view.uid, view.gid, blksize, tier.objectsDir, tier.blockSize, tier.names)
+              : attrTableSetCatalog(thread, cat, view.uid, view.gid, blksize);
+          },
           take: (clear = false) => attrTableTake(thread, clear),
           takeOpens: (out) => (ownOpensTake ? ownOpensTake(thread, out) : out.fill(0)),
           markHot: (row) => (tierHotMark ? tierHotMark(thread, row) : false),

@@ -154,3 +154,25 @@ t.test('a folder of 200 k files with subfolders among them: entries by index, lo
   t.equal(cat.find('/big/f200000'), undefined);
   t.equal(cat.dirOfFile(cat.find('/big/g/inner')!), dirOfRef(cat.find('/big/g')!));
 });
+
+t.test('columns(): what the FUSE thread reads in place gives every file its size and mtime, sparse values as sorted pairs', async (t) => {
+  const objs: ObjectInfo[] = [];
+  for (let i = 0; i < 50; i++) {
+    objs.push({ key: `p/d${i % 3}/f${String(49 - i).padStart(2, '0')}`, size: i % 7 === 0 ? 2 ** 32 + i : i, etag: `"${md5(i)}"`, lastModified: new Date(i % 5 === 0 ? 1000 * i + 7 : 1000 * i) });
+  }
+  const cat = catalogOf(objs, 'p/');
+  const c = cat.columns();
+  const pairs = (a: Float64Array) => Array.from({ length: a.length / 2 }, (_, i) => [a[2 * i]!, a[2 * i + 1]!] as const);
+  for (const p of [pairs(c.bigSize), pairs(c.oddMtime)]) t.same(p.map(([f]) => f), p.map(([f]) => f).sort((a, b) => a - b), 'sorted by file');
+  const big = new Map(pairs(c.bigSize));
+  const odd = new Map(pairs(c.oddMtime));
+  let wrong = 0;
+  for (let f = 0; f < cat.fileCount; f++) {
+    const size = c.size[f] === 0xffffffff ? big.get(f) : c.size[f];
+    const mtime = c.mtime[f] === 0xffffffff ? odd.get(f) : c.mtime[f]! * 1000;
+    if (size !== cat.size(f) || mtime !== cat.mtimeMs(f)) wrong++;
+  }
+  t.equal(wrong, 0);
+  t.ok(big.size > 0 && odd.size > 0, 'both sparse maps used');
+  t.equal(c.fileStart[c.subStart.length], cat.fileCount, 'file ranges end at the last file');
+});

@@ -20,6 +20,7 @@ import type { ObjectInfo } from '../../src/s3/object-client.js';
 import { clientOptionsFrom, createObjectClient } from '../../src/s3/s3-client.js';
 import { writeSnapshotStream } from '../../src/snapshot/snapshot.js';
 import { tempMountpoint } from '../helpers/fuse.js';
+import { metricSum } from '../helpers/metrics.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
 import '../helpers/exit-watch.js';
 
@@ -34,6 +35,7 @@ const PER_FOLDER = 1000;
 const COMMAND_TIMEOUT_MS = 120_000;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const T0 = Date.UTC(2026, 0, 1);
+const memGetattrs = () => metricSum('sluice_fuse_memory_getattrs_total');
 
 const keyOf = (i: number) => `ds/d${String(Math.floor(i / PER_FOLDER)).padStart(4, '0')}/f${String(i).padStart(7, '0')}.jpg`;
 function generated(i: number): ObjectInfo {
@@ -93,7 +95,8 @@ t.test('a 100 k object snapshot mounts from the catalog: folders, sizes, find, a
   t.equal(m.core.fileCount, OBJECTS + realKeys.length);
 
   const root = await readdir(dir);
-  t.equal(root.length, OBJECTS / PER_FOLDER + 1, 'the root shows every folder');
+  // d0000..d0099, and d0100 and real of the stored files.
+  t.equal(root.length, OBJECTS / PER_FOLDER + 2, 'the root shows every folder');
   t.same(root, [...root].sort(compareKeys), 'in code point order');
 
   // Random generated files: size and mtime as listed.
@@ -112,8 +115,39 @@ t.test('a 100 k object snapshot mounts from the catalog: folders, sizes, find, a
     t.equal(sha(got), sha(body), `${key}: same bytes`);
   }
 
-  const found = (await sh(`find '${dir}' -type f | wc -l`)).trim();
-  t.equal(Number(found), OBJECTS + realKeys.length, 'find names every file');
+  // The listing is handed to C as the catalog's columns (native/src/fuse_attrs.c "Catalog"): every
+  // path's stat from C must be what the listing says. find's lookups of paths not yet seen by the
+  // kernel are C's getattrs (the ones stat'ed above are in the kernel's cache).
+  t.equal(await m.attrTable, true, 'the listing is answered in C');
+  const before = await memGetattrs();
+  const lines = (await sh(`find '${dir}' -printf '%y %P %s %T@\\n'`)).split('\n').filter((l) => l !== '');
+  m.takeCounts();
+  const inC = (await memGetattrs()) - before;
+  t.ok(inC >= OBJECTS - 1000, `find's lookups answered in C (${inC})`);
+  const expect = new Map<string, string>();
+  for (let i = 0; i < OBJECTS; i++) {
+    const g = generated(i);
+    expect.set(g.key.slice(3), `f ${g.size} ${g.lastModified.getTime() / 1000}`);
+  }
+  for (const o of listed) expect.set(o.key.slice(3), `f ${o.size} ${o.lastModified.getTime() / 1000}`);
+  let bad = 0;
+  let files = 0;
+  let dirs = 0;
+  for (const line of lines) {
+    const [type, rel, size, mtime] = line.split(' ');
+    if (type === 'd') {
+      dirs++;
+      if (size !== '4096') bad++;
+      continue;
+    }
+    files++;
+    if (expect.get(rel!) !== `${type} ${size} ${Number(mtime)}`) {
+      if (bad++ < 5) t.comment(`${line} != ${expect.get(rel!)}`);
+    }
+  }
+  t.equal(bad, 0, 'find -printf: every file\'s type, size and mtime as listed, every folder 4096');
+  t.equal(files, OBJECTS + realKeys.length, 'find names every file');
+  t.equal(dirs, 1 + OBJECTS / PER_FOLDER + 2, 'and every folder (the root, d0000..d0100, real)');
   const ls = (await sh(`ls -f '${dir}/d0000'`)).split('\n').filter((l) => l !== '');
   t.equal(ls.length, PER_FOLDER + 1 + 2, 'ls -f: the folder\'s files, the stored one and . ..');
 });
