@@ -85,7 +85,8 @@ const MAX_LINE_BYTES = 64 * 1024;
 const MAX_INFLATED_BYTES = 64 * 1024 ** 3;
 const NL = 0x0a;
 
-function objectLine(o: ObjectInfo): string {
+/** An object's line, without its newline: the one serialisation every writer uses. */
+export function objectLine(o: ObjectInfo): string {
   const rec: Record<string, unknown> = {
     key: o.key, size: o.size, etag: o.etag, lastModified: o.lastModified.toISOString(), storageClass: o.storageClass ?? 'STANDARD',
   };
@@ -112,10 +113,21 @@ export async function writeSnapshot(file: string, header: HeaderIn, objects: Obj
 }
 
 /**
- * Writes objects that come already in S3 order (each key once, else SnapshotError), from an
- * iterable or async iterable: memory holds one chunk of lines, whatever the count.
+ * An object already serialised (objectLine) with its newline, as UTF-8: what an external sort
+ * (src/snapshot/spill.ts) hands back, written without parsing it again.
  */
-export async function writeSnapshotStream(file: string, header: HeaderIn, objects: Iterable<ObjectInfo> | AsyncIterable<ObjectInfo>): Promise<SnapshotTrailer> {
+export interface SnapshotLine {
+  key: string;
+  size: number;
+  line: Buffer;
+}
+
+/**
+ * Writes objects that come already in S3 order (each key once, else SnapshotError), from an
+ * iterable or async iterable: memory holds one chunk of lines, whatever the count. Objects
+ * may come as ObjectInfo or as SnapshotLine (all of one kind): the bytes are the same.
+ */
+export async function writeSnapshotStream(file: string, header: HeaderIn, objects: Iterable<ObjectInfo | SnapshotLine> | AsyncIterable<ObjectInfo | SnapshotLine>): Promise<SnapshotTrailer> {
   const h: SnapshotHeader = { sluiceSnapshot: SNAPSHOT_VERSION, ...header, createdAt: header.createdAt ?? new Date().toISOString() };
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
   const hash = createHash('sha256');
@@ -130,7 +142,7 @@ export async function writeSnapshotStream(file: string, header: HeaderIn, object
     gz?.on('error', reject);
   });
   done.catch((err: Error) => { failed = err; }); // awaited below; write() sees it sooner
-  const write = async (text: string): Promise<void> => {
+  const write = async (text: string | Buffer): Promise<void> => {
     if (failed) throw failed;
     hash.update(text);
     if (!sink.write(text)) await Promise.race([new Promise<void>((resolve) => sink.once('drain', () => resolve())), done]);
@@ -138,9 +150,9 @@ export async function writeSnapshotStream(file: string, header: HeaderIn, object
   let bytes = 0;
   let count = 0;
   let prev: string | undefined;
-  let part: string[] = [];
+  let part: (string | Buffer)[] = [];
   /** Takes one object; true when a chunk of lines is ready to write. */
-  const add = (o: ObjectInfo): boolean => {
+  const add = (o: ObjectInfo | SnapshotLine): boolean => {
     if (prev !== undefined) {
       const c = compareKeys(prev, o.key);
       if (c === 0) throw new SnapshotError(`cannot write snapshot ${file}: key ${JSON.stringify(o.key)} is listed twice`);
@@ -149,12 +161,12 @@ export async function writeSnapshotStream(file: string, header: HeaderIn, object
     prev = o.key;
     bytes += o.size;
     count++;
-    part.push(objectLine(o));
+    part.push('line' in o ? o.line : `${objectLine(o)}\n`);
     return part.length === LINES_PER_CHUNK;
   };
   const flush = async (): Promise<void> => {
     if (part.length === 0) return;
-    const text = part.join('\n') + '\n';
+    const text = typeof part[0] === 'string' ? part.join('') : Buffer.concat(part as Buffer[]);
     part = [];
     await write(text);
   };
