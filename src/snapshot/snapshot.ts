@@ -33,6 +33,7 @@ import zlib from 'node:zlib';
 import { SnapshotError } from '../errors.js';
 import { compareKeys } from '../s3/lister.js';
 import type { ObjectInfo } from '../s3/object-client.js';
+import { parseObjectLine } from './line-parser.js';
 
 export const SNAPSHOT_VERSION = 1;
 
@@ -256,34 +257,58 @@ export interface SnapshotScan {
  * its number. Objects are handed over before the checksum at the end is known: a caller
  * that keeps them must drop them when the scan throws (readSnapshot does).
  */
-export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, header: SnapshotHeader) => void, opts: { maxInflatedBytes?: number } = {}): Promise<SnapshotScan> {
+export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, header: SnapshotHeader) => void, opts: { maxInflatedBytes?: number; fastLines?: boolean } = {}): Promise<SnapshotScan> {
   const hash = createHash('sha256');
+  const fast = opts.fastLines ?? true;
   let header: SnapshotHeader | undefined;
   let lineNo = 0;
-  /** The last complete line seen, not yet hashed or parsed: it may be the trailer. */
-  let pending: Buffer | undefined;
+  /** The last complete line seen, not yet hashed or parsed (bytes [pendingAt, pendingEnd) of pendingBuf): it may be the trailer. */
+  let pendingBuf: Buffer | undefined;
+  let pendingAt = 0;
+  let pendingEnd = 0;
   /** Pieces of a line that spans chunks. */
   let partial: Buffer[] = [];
   let partialBytes = 0;
   let objects = 0;
   let bytes = 0;
   let prevKey: string | undefined;
+  /**
+   * Lines taken and not yet hashed: bytes [hashAt, hashEnd) of hashBuf, newlines included.
+   * Consecutive lines of one chunk are hashed in one update, not one per line.
+   */
+  let hashBuf: Buffer | undefined;
+  let hashAt = 0;
+  let hashEnd = 0;
+  const flushHash = (): void => {
+    if (hashBuf !== undefined && hashEnd > hashAt) hash.update(hashBuf.subarray(hashAt, hashEnd));
+    hashBuf = undefined;
+  };
+  /** Hashes line [s, e) of buf and its newline, which follows it in buf unless `joined`. */
+  const hashLine = (buf: Buffer, s: number, e: number, joined: boolean): void => {
+    if (joined) {
+      flushHash();
+      hash.update(buf.subarray(s, e));
+      hash.update(NL_BUF);
+    } else if (buf === hashBuf && s === hashEnd) {
+      hashEnd = e + 1;
+    } else {
+      flushHash();
+      hashBuf = buf;
+      hashAt = s;
+      hashEnd = e + 1;
+    }
+  };
 
-  const parse = (line: Buffer, n: number): unknown => {
+  const parse = (buf: Buffer, s: number, e: number, n: number): unknown => {
     try {
-      return JSON.parse(line.toString('utf8'));
+      return JSON.parse(buf.toString('utf8', s, e));
     } catch {
       bad(file, `line ${n} is not JSON`);
     }
   };
-  const take = (line: Buffer, n: number): void => {
-    hash.update(line);
-    hash.update(NL_BUF);
-    const r = parse(line, n);
-    if (n === 1) {
-      header = checkHeader(file, r);
-      return;
-    }
+  /** An object line the fast parser declines: JSON.parse and the field checks. */
+  const slowObject = (buf: Buffer, s: number, e: number, n: number): ObjectInfo => {
+    const r = parse(buf, s, e, n);
     if (!isRecord(r) || typeof r.key !== 'string' || typeof r.size !== 'number' || !Number.isSafeInteger(r.size) || r.size < 0 || typeof r.etag !== 'string') {
       bad(file, `line ${n} is not an object with key, size and etag`);
     }
@@ -295,6 +320,15 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, heade
     if (typeof r.versionId === 'string') o.versionId = r.versionId;
     if (typeof r.archiveStatus === 'string') o.archiveStatus = r.archiveStatus;
     if (r.restored === true) o.restored = true;
+    return o;
+  };
+  const take = (buf: Buffer, s: number, e: number, n: number, joined: boolean): void => {
+    hashLine(buf, s, e, joined);
+    if (n === 1) {
+      header = checkHeader(file, parse(buf, s, e, n));
+      return;
+    }
+    const o = (fast ? parseObjectLine(buf, s, e) : undefined) ?? slowObject(buf, s, e, n);
     if (prevKey !== undefined && compareKeys(prevKey, o.key) >= 0) bad(file, `line ${n}: keys are not in S3 order or repeat (${JSON.stringify(o.key)})`);
     // issue 43: a key outside the prefix has no path below the channel (File mode mangled it, FastFile dropped it).
     if (!o.key.startsWith(header!.prefix)) {
@@ -305,10 +339,15 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, heade
     bytes += o.size;
     onObject(o, header!);
   };
-  const line = (l: Buffer): void => {
+  /** Whether the pending line was joined from pieces (its newline is not after it in its buffer). */
+  let pendingJoined = false;
+  const line = (buf: Buffer, s: number, e: number, joined: boolean): void => {
     lineNo++;
-    if (pending !== undefined) take(pending, lineNo - 1);
-    pending = l;
+    if (pendingBuf !== undefined) take(pendingBuf, pendingAt, pendingEnd, lineNo - 1, pendingJoined);
+    pendingBuf = buf;
+    pendingAt = s;
+    pendingEnd = e;
+    pendingJoined = joined;
   };
 
   for await (const chunk of fileBytes(file, opts.maxInflatedBytes ?? MAX_INFLATED_BYTES)) {
@@ -317,11 +356,12 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, heade
       if (partialBytes + nl - at > MAX_LINE_BYTES) bad(file, `line ${lineNo + 1} is longer than ${MAX_LINE_BYTES} bytes: it is not a listing`);
       if (partial.length > 0) {
         partial.push(chunk.subarray(at, nl));
-        line(Buffer.concat(partial));
+        const joined = Buffer.concat(partial);
+        line(joined, 0, joined.length, true);
         partial = [];
         partialBytes = 0;
       } else {
-        line(chunk.subarray(at, nl));
+        line(chunk, at, nl, false);
       }
       at = nl + 1;
     }
@@ -332,9 +372,10 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, heade
       partial.push(Buffer.from(chunk.subarray(at)));
     }
   }
-  if (partialBytes > 0 || (pending === undefined && lineNo === 0)) bad(file, 'is truncated (no final newline)');
+  if (partialBytes > 0 || (pendingBuf === undefined && lineNo === 0)) bad(file, 'is truncated (no final newline)');
   if (lineNo === 1) bad(file, 'has no trailer line');
-  const t = parse(pending!, lineNo);
+  flushHash();
+  const t = parse(pendingBuf!, pendingAt, pendingEnd, lineNo);
   const trailer = isRecord(t) && isRecord(t.end) ? t.end : undefined;
   if (!trailer || typeof trailer.sha256 !== 'string' || typeof trailer.objects !== 'number' || typeof trailer.bytes !== 'number') bad(file, 'is truncated (its last line is not the trailer)');
   const sum = hash.digest('hex');
