@@ -17,8 +17,9 @@
  * Readers must ignore object fields they do not know; the header's version changes when
  * a field changes meaning.
  *
- * Cost: writing hashes and (optionally) deflates each line once; reading inflates, hashes
- * and JSON.parses each line once: about 1 s per million keys on one core (BENCHMARKS.md).
+ * Cost: writing hashes and (optionally) deflates each line once; reading inflates and hashes
+ * each line once and parses it from its bytes (src/snapshot/line-parser.ts; JSON.parse for a
+ * line of another shape): about 2 CPU s per million keys (docs/SNAPSHOTS.md).
  * Both stream (issue 43): a reader holds one read chunk and one line (scanSnapshot), a
  * writer one chunk of lines (writeSnapshotStream), so a file of any count passes through
  * bounded memory; only readSnapshot, which returns the objects, holds them all. Every line
