@@ -106,7 +106,7 @@ t.test('a key listed twice is refused in one line, and nothing is left behind', 
   t.same(await readdir(dir), [], 'no snapshot, run folder or temp file');
 });
 
-/** Old space given to the child: 200,000 held objects need over 60 MiB; bounded runs of 10,000 far less. */
+/** Old space given to the child: 400,000 held objects need over 160 MiB; bounded runs of 10,000 far less. */
 const HEAP_MIB = 48;
 
 t.test('memory does not grow with the count (external sort)', async (t) => {
@@ -120,11 +120,12 @@ t.test('memory does not grow with the count (external sort)', async (t) => {
     });
   });
   const small = await run(20_000);
-  const large = await run(200_000);
+  const large = await run(400_000);
   for (const r of [small, large]) t.equal(r.read === r.objects && r.mismatched === 0, true, `${r.objects}: every key once, in order`);
   const growth = (large.peakRssMiB - small.peakRssMiB) * 2 ** 20;
   const more = large.objects - small.objects;
   t.comment(`peak RSS ${small.peakRssMiB} MiB at ${small.objects} objects, ${large.peakRssMiB} MiB at ${large.objects} (${large.writeSeconds} s)`);
-  // Holding the listing costs 300 to 600 bytes an object; a tenth of the smaller is the bound.
-  t.ok(growth < more * 30, `peak RSS grew by ${(growth / 2 ** 20).toFixed(1)} MiB for ${more} more objects: under 30 bytes an object`);
+  // Holding the listing costs 430 bytes an object in the V8 heap (and cannot fit the 48 MiB
+  // heap at 400,000); a quarter of that bounds the growth, leaving room for the heap's own variance.
+  t.ok(growth < more * 100, `peak RSS grew by ${(growth / 2 ** 20).toFixed(1)} MiB for ${more} more objects: under 100 bytes an object`);
 });
