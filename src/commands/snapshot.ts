@@ -8,7 +8,7 @@ import { helpFor, parseOptions } from '../config/options.js';
 import { InvalidArgumentError } from '../errors.js';
 import { configureLogging, log } from '../log.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
-import { listOptionsFor, openDataset, settle } from '../snapshot/dataset.js';
+import { listOptionsFor, openDataset, writeListingSnapshot } from '../snapshot/dataset.js';
 import { diffSnapshots, readSnapshot } from '../snapshot/snapshot.js';
 
 export const summary = 'Save the listing of an S3 prefix as a snapshot file (or --diff two snapshots).';
@@ -110,20 +110,20 @@ export async function run(argv: string[]): Promise<number> {
   const ds = await openDataset(uri, { snapshotOut: file, filter: options.filter, skipArchived: options.skipArchived }, 'snapshot');
   const client = createObjectClient({ ...clientOptionsFrom(ds.bucket, options) });
   try {
-    const objects = [];
     const progress = listingProgress(options.progress, uri);
-    try {
+    const listing = async function* () {
       for await (const o of client.list(ds.prefix, listOptionsFor(ds))) {
-        if (!ds.filter || ds.filter.matches(o.key)) { objects.push(o); progress.add(o); }
+        if (!ds.filter || ds.filter.matches(o.key)) { progress.add(o); yield o; }
       }
+      progress.stop();
+    };
+    let s;
+    try {
+      s = await writeListingSnapshot(ds, listing(), client);
     } finally {
       progress.stop();
     }
-    const listedMs = performance.now() - t0;
-    const s = await settle(ds, objects, client);
-    const bytes = s.objects.reduce((n, o) => n + o.size, 0);
-    log.debug({ listedMs }, 'listed');
-    process.stdout.write(`wrote ${file}: ${s.objects.length} objects, ${mb(bytes)}${s.archived.length > 0 ? `, ${s.archived.length} archived (not restored)` : ''} of ${uri} in ${((performance.now() - t0) / 1000).toFixed(2)} s\n`);
+    process.stdout.write(`wrote ${file}: ${s.trailer.objects} objects, ${mb(s.trailer.bytes)}${s.archived > 0 ? `, ${s.archived} archived (not restored)` : ''} of ${uri} in ${((performance.now() - t0) / 1000).toFixed(2)} s\n`);
     return 0;
   } finally {
     await client.close();

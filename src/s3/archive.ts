@@ -33,7 +33,8 @@ export function archivedAs(o: ObjectInfo): string | undefined {
   return undefined;
 }
 
-const needsProbe = (o: ObjectInfo) => o.archiveStatus === undefined && !o.restored
+/** Whether probeArchived() would HEAD `o`. */
+export const needsProbe = (o: ObjectInfo) => o.archiveStatus === undefined && !o.restored
   && o.storageClass !== undefined && (ARCHIVED_CLASSES.has(o.storageClass) || o.storageClass === 'INTELLIGENT_TIERING');
 
 /**

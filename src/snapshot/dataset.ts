@@ -14,11 +14,12 @@
 import { ArchivedObjectsError } from '../errors.js';
 import { log } from '../log.js';
 import { archivedObjects, archivedSkipped, snapshotInfo, snapshotObjects } from '../metrics/metrics.js';
-import { archivedAs, partitionArchived, probeArchived } from '../s3/archive.js';
+import { archivedAs, needsProbe, partitionArchived, PROBE_MAX, probeArchived } from '../s3/archive.js';
 import { KeyFilter } from '../s3/filters.js';
 import type { ListOptions, ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { parseS3Uri } from '../s3/uri.js';
-import { checkSnapshotUri, readSnapshot, scanSnapshot, snapshotId, writeSnapshot, type Snapshot, type SnapshotHeader } from './snapshot.js';
+import { SnapshotSpill } from './spill.js';
+import { checkSnapshotUri, readSnapshot, scanSnapshot, snapshotId, writeSnapshot, writeSnapshotStream, type Snapshot, type SnapshotHeader, type SnapshotTrailer } from './snapshot.js';
 
 export interface DatasetOptions {
   snapshot?: string | undefined;
@@ -171,14 +172,65 @@ export async function settle(ds: Dataset, objects: ObjectInfo[], client: ObjectC
   if (ds.snapshot) snapshotObjects.set({ channel: ds.channel }, kept.length);
   if (ds.opts.snapshotOut !== undefined) {
     const t0 = performance.now();
-    const trailer = await writeSnapshot(ds.opts.snapshotOut, {
-      uri: ds.uri, bucket: ds.bucket, prefix: ds.prefix,
-      listing: { filters: ds.filter ? [...ds.filter.texts] : [], skipArchived: ds.opts.skipArchived },
-      generator: 'sluice',
-    }, kept);
+    const trailer = await writeSnapshot(ds.opts.snapshotOut, headerFor(ds), kept);
     log.info({ channel: ds.channel, file: ds.opts.snapshotOut, objects: trailer.objects, checksum: trailer.sha256.slice(0, 12), ms: Math.round(performance.now() - t0) }, `wrote snapshot ${ds.opts.snapshotOut}`);
   }
   return { objects: kept, archived: stillArchived, classes: stillArchived.length > 0 ? classes : [] };
+}
+
+/** The header a listing saved as a snapshot gets (createdAt: now, unless given). */
+function headerFor(ds: Dataset, createdAt?: string) {
+  return {
+    uri: ds.uri, bucket: ds.bucket, prefix: ds.prefix,
+    listing: { filters: ds.filter ? [...ds.filter.texts] : [], skipArchived: ds.opts.skipArchived },
+    generator: 'sluice',
+    ...(createdAt !== undefined ? { createdAt } : {}),
+  };
+}
+
+/**
+ * `sluice snapshot` (issue 46): steps 2 and 3 for a listing that is only saved, in bounded
+ * memory. The same file as settle() with --snapshot-out, byte for byte, without holding the
+ * listing: each object goes to an external sort (src/snapshot/spill.ts) as it comes, except
+ * those whose archive state only a HEAD tells (at most PROBE_MAX, as probeArchived() asks),
+ * which wait for the listing's end, are probed, then go the same way. Archived objects are
+ * counted, and left out with --skip-archived. `listing` yields the objects the filter keeps.
+ */
+export async function writeListingSnapshot(ds: Dataset, listing: AsyncIterable<ObjectInfo>, client: ObjectClient, opts: { createdAt?: string; runObjects?: number; signal?: AbortSignal } = {}): Promise<{ trailer: SnapshotTrailer; archived: number }> {
+  const file = ds.opts.snapshotOut!;
+  const spill = new SnapshotSpill(file, opts.runObjects);
+  try {
+    const probe: ObjectInfo[] = [];
+    let archived = 0;
+    let first: string | undefined;
+    const keep = (o: ObjectInfo): void | Promise<void> => {
+      if (archivedAs(o) !== undefined) {
+        archived++;
+        first ??= o.key;
+        if (ds.opts.skipArchived) return;
+      }
+      return spill.add(o);
+    };
+    for await (const o of listing) {
+      if (probe.length < PROBE_MAX && needsProbe(o)) probe.push(o);
+      else await keep(o);
+    }
+    const heads = await probeArchived(probe, client, opts.signal);
+    if (heads > 0) log.debug({ channel: ds.channel, heads }, 'asked S3 for the archive state of objects in archive classes');
+    for (const o of probe) await keep(o);
+    probe.length = 0;
+    if (archived > 0 && ds.opts.skipArchived) {
+      archivedSkipped.inc({ channel: ds.channel }, archived);
+      log.warn({ channel: ds.channel, archived, first }, `--skip-archived: left out ${archived} archived object${archived === 1 ? '' : 's'}`);
+    }
+    archivedObjects.set({ channel: ds.channel }, ds.opts.skipArchived ? 0 : archived);
+    const t0 = performance.now();
+    const trailer = await writeSnapshotStream(file, headerFor(ds, opts.createdAt), spill.sorted());
+    log.info({ channel: ds.channel, file, objects: trailer.objects, checksum: trailer.sha256.slice(0, 12), ms: Math.round(performance.now() - t0) }, `wrote snapshot ${file}`);
+    return { trailer, archived: ds.opts.skipArchived ? 0 : archived };
+  } finally {
+    await spill.close();
+  }
 }
 
 /** Pipe and File: archived objects stop the channel before the training command starts. */

@@ -17,8 +17,9 @@
  * Readers must ignore object fields they do not know; the header's version changes when
  * a field changes meaning.
  *
- * Cost: writing hashes and (optionally) deflates each line once; reading inflates, hashes
- * and JSON.parses each line once: about 1 s per million keys on one core (BENCHMARKS.md).
+ * Cost: writing hashes and (optionally) deflates each line once; reading inflates and hashes
+ * each line once and parses it from its bytes (src/snapshot/line-parser.ts; JSON.parse for a
+ * line of another shape): about 2 CPU s per million keys (docs/SNAPSHOTS.md).
  * Both stream (issue 43): a reader holds one read chunk and one line (scanSnapshot), a
  * writer one chunk of lines (writeSnapshotStream), so a file of any count passes through
  * bounded memory; only readSnapshot, which returns the objects, holds them all. Every line
@@ -33,6 +34,7 @@ import zlib from 'node:zlib';
 import { SnapshotError } from '../errors.js';
 import { compareKeys } from '../s3/lister.js';
 import type { ObjectInfo } from '../s3/object-client.js';
+import { parseObjectLine } from './line-parser.js';
 
 export const SNAPSHOT_VERSION = 1;
 
@@ -85,7 +87,8 @@ const MAX_LINE_BYTES = 64 * 1024;
 const MAX_INFLATED_BYTES = 64 * 1024 ** 3;
 const NL = 0x0a;
 
-function objectLine(o: ObjectInfo): string {
+/** An object's line, without its newline: the one serialisation every writer uses. */
+export function objectLine(o: ObjectInfo): string {
   const rec: Record<string, unknown> = {
     key: o.key, size: o.size, etag: o.etag, lastModified: o.lastModified.toISOString(), storageClass: o.storageClass ?? 'STANDARD',
   };
@@ -112,10 +115,21 @@ export async function writeSnapshot(file: string, header: HeaderIn, objects: Obj
 }
 
 /**
- * Writes objects that come already in S3 order (each key once, else SnapshotError), from an
- * iterable or async iterable: memory holds one chunk of lines, whatever the count.
+ * An object already serialised (objectLine) with its newline, as UTF-8: what an external sort
+ * (src/snapshot/spill.ts) hands back, written without parsing it again.
  */
-export async function writeSnapshotStream(file: string, header: HeaderIn, objects: Iterable<ObjectInfo> | AsyncIterable<ObjectInfo>): Promise<SnapshotTrailer> {
+export interface SnapshotLine {
+  key: string;
+  size: number;
+  line: Buffer;
+}
+
+/**
+ * Writes objects that come already in S3 order (each key once, else SnapshotError), from an
+ * iterable or async iterable: memory holds one chunk of lines, whatever the count. Objects
+ * may come as ObjectInfo or as SnapshotLine (all of one kind): the bytes are the same.
+ */
+export async function writeSnapshotStream(file: string, header: HeaderIn, objects: Iterable<ObjectInfo | SnapshotLine> | AsyncIterable<ObjectInfo | SnapshotLine>): Promise<SnapshotTrailer> {
   const h: SnapshotHeader = { sluiceSnapshot: SNAPSHOT_VERSION, ...header, createdAt: header.createdAt ?? new Date().toISOString() };
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
   const hash = createHash('sha256');
@@ -130,7 +144,7 @@ export async function writeSnapshotStream(file: string, header: HeaderIn, object
     gz?.on('error', reject);
   });
   done.catch((err: Error) => { failed = err; }); // awaited below; write() sees it sooner
-  const write = async (text: string): Promise<void> => {
+  const write = async (text: string | Buffer): Promise<void> => {
     if (failed) throw failed;
     hash.update(text);
     if (!sink.write(text)) await Promise.race([new Promise<void>((resolve) => sink.once('drain', () => resolve())), done]);
@@ -138,9 +152,9 @@ export async function writeSnapshotStream(file: string, header: HeaderIn, object
   let bytes = 0;
   let count = 0;
   let prev: string | undefined;
-  let part: string[] = [];
+  let part: (string | Buffer)[] = [];
   /** Takes one object; true when a chunk of lines is ready to write. */
-  const add = (o: ObjectInfo): boolean => {
+  const add = (o: ObjectInfo | SnapshotLine): boolean => {
     if (prev !== undefined) {
       const c = compareKeys(prev, o.key);
       if (c === 0) throw new SnapshotError(`cannot write snapshot ${file}: key ${JSON.stringify(o.key)} is listed twice`);
@@ -149,12 +163,12 @@ export async function writeSnapshotStream(file: string, header: HeaderIn, object
     prev = o.key;
     bytes += o.size;
     count++;
-    part.push(objectLine(o));
+    part.push('line' in o ? o.line : `${objectLine(o)}\n`);
     return part.length === LINES_PER_CHUNK;
   };
   const flush = async (): Promise<void> => {
     if (part.length === 0) return;
-    const text = part.join('\n') + '\n';
+    const text = typeof part[0] === 'string' ? part.join('') : Buffer.concat(part as Buffer[]);
     part = [];
     await write(text);
   };
@@ -244,34 +258,58 @@ export interface SnapshotScan {
  * its number. Objects are handed over before the checksum at the end is known: a caller
  * that keeps them must drop them when the scan throws (readSnapshot does).
  */
-export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, header: SnapshotHeader) => void, opts: { maxInflatedBytes?: number } = {}): Promise<SnapshotScan> {
+export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, header: SnapshotHeader) => void, opts: { maxInflatedBytes?: number; fastLines?: boolean } = {}): Promise<SnapshotScan> {
   const hash = createHash('sha256');
+  const fast = opts.fastLines ?? true;
   let header: SnapshotHeader | undefined;
   let lineNo = 0;
-  /** The last complete line seen, not yet hashed or parsed: it may be the trailer. */
-  let pending: Buffer | undefined;
+  /** The last complete line seen, not yet hashed or parsed (bytes [pendingAt, pendingEnd) of pendingBuf): it may be the trailer. */
+  let pendingBuf: Buffer | undefined;
+  let pendingAt = 0;
+  let pendingEnd = 0;
   /** Pieces of a line that spans chunks. */
   let partial: Buffer[] = [];
   let partialBytes = 0;
   let objects = 0;
   let bytes = 0;
   let prevKey: string | undefined;
+  /**
+   * Lines taken and not yet hashed: bytes [hashAt, hashEnd) of hashBuf, newlines included.
+   * Consecutive lines of one chunk are hashed in one update, not one per line.
+   */
+  let hashBuf: Buffer | undefined;
+  let hashAt = 0;
+  let hashEnd = 0;
+  const flushHash = (): void => {
+    if (hashBuf !== undefined && hashEnd > hashAt) hash.update(hashBuf.subarray(hashAt, hashEnd));
+    hashBuf = undefined;
+  };
+  /** Hashes line [s, e) of buf and its newline, which follows it in buf unless `joined`. */
+  const hashLine = (buf: Buffer, s: number, e: number, joined: boolean): void => {
+    if (joined) {
+      flushHash();
+      hash.update(buf.subarray(s, e));
+      hash.update(NL_BUF);
+    } else if (buf === hashBuf && s === hashEnd) {
+      hashEnd = e + 1;
+    } else {
+      flushHash();
+      hashBuf = buf;
+      hashAt = s;
+      hashEnd = e + 1;
+    }
+  };
 
-  const parse = (line: Buffer, n: number): unknown => {
+  const parse = (buf: Buffer, s: number, e: number, n: number): unknown => {
     try {
-      return JSON.parse(line.toString('utf8'));
+      return JSON.parse(buf.toString('utf8', s, e));
     } catch {
       bad(file, `line ${n} is not JSON`);
     }
   };
-  const take = (line: Buffer, n: number): void => {
-    hash.update(line);
-    hash.update(NL_BUF);
-    const r = parse(line, n);
-    if (n === 1) {
-      header = checkHeader(file, r);
-      return;
-    }
+  /** An object line the fast parser declines: JSON.parse and the field checks. */
+  const slowObject = (buf: Buffer, s: number, e: number, n: number): ObjectInfo => {
+    const r = parse(buf, s, e, n);
     if (!isRecord(r) || typeof r.key !== 'string' || typeof r.size !== 'number' || !Number.isSafeInteger(r.size) || r.size < 0 || typeof r.etag !== 'string') {
       bad(file, `line ${n} is not an object with key, size and etag`);
     }
@@ -283,6 +321,15 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, heade
     if (typeof r.versionId === 'string') o.versionId = r.versionId;
     if (typeof r.archiveStatus === 'string') o.archiveStatus = r.archiveStatus;
     if (r.restored === true) o.restored = true;
+    return o;
+  };
+  const take = (buf: Buffer, s: number, e: number, n: number, joined: boolean): void => {
+    hashLine(buf, s, e, joined);
+    if (n === 1) {
+      header = checkHeader(file, parse(buf, s, e, n));
+      return;
+    }
+    const o = (fast ? parseObjectLine(buf, s, e) : undefined) ?? slowObject(buf, s, e, n);
     if (prevKey !== undefined && compareKeys(prevKey, o.key) >= 0) bad(file, `line ${n}: keys are not in S3 order or repeat (${JSON.stringify(o.key)})`);
     // issue 43: a key outside the prefix has no path below the channel (File mode mangled it, FastFile dropped it).
     if (!o.key.startsWith(header!.prefix)) {
@@ -293,10 +340,15 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, heade
     bytes += o.size;
     onObject(o, header!);
   };
-  const line = (l: Buffer): void => {
+  /** Whether the pending line was joined from pieces (its newline is not after it in its buffer). */
+  let pendingJoined = false;
+  const line = (buf: Buffer, s: number, e: number, joined: boolean): void => {
     lineNo++;
-    if (pending !== undefined) take(pending, lineNo - 1);
-    pending = l;
+    if (pendingBuf !== undefined) take(pendingBuf, pendingAt, pendingEnd, lineNo - 1, pendingJoined);
+    pendingBuf = buf;
+    pendingAt = s;
+    pendingEnd = e;
+    pendingJoined = joined;
   };
 
   for await (const chunk of fileBytes(file, opts.maxInflatedBytes ?? MAX_INFLATED_BYTES)) {
@@ -305,11 +357,12 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, heade
       if (partialBytes + nl - at > MAX_LINE_BYTES) bad(file, `line ${lineNo + 1} is longer than ${MAX_LINE_BYTES} bytes: it is not a listing`);
       if (partial.length > 0) {
         partial.push(chunk.subarray(at, nl));
-        line(Buffer.concat(partial));
+        const joined = Buffer.concat(partial);
+        line(joined, 0, joined.length, true);
         partial = [];
         partialBytes = 0;
       } else {
-        line(chunk.subarray(at, nl));
+        line(chunk, at, nl, false);
       }
       at = nl + 1;
     }
@@ -320,9 +373,10 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, heade
       partial.push(Buffer.from(chunk.subarray(at)));
     }
   }
-  if (partialBytes > 0 || (pending === undefined && lineNo === 0)) bad(file, 'is truncated (no final newline)');
+  if (partialBytes > 0 || (pendingBuf === undefined && lineNo === 0)) bad(file, 'is truncated (no final newline)');
   if (lineNo === 1) bad(file, 'has no trailer line');
-  const t = parse(pending!, lineNo);
+  flushHash();
+  const t = parse(pendingBuf!, pendingAt, pendingEnd, lineNo);
   const trailer = isRecord(t) && isRecord(t.end) ? t.end : undefined;
   if (!trailer || typeof trailer.sha256 !== 'string' || typeof trailer.objects !== 'number' || typeof trailer.bytes !== 'number') bad(file, 'is truncated (its last line is not the trailer)');
   const sum = hash.digest('hex');
