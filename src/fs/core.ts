@@ -34,8 +34,8 @@
  * and a folder is shown as the folder. Files are 0444 regular files, folders 0555;
  * every write-like operation is ReadOnlyError (EROFS).
  *
- * A small file read at random is fetched whole in the background (random fill,
- * src/prefetch/random-fill.ts), so its later reads are cache hits.
+ * A file read at random (or read again) that fits half the cache is fetched whole in the
+ * background (random fill, src/prefetch/random-fill.ts), so its later reads are cache hits.
  *
  * Memory: the block cache (--cache-size) plus GETs in flight (--max-inflight, which
  * read-ahead and random fill never exceed; demand reads may add one read's blocks each). GET buffers
@@ -45,7 +45,7 @@
  * otherwise its whole duration counts as time waiting on S3.
  */
 import { performance } from 'node:perf_hooks';
-import { BlockCache } from '../cache/block-cache.js';
+import { AHEAD_SHARE, BlockCache } from '../cache/block-cache.js';
 import { OPTIONS } from '../config/options.js';
 import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NoSuchKeyError, NotDirectoryError, NotFoundError, ObjectArchivedError, ReadOnlyError } from '../errors.js';
 import { archivedAs } from '../s3/archive.js';
@@ -81,7 +81,7 @@ export interface SluiceFsOptions {
   crossFilePrefetch: number;
   /** Largest file fetched by cross-file prefetch (--cross-file-max-size). */
   crossFileMaxSize: number;
-  /** Largest file fetched whole once read at random (--random-fill-max-size); default cacheSize / 4, 0 disables. */
+  /** Largest file fetched whole once read at random or read again (--random-fill-max-size); default cacheSize / 2, 0 disables. */
   randomFillMaxSize?: number;
   /** The S3 client's connections (--max-connections), to keep the random fill to half of them; default 64. */
   maxConnections?: number;
@@ -137,12 +137,16 @@ export const MAX_BLOCK_SIZE = 256 * 1024;
 const CROSS_FILE_SHARE = 0.5;
 
 /**
- * Default --random-fill-max-size: a quarter of the cache. Fills in progress together hold at
- * most this much (src/prefetch/random-fill.ts), so they can push at most a quarter of the
- * cache out, and the other three quarters keep other readers' blocks; a file this small
- * also stays resident while it is read, instead of evicting its own blocks.
+ * Default --random-fill-max-size: half the cache, the share the cache lets bytes fetched ahead
+ * and unread take (AHEAD_SHARE, src/cache/block-cache.ts). A fill's blocks are such bytes until
+ * read, so a larger file could not be filled whole before its reader reached it; and the files
+ * being filled at once add up to at most this (src/prefetch/random-fill.ts), so the other half
+ * of the cache keeps everyone else's blocks, and LRU takes those older blocks before any of
+ * the filling file's own. It was a quarter until issue 44: a 1 GiB file under the default
+ * cache of a 24 GiB machine (2.9 GiB) was then never filled, and fio's rand_read on it ran at
+ * 8 MiB/s, one GET per read, against s3fs's 500+ (decision 0033).
  */
-const RANDOM_FILL_CACHE_SHARE = 0.25;
+const RANDOM_FILL_CACHE_SHARE = AHEAD_SHARE;
 
 /**
  * Random fill GETs in flight at once: at most 16, and at most half of --max-connections, so

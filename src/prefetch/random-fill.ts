@@ -36,6 +36,7 @@
  * bound --cache-size + --max-inflight holds. Used and wasted bytes are counted by the block
  * cache under the kind 'random_fill'.
  */
+import { fillFetchedBytes, fillFiles } from '../metrics/metrics.js';
 import type { BlockFetcher, FileRef } from './block-fetcher.js';
 
 export interface RandomFillOptions {
@@ -121,6 +122,7 @@ export class RandomFill {
       this.fills.set(id, f);
       this.activeBytes += file.size;
       this.stats.started++;
+      fillFiles.inc({ outcome: 'started' });
     }
     f.holders++;
     const fill = f;
@@ -160,6 +162,7 @@ export class RandomFill {
       if (r.done) {
         this.stats.gets++;
         this.stats.bytes += r.bytes ?? 0;
+        fillFetchedBytes.inc(r.bytes ?? 0);
         this.running++;
         void r.done.then((ok) => this.onDone(f, ok));
       }
@@ -178,11 +181,13 @@ export class RandomFill {
     this.fills.delete(f.id);
     this.activeBytes -= f.file.size;
     this.stats.completed++;
+    fillFiles.inc({ outcome: 'completed' });
   }
 
   private stop(f: Fill): void {
     this.fills.delete(f.id);
     this.activeBytes -= f.file.size;
     this.stats.stopped++;
+    fillFiles.inc({ outcome: 'stopped' });
   }
 }

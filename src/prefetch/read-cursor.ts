@@ -44,9 +44,12 @@
  *     at least a part, a batch ends on a part boundary, so read-ahead GETs are whole
  *     parts: one GET length recurs, and its buffers are recycled (block cache pool).
  *     Random reads fetch only the blocks they touch: no read-ahead of the window kind. A
- *     random read of a small file asks the random fill (./random-fill.ts) to fetch the
- *     rest of the file in the background, after its own blocks' GET has started; the
- *     cursor holds the fill's ticket until close().
+ *     random read of a file that fits the fill's threshold asks the random fill
+ *     (./random-fill.ts) to fetch the rest of the file in the background, after its own
+ *     blocks' GET has started; the cursor holds the fill's ticket until close(). A
+ *     sequential reader that comes back to an earlier offset (a second pass: fio's
+ *     time_based, or an epoch loop on one open handle) is random for that read, so a
+ *     re-read asks for the fill too.
  *  4. Retire, while sequential: blocks more than R behind the
  *     read are dropped from the block cache (BlockCache.retire) once their whole GET is
  *     behind it. The kernel's page cache keeps what was read, and the recycled buffers
@@ -54,7 +57,11 @@
  *     A handle closed after its sequential run read the file to the end retires the
  *     blocks still behind it too (measured: 19-20 receive slabs first touched for four
  *     128 MiB files read in turn, 17 with this; each fresh 8 MiB slab costs ~18 ms here).
- *     Random readers keep their blocks (they are what the cache is for).
+ *     Random readers keep their blocks (they are what the cache is for), and so does a
+ *     handle that holds its file's random fill (it read at random, or came back to an
+ *     earlier offset: a second pass, step 3), whether it reads sequentially or not: the
+ *     fill makes the file whole in the cache so that later passes are served from memory,
+ *     and retiring what one pass has passed would make the next pass fetch it again.
  *  5. Copy the blocks' bytes into the caller's buffer. A read settles when its
  *     blocks do; a caller's AbortSignal settles it early (the shared GETs go on).
  *     The blocks' pooled buffers are pinned from lookup until the copy is done (or
@@ -245,8 +252,11 @@ export class ReadCursor {
   close(): void {
     this.closed = true;
     this.share?.leave(this);
+    const filled = this.fillTicket !== undefined;
     this.fillTicket?.release();
     this.fillTicket = undefined;
+    // A file kept whole by its fill stays whole for the next handle's pass (step 4).
+    if (filled) return;
     // A sequential run that read its file to the end retires its last blocks too (step 4):
     // nothing behind the reader is read again through this handle, and left in the cache
     // they would hold their pooled buffers, so the next file's GETs would map fresh ones.
@@ -482,6 +492,8 @@ export class ReadCursor {
 
   /** Step 4: offers the cache every block wholly before `position - R` (R: the reorder span). */
   private retireBehind(position: number): void {
+    // A handle that holds its file's fill keeps every block: the file is read again (step 4).
+    if (this.fillTicket) return;
     const before = Math.floor((position - this.spanBack) / this.fetcher.blockSize);
     if (before <= this.retiredTo) return;
     for (let i = this.retiredTo; i < before; i++) this.fetcher.cache.retire(this.file.key, this.file.etag, i, before);
