@@ -28,6 +28,10 @@
  *    keeps that at most half of --max-connections), so a demand GET finds a connection
  *    free. A read of a block that a fill GET is fetching waits for that GET (single
  *    flight, as for any prefetch); `getSize` is kept small so that wait is about one GET.
+ *  - Keeps: a handle holding a ticket does not retire the blocks it has read sequentially
+ *    (a second pass of the same handle), nor does a later handle of a file whose fill
+ *    completed and that is still whole in the cache (`keeps()`): retiring them would make
+ *    the next pass fetch the file again.
  *  - Stops: when every ticket of a file is released (its handles closed), or on `close()`,
  *    no new GET starts (those in flight complete into the cache), and when a fill GET
  *    fails (the reads that need those blocks fetch them again and see the error).
@@ -76,10 +80,19 @@ interface Fill {
   holders: number;
 }
 
+/**
+ * Files whose fill completed that are remembered (keeps()): 1024, far more than fit the cache at
+ * once (each is at least a block, and the fill's files are usually large); the oldest is forgotten
+ * first, and a forgotten file is only retired by a later sequential reader as any other file is.
+ */
+const FILLED_MEMORY = 1024;
+
 export class RandomFill {
   readonly stats: RandomFillStats = { started: 0, completed: 0, stopped: 0, gets: 0, bytes: 0 };
   /** Fills with GETs left to start, oldest first. INVARIANT: activeBytes is the sum of their files' sizes. */
   private readonly fills = new Map<string, Fill>();
+  /** Ids of files whose fill completed, oldest first (at most FILLED_MEMORY). */
+  private readonly filled = new Set<string>();
   private activeBytes = 0;
   /** Fill GETs in flight, over all fills (including stopped ones). */
   private running = 0;
@@ -139,6 +152,19 @@ export class RandomFill {
     return ticket;
   }
 
+  /**
+   * Whether a new handle of `file` should keep its blocks (no retirement by a sequential reader,
+   * ./read-cursor.ts step 4): its fill completed and every block is still in the cache, so the
+   * file is being read again and again. A file no longer whole is forgotten.
+   */
+  keeps(file: FileRef): boolean {
+    const id = `${file.key}\0${file.etag}`;
+    if (!this.filled.has(id)) return false;
+    if (this.fetcher.cachedWhole(file)) return true;
+    this.filled.delete(id);
+    return false;
+  }
+
   /** Stops every fill (GETs in flight complete into the cache). Idempotent. */
   close(): void {
     if (this.closed) return;
@@ -182,6 +208,9 @@ export class RandomFill {
     this.activeBytes -= f.file.size;
     this.stats.completed++;
     fillFiles.inc({ outcome: 'completed' });
+    this.filled.delete(f.id);
+    this.filled.add(f.id);
+    if (this.filled.size > FILLED_MEMORY) this.filled.delete(this.filled.values().next().value as string);
   }
 
   private stop(f: Fill): void {

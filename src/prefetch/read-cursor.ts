@@ -47,9 +47,9 @@
  *     random read of a file that fits the fill's threshold asks the random fill
  *     (./random-fill.ts) to fetch the rest of the file in the background, after its own
  *     blocks' GET has started; the cursor holds the fill's ticket until close(). A
- *     sequential reader that comes back to an earlier offset (a second pass: fio's
- *     time_based, or an epoch loop on one open handle) is random for that read, so a
- *     re-read asks for the fill too.
+ *     read that starts more than the reorder span behind the furthest read so far (a
+ *     second pass: fio's time_based, or an epoch loop on one open handle; it may still be
+ *     sequential, inside the run) asks for the fill too.
  *  4. Retire, while sequential: blocks more than R behind the
  *     read are dropped from the block cache (BlockCache.retire) once their whole GET is
  *     behind it. The kernel's page cache keeps what was read, and the recycled buffers
@@ -61,7 +61,8 @@
  *     handle that holds its file's random fill (it read at random, or came back to an
  *     earlier offset: a second pass, step 3), whether it reads sequentially or not: the
  *     fill makes the file whole in the cache so that later passes are served from memory,
- *     and retiring what one pass has passed would make the next pass fetch it again.
+ *     and retiring what one pass has passed would make the next pass fetch it again. A
+ *     later handle of a file whose fill completed, still whole, keeps its blocks too.
  *  5. Copy the blocks' bytes into the caller's buffer. A read settles when its
  *     blocks do; a caller's AbortSignal settles it early (the shared GETs go on).
  *     The blocks' pooled buffers are pinned from lookup until the copy is done (or
@@ -226,6 +227,10 @@ export class ReadCursor {
   private startWindow: number;
   /** This handle's hold on its file's random fill, once it has one. */
   private fillTicket: FillTicket | undefined;
+  /** The last read started more than the reorder span behind the furthest read so far (step 3: a re-read). */
+  private reread = false;
+  /** The file was filled whole and still is (RandomFill.keeps): never retire its blocks (step 4). */
+  private readonly keepWhole: boolean;
   private closed = false;
 
   constructor(
@@ -242,6 +247,7 @@ export class ReadCursor {
     private readonly share?: AheadShare,
   ) {
     this.startWindow = startWindow;
+    this.keepWhole = randomFill?.keeps(file) ?? false;
     this.spanBack = Math.max(SEEK_BACKWARD_TOLERANCE, kernelReadahead);
     this.spanAhead = Math.max(SEEK_FORWARD_TOLERANCE, kernelReadahead);
     this.firstSpan = Math.max(FIRST_READ_SPAN, kernelReadahead);
@@ -252,7 +258,7 @@ export class ReadCursor {
   close(): void {
     this.closed = true;
     this.share?.leave(this);
-    const filled = this.fillTicket !== undefined;
+    const filled = this.fillTicket !== undefined || this.keepWhole;
     this.fillTicket?.release();
     this.fillTicket = undefined;
     // A file kept whole by its fill stays whole for the next handle's pass (step 4).
@@ -314,8 +320,9 @@ export class ReadCursor {
       if (sequential && !overtook) this.readAhead(position, this.frontier!);
       else if (kind === RANDOM) {
         if (this.aheadTo < end) this.aheadTo = end;
-        if (this.randomFill && !this.fillTicket && !this.closed) this.fillTicket = this.randomFill.request(this.file);
       }
+      // A random read, or a sequential one back over what this handle has read (a second pass), asks for the fill (step 3).
+      if ((kind === RANDOM || this.reread) && this.randomFill && !this.fillTicket && !this.closed) this.fillTicket = this.randomFill.request(this.file);
     } catch (err) {
       unpin(pins);
       throw err;
@@ -407,6 +414,8 @@ export class ReadCursor {
       sequential = position >= Math.min(this.runStart, frontier - this.spanBack) && position <= Math.max(frontier + this.spanAhead, this.aheadTo);
     }
     this.remember(end);
+    // Back more than the reorder span behind the furthest read: bytes read before, read again.
+    this.reread = frontier !== undefined && position + this.spanBack < frontier;
     if (sequential) {
       this.stats.sequentialReads++;
       if (this.window === 0) {
@@ -493,7 +502,7 @@ export class ReadCursor {
   /** Step 4: offers the cache every block wholly before `position - R` (R: the reorder span). */
   private retireBehind(position: number): void {
     // A handle that holds its file's fill keeps every block: the file is read again (step 4).
-    if (this.fillTicket) return;
+    if (this.fillTicket || this.keepWhole) return;
     const before = Math.floor((position - this.spanBack) / this.fetcher.blockSize);
     if (before <= this.retiredTo) return;
     for (let i = this.retiredTo; i < before; i++) this.fetcher.cache.retire(this.file.key, this.file.etag, i, before);
