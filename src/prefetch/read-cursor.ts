@@ -47,7 +47,7 @@
  *     random read of a file that fits the fill's threshold asks the random fill
  *     (./random-fill.ts) to fetch the rest of the file in the background, after its own
  *     blocks' GET has started; the cursor holds the fill's ticket until close(). A
- *     read that starts more than the reorder span behind the furthest read so far (a
+ *     read that starts more than twice the reorder span behind the furthest read (a
  *     second pass: fio's time_based, or an epoch loop on one open handle; it may still be
  *     sequential, inside the run) asks for the fill too.
  *  4. Retire, while sequential: blocks more than R behind the
@@ -414,8 +414,11 @@ export class ReadCursor {
       sequential = position >= Math.min(this.runStart, frontier - this.spanBack) && position <= Math.max(frontier + this.spanAhead, this.aheadTo);
     }
     this.remember(end);
-    // Back more than the reorder span behind the furthest read: bytes read before, read again.
-    this.reread = frontier !== undefined && position + this.spanBack < frontier;
+    // Back more than twice the reorder span behind the furthest read: bytes read before, read
+    // again. Not the span alone: libfuse hands over kernel readahead requests up to 2.6 MiB
+    // behind the frontier (step 1), and a fill started by such a straggler in a first pass
+    // (fio seq_read on 1 GiB, decision 0033) competed with the read-ahead and kept every block.
+    this.reread = frontier !== undefined && position + 2 * this.spanBack < frontier;
     if (sequential) {
       this.stats.sequentialReads++;
       if (this.window === 0) {

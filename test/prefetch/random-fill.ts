@@ -269,3 +269,45 @@ t.test('SluiceFs: a random reader fills a small file; release stops; --random-fi
     crossFilePrefetch: 0, crossFileMaxSize: MiB, randomFillMaxSize: 65 * MiB,
   }), { code: 'INVALID_ARGUMENT' }, 'a fill size above the cache is refused');
 });
+
+t.test('a sequential handle that comes back over what it read fills the file, then keeps every block', async (t) => {
+  const s = setup({ size: 8 * MiB });
+  const f = s.files[0]!;
+  const body = s.client.body(f.key);
+  const c = s.cursor(f);
+  for (let pos = 0; pos < f.size; pos += 128 * KiB) await readAt(c, pos, 128 * KiB);
+  await drain(s.fill, s.client);
+  t.equal(s.fill.stats.started, 0, 'one pass: no fill');
+  t.ok(residentBlocks(s, f) < s.fetcher.blockCount(f), 'one pass: the blocks behind the reader were retired');
+  // Pass 2 from offset 0: still inside the run (sequential), but a re-read: it asks for the fill.
+  const got = await readAt(c, 0, 128 * KiB);
+  t.ok(got.equals(body.subarray(0, 128 * KiB)), 'exact bytes');
+  t.equal(s.fill.stats.started, 1, 'the re-read started the fill');
+  for (let pos = 128 * KiB; pos < f.size; pos += 128 * KiB) await readAt(c, pos, 128 * KiB);
+  await drain(s.fill, s.client);
+  t.equal(residentBlocks(s, f), s.fetcher.blockCount(f), 'pass 2 retired nothing: the file is whole');
+  const gets = s.client.calls;
+  c.close();
+  t.ok(s.fill.keeps(f), 'the filled file is kept for later handles');
+  const d = s.cursor(f);
+  for (let pos = 0; pos < f.size; pos += 128 * KiB) {
+    const b = await readAt(d, pos, 128 * KiB);
+    if (!b.equals(body.subarray(pos, pos + 128 * KiB))) { t.fail(`wrong bytes at ${pos}`); break; }
+  }
+  d.close();
+  t.equal(s.client.calls, gets, 'a later sequential handle made no GET');
+  t.equal(residentBlocks(s, f), s.fetcher.blockCount(f), 'and retired nothing');
+});
+
+t.test('keeps(): only a file whose fill completed and that is still whole', async (t) => {
+  const s = setup({ size: 2 * MiB, files: 2 });
+  const [a, b] = [s.files[0]!, s.files[1]!];
+  const c = s.cursor(a);
+  await readAt(c, 1 * MiB, 4 * KiB);
+  await drain(s.fill, s.client);
+  t.ok(s.fill.keeps(a), 'filled and whole');
+  t.notOk(s.fill.keeps(b), 'never filled');
+  s.cache.close(); // every block gone
+  t.notOk(s.fill.keeps(a), 'no longer whole: forgotten');
+  c.close();
+});
