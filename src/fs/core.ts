@@ -157,6 +157,17 @@ const RANDOM_FILL_CACHE_SHARE = AHEAD_SHARE;
 const RANDOM_FILL_MAX_GETS = 16;
 
 /**
+ * Random fill GETs plus readers' own GETs in flight, while any reader's GET is: 4 (the fill
+ * keeps one GET at least). The fill's bytes go through the same event loop (receive, copy,
+ * fresh pages mapped: ~36 ms per 8 MiB slab on the shared VM) as the readers' bytes, so 16
+ * fill GETs made each of fio rand_read_4t's reads wait behind them (3 MiB/s against 13
+ * without the fill, one run); 4 fill GETs beside 4 readers still 8, 1 beside 4 readers 13,
+ * while one reader beside 3-4 fill GETs had its file filled within the job (decision 0033).
+ * 4 GETs of 2 MiB fetch ~160 MB/s at 25 ms + 80 MB/s per stream.
+ */
+const RANDOM_FILL_SHARED_GETS = 4;
+
+/**
  * Bytes of one random fill GET: 2 MiB (or --part-size if smaller). A read of a block that a
  * fill GET is fetching waits for that GET (single flight), so it is kept close to the cost
  * of the read's own GET: 25 ms to first byte + 26 ms at 80 MB/s, against 25 + 3 ms for one
@@ -332,6 +343,7 @@ export class SluiceFs implements FsCore {
     this.randomFill = new RandomFill(this.fetcher, {
       maxFileSize: opts.randomFillMaxSize ?? Math.floor(opts.cacheSize * RANDOM_FILL_CACHE_SHARE),
       maxGets: Math.max(1, Math.min(RANDOM_FILL_MAX_GETS, Math.floor((opts.maxConnections ?? OPTIONS.maxConnections.default) / 2))),
+      sharedGets: RANDOM_FILL_SHARED_GETS,
       getSize: Math.min(RANDOM_FILL_GET_SIZE, opts.partSize),
     });
     this.waitClock = new WaitClock({ channel: this.channel, mode: 'FastFile' });

@@ -26,7 +26,12 @@
  *  - Low priority: demand reads never wait for the fill. They bypass the in-flight budget,
  *    and fill GETs take at most `maxGets` of the S3 client's connections (src/fs/core.ts
  *    keeps that at most half of --max-connections), so a demand GET finds a connection
- *    free. A read of a block that a fill GET is fetching waits for that GET (single
+ *    free. While readers' own GETs are in flight, the fill starts a GET only while its GETs
+ *    and the readers' add up to less than `sharedGets` (one fill GET at least, so it goes
+ *    on; those above it finish, and it tops up once the readers' GETs are done): fill bytes
+ *    are received, copied and mapped into fresh pages by the same event loop, proxy and
+ *    link as the readers' bytes, and 16 fill GETs in flight made four random readers wait
+ *    behind them (decision 0033). A read of a block that a fill GET is fetching waits for that GET (single
  *    flight, as for any prefetch); `getSize` is kept small so that wait is about one GET.
  *  - Keeps: a handle holding a ticket does not retire the blocks it has read sequentially
  *    (a second pass of the same handle), nor does a later handle of a file whose fill
@@ -48,6 +53,8 @@ export interface RandomFillOptions {
   maxFileSize: number;
   /** Fill GETs in flight at once, over all files (>= 1). */
   maxGets: number;
+  /** Fill GETs plus readers' own GETs in flight at once, while any reader's GET is (the fill keeps one at least; >= 1; default no such bound). */
+  sharedGets?: number;
   /** Bytes of one fill GET (rounded down to whole blocks, at least one). */
   getSize: number;
 }
@@ -99,11 +106,14 @@ export class RandomFill {
   /** The budget refused a GET: retry when it releases bytes. */
   private refused = false;
   private readonly blocksPerGet: number;
+  private readonly sharedGets: number;
   private readonly unsubscribe: () => void;
   private closed = false;
 
   constructor(private readonly fetcher: BlockFetcher, private readonly opts: RandomFillOptions) {
     if (!(Number.isSafeInteger(opts.maxGets) && opts.maxGets >= 1)) throw new RangeError('random fill: maxGets must be a whole number >= 1');
+    if (opts.sharedGets !== undefined && !(Number.isSafeInteger(opts.sharedGets) && opts.sharedGets >= 1)) throw new RangeError('random fill: sharedGets must be a whole number >= 1');
+    this.sharedGets = opts.sharedGets ?? Infinity;
     this.blocksPerGet = Math.max(1, Math.floor(opts.getSize / fetcher.blockSize));
     this.unsubscribe = fetcher.onRoom(() => {
       if (this.refused) this.pump();
@@ -176,7 +186,10 @@ export class RandomFill {
   /** Starts fill GETs, oldest fill first, while GET slots and the budget allow. */
   private pump(): void {
     this.refused = false;
-    while (!this.closed && this.running < this.opts.maxGets) {
+    // While readers wait on GETs of their own, the fill keeps readers' and fill GETs together to sharedGets, one at least (module comment: Low priority).
+    const demand = this.fetcher.demandGets;
+    const limit = demand > 0 ? Math.max(1, Math.min(this.opts.maxGets, this.sharedGets - demand)) : this.opts.maxGets;
+    while (!this.closed && this.running < limit) {
       const f = this.fills.values().next().value as Fill | undefined;
       if (!f) return;
       const r = this.fetcher.prefetchOne(f.file, f.next, f.last, this.blocksPerGet, 'random_fill');

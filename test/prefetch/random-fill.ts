@@ -21,19 +21,24 @@ const FILL_GET = 256 * KiB;
  */
 class HoldingClient extends FakeObjectClient {
   holdFill = false;
+  /** Hold the one-block GETs (a random read's own GET) too. */
+  holdDemand = false;
   inflight = 0;
   peakInflight = 0;
   held = 0;
   /** GETs asked for (held ones included; the fake's own counts start once a GET proceeds). */
   calls = 0;
   private waiters: Array<() => void> = [];
+  private demandWaiters: Array<() => void> = [];
 
   override async getRange(key: string, start: number, end: number, etag: string, opts?: RangeOptions): Promise<Buffer> {
     this.calls++;
     this.inflight++;
     this.peakInflight = Math.max(this.peakInflight, this.inflight);
     try {
-      if (this.holdFill && end - start > BLOCK) {
+      if (this.holdDemand && end - start <= BLOCK) {
+        await new Promise<void>((r) => this.demandWaiters.push(r));
+      } else if (this.holdFill && end - start > BLOCK) {
         this.held++;
         await new Promise<void>((r) => this.waiters.push(r));
         this.held--;
@@ -44,13 +49,18 @@ class HoldingClient extends FakeObjectClient {
     }
   }
 
+  releaseDemand(): void {
+    this.holdDemand = false;
+    for (const w of this.demandWaiters.splice(0)) w();
+  }
+
   releaseFill(): void {
     this.holdFill = false;
     for (const w of this.waiters.splice(0)) w();
   }
 }
 
-function setup(o: { size?: number; files?: number; maxInflight?: number; maxFileSize?: number; maxGets?: number; cache?: number } = {}) {
+function setup(o: { size?: number; files?: number; maxInflight?: number; maxFileSize?: number; maxGets?: number; sharedGets?: number; cache?: number } = {}) {
   const client = new HoldingClient();
   const size = o.size ?? 4 * MiB;
   const files: FileRef[] = [];
@@ -61,7 +71,7 @@ function setup(o: { size?: number; files?: number; maxInflight?: number; maxFile
   const cache = new BlockCache({ capacityBytes: o.cache ?? 64 * MiB, blockSize: BLOCK });
   const budget = new InflightBudget(o.maxInflight ?? 16 * MiB);
   const fetcher = new BlockFetcher(client, cache, budget, PART);
-  const fill = new RandomFill(fetcher, { maxFileSize: o.maxFileSize ?? 16 * MiB, maxGets: o.maxGets ?? 4, getSize: FILL_GET });
+  const fill = new RandomFill(fetcher, { maxFileSize: o.maxFileSize ?? 16 * MiB, maxGets: o.maxGets ?? 4, sharedGets: o.sharedGets, getSize: FILL_GET });
   const cursor = (f: FileRef) => new ReadCursor(f, fetcher, 4 * MiB, fill);
   return { client, files, cache, budget, fetcher, fill, cursor };
 }
@@ -160,6 +170,40 @@ t.test('a demand read issued while the fill runs does not wait for it', async (t
   await drain(s.fill, s.client);
   t.equal(residentBlocks(s, f), s.fetcher.blockCount(f), 'the fill completed afterwards');
   t.equal(s.client.getBytes, f.size, 'the demanded block was not fetched again');
+});
+
+t.test("while readers' own GETs are in flight the fill keeps to sharedGets with them (one GET at least), then goes back to maxGets", async (t) => {
+  const ticks = async () => { for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r)); };
+  const s = setup({ size: 8 * MiB, maxGets: 8, sharedGets: 4 });
+  const f = s.files[0]!;
+  const body = s.client.body(f.key);
+  s.client.holdFill = true;
+  s.client.holdDemand = true;
+  const c1 = s.cursor(f);
+  const r1 = readAt(c1, 5 * MiB + 3, 1000); // random: its own GET (held), then the fill
+  await ticks();
+  t.equal(s.fetcher.demandGets, 1, "the reader's GET is in flight");
+  t.equal(s.fill.inflightGets, 3, 'fill GETs + the reader\'s = sharedGets (4), not maxGets (8)');
+  // Three more readers waiting: the fill adds nothing, and keeps what it has.
+  const more = [7 * MiB + 11, 6 * MiB + 200 * KiB, 4 * MiB + 500 * KiB].map((p) => ({ p, r: readAt(s.cursor(f), p, 1000) }));
+  await ticks();
+  t.equal(s.fetcher.demandGets, 4);
+  t.equal(s.fill.inflightGets, 3, 'no fill GET added beside four readers');
+  s.client.releaseFill(); // the fill's GETs finish while the readers' are still held: it goes on with one GET
+  s.client.holdFill = true;
+  await ticks();
+  t.equal(s.fill.inflightGets, 1, 'beside four readers the fill keeps one GET');
+  s.client.releaseDemand();
+  s.client.releaseFill();
+  t.ok((await r1).equals(body.subarray(5 * MiB + 3, 5 * MiB + 3 + 1000)), 'first reader exact');
+  for (const m of more) t.ok((await m.r).equals(body.subarray(m.p, m.p + 1000)), `reader at ${m.p} exact`);
+  s.client.peakInflight = 0;
+  s.client.holdFill = false;
+  await drain(s.fill, s.client);
+  t.equal(s.fetcher.demandGets, 0);
+  t.ok(s.client.peakInflight > 4, `with no reader waiting the fill went past sharedGets (peak ${s.client.peakInflight})`);
+  t.equal(residentBlocks(s, f), s.fetcher.blockCount(f), 'the fill completed');
+  t.equal(s.client.getBytes, f.size, 'every byte fetched once');
 });
 
 t.test('closing the handle stops the fill; another handle of the file keeps it going', async (t) => {
