@@ -12,7 +12,7 @@
  * Algorithm:
  *  - A read cursor that classifies a read as random (./read-cursor.ts) asks for a fill of
  *    its file (`request()`), and keeps asking at each random read until it holds a ticket.
- *    Only a file of at most `maxFileSize` bytes is filled (by default a quarter of the
+ *    Only a file of at most `maxFileSize` bytes is filled (by default half of the
  *    block cache: see src/fs/core.ts); larger files keep fetching only the blocks read.
  *    Handles of the same file version share one fill.
  *  - Fills run one file after another, oldest first (finishing one file makes all its reads
