@@ -38,8 +38,8 @@
  * wrote moves the readers' progress in that order, and cross-file prefetch walks the order
  * (trusted: from the first open) instead of the folder's listing.
  *
- * A small file read at random is fetched whole in the background (random fill,
- * src/prefetch/random-fill.ts), so its later reads are cache hits.
+ * A file read at random (or read again) that fits half the cache is fetched whole in the
+ * background (random fill, src/prefetch/random-fill.ts), so its later reads are cache hits.
  *
  * Memory: the block cache (--cache-size) plus GETs in flight (--max-inflight, which
  * read-ahead and random fill never exceed; demand reads may add one read's blocks each). GET buffers
@@ -49,7 +49,7 @@
  * otherwise its whole duration counts as time waiting on S3.
  */
 import { performance } from 'node:perf_hooks';
-import { BlockCache } from '../cache/block-cache.js';
+import { AHEAD_SHARE, BlockCache } from '../cache/block-cache.js';
 import { OPTIONS } from '../config/options.js';
 import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NoSuchKeyError, NotDirectoryError, NotFoundError, ObjectArchivedError, ReadOnlyError } from '../errors.js';
 import { archivedAs } from '../s3/archive.js';
@@ -93,7 +93,7 @@ export interface SluiceFsOptions {
   mountpoint?: string | undefined;
   /** Places an unopened file may lag the readers before it counts as skipped (../prefetch/order.ts DROP_BEHIND; tests). */
   orderDropBehind?: number;
-  /** Largest file fetched whole once read at random (--random-fill-max-size); default cacheSize / 4, 0 disables. */
+  /** Largest file fetched whole once read at random or read again (--random-fill-max-size); default cacheSize / 2, 0 disables. */
   randomFillMaxSize?: number;
   /** The S3 client's connections (--max-connections), to keep the random fill to half of them; default 64. */
   maxConnections?: number;
@@ -151,12 +151,16 @@ export const MAX_BLOCK_SIZE = 256 * 1024;
 const CROSS_FILE_SHARE = 0.5;
 
 /**
- * Default --random-fill-max-size: a quarter of the cache. Fills in progress together hold at
- * most this much (src/prefetch/random-fill.ts), so they can push at most a quarter of the
- * cache out, and the other three quarters keep other readers' blocks; a file this small
- * also stays resident while it is read, instead of evicting its own blocks.
+ * Default --random-fill-max-size: half the cache, the share the cache lets bytes fetched ahead
+ * and unread take (AHEAD_SHARE, src/cache/block-cache.ts). A fill's blocks are such bytes until
+ * read, so a larger file could not be filled whole before its reader reached it; and the files
+ * being filled at once add up to at most this (src/prefetch/random-fill.ts), so the other half
+ * of the cache keeps everyone else's blocks, and LRU takes those older blocks before any of
+ * the filling file's own. It was a quarter until issue 44: a 1 GiB file under the default
+ * cache of a 24 GiB machine (2.9 GiB) was then never filled, and fio's rand_read on it ran at
+ * 8 MiB/s, one GET per read, against s3fs's 500+ (decision 0033).
  */
-const RANDOM_FILL_CACHE_SHARE = 0.25;
+const RANDOM_FILL_CACHE_SHARE = AHEAD_SHARE;
 
 /**
  * Random fill GETs in flight at once: at most 16, and at most half of --max-connections, so
@@ -165,6 +169,17 @@ const RANDOM_FILL_CACHE_SHARE = 0.25;
  * fetch ~600 MB/s despite the ~25 ms to first byte of each.
  */
 const RANDOM_FILL_MAX_GETS = 16;
+
+/**
+ * Random fill GETs plus readers' own GETs in flight, while any reader's GET is: 4 (the fill
+ * keeps one GET at least). The fill's bytes go through the same event loop (receive, copy,
+ * fresh pages mapped: ~36 ms per 8 MiB slab on the shared VM) as the readers' bytes, so 16
+ * fill GETs made each of fio rand_read_4t's reads wait behind them (3 MiB/s against 13
+ * without the fill, one run); 4 fill GETs beside 4 readers still 8, 1 beside 4 readers 13,
+ * while one reader beside 3-4 fill GETs had its file filled within the job (decision 0033).
+ * 4 GETs of 2 MiB fetch ~160 MB/s at 25 ms + 80 MB/s per stream.
+ */
+const RANDOM_FILL_SHARED_GETS = 4;
 
 /**
  * Bytes of one random fill GET: 2 MiB (or --part-size if smaller). A read of a block that a
@@ -363,6 +378,7 @@ export class SluiceFs implements FsCore {
     this.randomFill = new RandomFill(this.fetcher, {
       maxFileSize: opts.randomFillMaxSize ?? Math.floor(opts.cacheSize * RANDOM_FILL_CACHE_SHARE),
       maxGets: Math.max(1, Math.min(RANDOM_FILL_MAX_GETS, Math.floor((opts.maxConnections ?? OPTIONS.maxConnections.default) / 2))),
+      sharedGets: RANDOM_FILL_SHARED_GETS,
       getSize: Math.min(RANDOM_FILL_GET_SIZE, opts.partSize),
     });
     this.waitClock = new WaitClock({ channel: this.channel, mode: 'FastFile' });

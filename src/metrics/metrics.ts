@@ -301,6 +301,15 @@ export const prefetchBytes = counter({
   help: 'Bytes fetched ahead of the reader, by kind (sequential window, cross_file, or random_fill: the rest of a small file read at random) and outcome (used, or wasted: evicted or dropped unread).',
   labelNames: ['kind', 'outcome'] as const,
 });
+export const fillFetchedBytes = counter({
+  name: 'sluice_fill_fetched_bytes_total',
+  help: 'Bytes requested by the fill of files read at random or read again (whole files fetched in the background into the cache, --random-fill-max-size), counted when each GET starts; sluice_prefetch_bytes_total{kind="random_fill"} tells how much of it was read.',
+});
+export const fillFiles = counter({
+  name: 'sluice_fill_files_total',
+  help: 'Files whose fill started, completed (every GET of the file sent) or stopped early (its last handle closed, a GET failed, or the mount stopped).',
+  labelNames: ['outcome'] as const,
+});
 export const prefetchShareBytes = gauge({
   name: 'sluice_prefetch_share_bytes',
   help: 'Read-ahead budget shared by the sequential readers of a FastFile channel: each of n readers may read up to this / n ahead (at most --max-prefetch). It starts at --max-prefetch (one window) and grows while ranged GETs keep at least 70% of their best (smoothed) rate.',

@@ -56,6 +56,8 @@ export class BlockFetcher {
   readonly blockSize: number;
   readonly blocksPerPart: number;
   readonly stats: FetcherStats = { gets: 0, bytes: 0 };
+  /** Readers' GETs (demand()) in flight now: the random fill gives way to them (./random-fill.ts). */
+  demandGets = 0;
   /** Told the milliseconds each successful sequential read-ahead GET of a whole part took. */
   onPartTimed: ((ms: number) => void) | undefined;
 
@@ -202,6 +204,7 @@ export class BlockFetcher {
     const run = async (into?: Buffer, slab?: Slab): Promise<Buffer> => {
       const t0 = timed ? performance.now() : 0;
       let local = false;
+      if (kind === undefined) this.demandGets++;
       try {
         const opts: RangeOptions = {};
         if (into) {
@@ -219,6 +222,7 @@ export class BlockFetcher {
         if (timed && !local) timed(performance.now() - t0);
         return buf;
       } finally {
+        if (kind === undefined) this.demandGets--;
         done();
       }
     };

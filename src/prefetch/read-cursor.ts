@@ -44,9 +44,12 @@
  *     at least a part, a batch ends on a part boundary, so read-ahead GETs are whole
  *     parts: one GET length recurs, and its buffers are recycled (block cache pool).
  *     Random reads fetch only the blocks they touch: no read-ahead of the window kind. A
- *     random read of a small file asks the random fill (./random-fill.ts) to fetch the
- *     rest of the file in the background, after its own blocks' GET has started; the
- *     cursor holds the fill's ticket until close().
+ *     random read of a file that fits the fill's threshold asks the random fill
+ *     (./random-fill.ts) to fetch the rest of the file in the background, after its own
+ *     blocks' GET has started; the cursor holds the fill's ticket until close(). A
+ *     read that starts more than twice the reorder span behind the furthest read (a
+ *     second pass: fio's time_based, or an epoch loop on one open handle; it may still be
+ *     sequential, inside the run) asks for the fill too.
  *  4. Retire, while sequential: blocks more than R behind the
  *     read are dropped from the block cache (BlockCache.retire) once their whole GET is
  *     behind it. The kernel's page cache keeps what was read, and the recycled buffers
@@ -54,7 +57,12 @@
  *     A handle closed after its sequential run read the file to the end retires the
  *     blocks still behind it too (measured: 19-20 receive slabs first touched for four
  *     128 MiB files read in turn, 17 with this; each fresh 8 MiB slab costs ~18 ms here).
- *     Random readers keep their blocks (they are what the cache is for).
+ *     Random readers keep their blocks (they are what the cache is for), and so does a
+ *     handle that holds its file's random fill (it read at random, or came back to an
+ *     earlier offset: a second pass, step 3), whether it reads sequentially or not: the
+ *     fill makes the file whole in the cache so that later passes are served from memory,
+ *     and retiring what one pass has passed would make the next pass fetch it again. A
+ *     later handle of a file whose fill completed, still whole, keeps its blocks too.
  *  5. Copy the blocks' bytes into the caller's buffer. A read settles when its
  *     blocks do; a caller's AbortSignal settles it early (the shared GETs go on).
  *     The blocks' pooled buffers are pinned from lookup until the copy is done (or
@@ -219,6 +227,10 @@ export class ReadCursor {
   private startWindow: number;
   /** This handle's hold on its file's random fill, once it has one. */
   private fillTicket: FillTicket | undefined;
+  /** The last read started more than the reorder span behind the furthest read so far (step 3: a re-read). */
+  private reread = false;
+  /** The file was filled whole and still is (RandomFill.keeps): never retire its blocks (step 4). */
+  private readonly keepWhole: boolean;
   private closed = false;
 
   constructor(
@@ -235,6 +247,7 @@ export class ReadCursor {
     private readonly share?: AheadShare,
   ) {
     this.startWindow = startWindow;
+    this.keepWhole = randomFill?.keeps(file) ?? false;
     this.spanBack = Math.max(SEEK_BACKWARD_TOLERANCE, kernelReadahead);
     this.spanAhead = Math.max(SEEK_FORWARD_TOLERANCE, kernelReadahead);
     this.firstSpan = Math.max(FIRST_READ_SPAN, kernelReadahead);
@@ -245,8 +258,11 @@ export class ReadCursor {
   close(): void {
     this.closed = true;
     this.share?.leave(this);
+    const filled = this.fillTicket !== undefined || this.keepWhole;
     this.fillTicket?.release();
     this.fillTicket = undefined;
+    // A file kept whole by its fill stays whole for the next handle's pass (step 4).
+    if (filled) return;
     // A sequential run that read its file to the end retires its last blocks too (step 4):
     // nothing behind the reader is read again through this handle, and left in the cache
     // they would hold their pooled buffers, so the next file's GETs would map fresh ones.
@@ -304,8 +320,9 @@ export class ReadCursor {
       if (sequential && !overtook) this.readAhead(position, this.frontier!);
       else if (kind === RANDOM) {
         if (this.aheadTo < end) this.aheadTo = end;
-        if (this.randomFill && !this.fillTicket && !this.closed) this.fillTicket = this.randomFill.request(this.file);
       }
+      // A random read, or a sequential one back over what this handle has read (a second pass), asks for the fill (step 3).
+      if ((kind === RANDOM || this.reread) && this.randomFill && !this.fillTicket && !this.closed) this.fillTicket = this.randomFill.request(this.file);
     } catch (err) {
       unpin(pins);
       throw err;
@@ -397,6 +414,11 @@ export class ReadCursor {
       sequential = position >= Math.min(this.runStart, frontier - this.spanBack) && position <= Math.max(frontier + this.spanAhead, this.aheadTo);
     }
     this.remember(end);
+    // Back more than twice the reorder span behind the furthest read: bytes read before, read
+    // again. Not the span alone: libfuse hands over kernel readahead requests up to 2.6 MiB
+    // behind the frontier (step 1), and a fill started by such a straggler in a first pass
+    // (fio seq_read on 1 GiB, decision 0033) competed with the read-ahead and kept every block.
+    this.reread = frontier !== undefined && position + 2 * this.spanBack < frontier;
     if (sequential) {
       this.stats.sequentialReads++;
       if (this.window === 0) {
@@ -482,6 +504,8 @@ export class ReadCursor {
 
   /** Step 4: offers the cache every block wholly before `position - R` (R: the reorder span). */
   private retireBehind(position: number): void {
+    // A handle that holds its file's fill keeps every block: the file is read again (step 4).
+    if (this.fillTicket || this.keepWhole) return;
     const before = Math.floor((position - this.spanBack) / this.fetcher.blockSize);
     if (before <= this.retiredTo) return;
     for (let i = this.retiredTo; i < before; i++) this.fetcher.cache.retire(this.file.key, this.file.etag, i, before);

@@ -21,19 +21,24 @@ const FILL_GET = 256 * KiB;
  */
 class HoldingClient extends FakeObjectClient {
   holdFill = false;
+  /** Hold the one-block GETs (a random read's own GET) too. */
+  holdDemand = false;
   inflight = 0;
   peakInflight = 0;
   held = 0;
   /** GETs asked for (held ones included; the fake's own counts start once a GET proceeds). */
   calls = 0;
   private waiters: Array<() => void> = [];
+  private demandWaiters: Array<() => void> = [];
 
   override async getRange(key: string, start: number, end: number, etag: string, opts?: RangeOptions): Promise<Buffer> {
     this.calls++;
     this.inflight++;
     this.peakInflight = Math.max(this.peakInflight, this.inflight);
     try {
-      if (this.holdFill && end - start > BLOCK) {
+      if (this.holdDemand && end - start <= BLOCK) {
+        await new Promise<void>((r) => this.demandWaiters.push(r));
+      } else if (this.holdFill && end - start > BLOCK) {
         this.held++;
         await new Promise<void>((r) => this.waiters.push(r));
         this.held--;
@@ -44,13 +49,18 @@ class HoldingClient extends FakeObjectClient {
     }
   }
 
+  releaseDemand(): void {
+    this.holdDemand = false;
+    for (const w of this.demandWaiters.splice(0)) w();
+  }
+
   releaseFill(): void {
     this.holdFill = false;
     for (const w of this.waiters.splice(0)) w();
   }
 }
 
-function setup(o: { size?: number; files?: number; maxInflight?: number; maxFileSize?: number; maxGets?: number; cache?: number } = {}) {
+function setup(o: { size?: number; files?: number; maxInflight?: number; maxFileSize?: number; maxGets?: number; sharedGets?: number; cache?: number } = {}) {
   const client = new HoldingClient();
   const size = o.size ?? 4 * MiB;
   const files: FileRef[] = [];
@@ -61,7 +71,7 @@ function setup(o: { size?: number; files?: number; maxInflight?: number; maxFile
   const cache = new BlockCache({ capacityBytes: o.cache ?? 64 * MiB, blockSize: BLOCK });
   const budget = new InflightBudget(o.maxInflight ?? 16 * MiB);
   const fetcher = new BlockFetcher(client, cache, budget, PART);
-  const fill = new RandomFill(fetcher, { maxFileSize: o.maxFileSize ?? 16 * MiB, maxGets: o.maxGets ?? 4, getSize: FILL_GET });
+  const fill = new RandomFill(fetcher, { maxFileSize: o.maxFileSize ?? 16 * MiB, maxGets: o.maxGets ?? 4, sharedGets: o.sharedGets, getSize: FILL_GET });
   const cursor = (f: FileRef) => new ReadCursor(f, fetcher, 4 * MiB, fill);
   return { client, files, cache, budget, fetcher, fill, cursor };
 }
@@ -160,6 +170,40 @@ t.test('a demand read issued while the fill runs does not wait for it', async (t
   await drain(s.fill, s.client);
   t.equal(residentBlocks(s, f), s.fetcher.blockCount(f), 'the fill completed afterwards');
   t.equal(s.client.getBytes, f.size, 'the demanded block was not fetched again');
+});
+
+t.test("while readers' own GETs are in flight the fill keeps to sharedGets with them (one GET at least), then goes back to maxGets", async (t) => {
+  const ticks = async () => { for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r)); };
+  const s = setup({ size: 8 * MiB, maxGets: 8, sharedGets: 4 });
+  const f = s.files[0]!;
+  const body = s.client.body(f.key);
+  s.client.holdFill = true;
+  s.client.holdDemand = true;
+  const c1 = s.cursor(f);
+  const r1 = readAt(c1, 5 * MiB + 3, 1000); // random: its own GET (held), then the fill
+  await ticks();
+  t.equal(s.fetcher.demandGets, 1, "the reader's GET is in flight");
+  t.equal(s.fill.inflightGets, 3, 'fill GETs + the reader\'s = sharedGets (4), not maxGets (8)');
+  // Three more readers waiting: the fill adds nothing, and keeps what it has.
+  const more = [7 * MiB + 11, 6 * MiB + 200 * KiB, 4 * MiB + 500 * KiB].map((p) => ({ p, r: readAt(s.cursor(f), p, 1000) }));
+  await ticks();
+  t.equal(s.fetcher.demandGets, 4);
+  t.equal(s.fill.inflightGets, 3, 'no fill GET added beside four readers');
+  s.client.releaseFill(); // the fill's GETs finish while the readers' are still held: it goes on with one GET
+  s.client.holdFill = true;
+  await ticks();
+  t.equal(s.fill.inflightGets, 1, 'beside four readers the fill keeps one GET');
+  s.client.releaseDemand();
+  s.client.releaseFill();
+  t.ok((await r1).equals(body.subarray(5 * MiB + 3, 5 * MiB + 3 + 1000)), 'first reader exact');
+  for (const m of more) t.ok((await m.r).equals(body.subarray(m.p, m.p + 1000)), `reader at ${m.p} exact`);
+  s.client.peakInflight = 0;
+  s.client.holdFill = false;
+  await drain(s.fill, s.client);
+  t.equal(s.fetcher.demandGets, 0);
+  t.ok(s.client.peakInflight > 4, `with no reader waiting the fill went past sharedGets (peak ${s.client.peakInflight})`);
+  t.equal(residentBlocks(s, f), s.fetcher.blockCount(f), 'the fill completed');
+  t.equal(s.client.getBytes, f.size, 'every byte fetched once');
 });
 
 t.test('closing the handle stops the fill; another handle of the file keeps it going', async (t) => {
@@ -268,4 +312,46 @@ t.test('SluiceFs: a random reader fills a small file; release stops; --random-fi
     client: new FakeObjectClient(), prefix: 'ds', cacheSize: 64 * MiB, partSize: 1 * MiB, maxPrefetch: 4 * MiB, maxInflight: 8 * MiB,
     crossFilePrefetch: 0, crossFileMaxSize: MiB, randomFillMaxSize: 65 * MiB,
   }), { code: 'INVALID_ARGUMENT' }, 'a fill size above the cache is refused');
+});
+
+t.test('a sequential handle that comes back over what it read fills the file, then keeps every block', async (t) => {
+  const s = setup({ size: 8 * MiB });
+  const f = s.files[0]!;
+  const body = s.client.body(f.key);
+  const c = s.cursor(f);
+  for (let pos = 0; pos < f.size; pos += 128 * KiB) await readAt(c, pos, 128 * KiB);
+  await drain(s.fill, s.client);
+  t.equal(s.fill.stats.started, 0, 'one pass: no fill');
+  t.ok(residentBlocks(s, f) < s.fetcher.blockCount(f), 'one pass: the blocks behind the reader were retired');
+  // Pass 2 from offset 0: still inside the run (sequential), but a re-read: it asks for the fill.
+  const got = await readAt(c, 0, 128 * KiB);
+  t.ok(got.equals(body.subarray(0, 128 * KiB)), 'exact bytes');
+  t.equal(s.fill.stats.started, 1, 'the re-read started the fill');
+  for (let pos = 128 * KiB; pos < f.size; pos += 128 * KiB) await readAt(c, pos, 128 * KiB);
+  await drain(s.fill, s.client);
+  t.equal(residentBlocks(s, f), s.fetcher.blockCount(f), 'pass 2 retired nothing: the file is whole');
+  const gets = s.client.calls;
+  c.close();
+  t.ok(s.fill.keeps(f), 'the filled file is kept for later handles');
+  const d = s.cursor(f);
+  for (let pos = 0; pos < f.size; pos += 128 * KiB) {
+    const b = await readAt(d, pos, 128 * KiB);
+    if (!b.equals(body.subarray(pos, pos + 128 * KiB))) { t.fail(`wrong bytes at ${pos}`); break; }
+  }
+  d.close();
+  t.equal(s.client.calls, gets, 'a later sequential handle made no GET');
+  t.equal(residentBlocks(s, f), s.fetcher.blockCount(f), 'and retired nothing');
+});
+
+t.test('keeps(): only a file whose fill completed and that is still whole', async (t) => {
+  const s = setup({ size: 2 * MiB, files: 2 });
+  const [a, b] = [s.files[0]!, s.files[1]!];
+  const c = s.cursor(a);
+  await readAt(c, 1 * MiB, 4 * KiB);
+  await drain(s.fill, s.client);
+  t.ok(s.fill.keeps(a), 'filled and whole');
+  t.notOk(s.fill.keeps(b), 'never filled');
+  s.cache.close(); // every block gone
+  t.notOk(s.fill.keeps(a), 'no longer whole: forgotten');
+  c.close();
 });
