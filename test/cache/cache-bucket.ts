@@ -7,7 +7,6 @@
  * settles and the queued bytes stay within the write budget. Every byte read is compared with
  * its source.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -26,6 +25,7 @@ import { metricSum } from '../helpers/metrics.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
 import '../helpers/exit-watch.js';
+import { childRead } from '../helpers/child-read.js';
 
 setLogLevel('error');
 
@@ -37,25 +37,6 @@ const CACHE_URI = `s3://${CACHE}/blocks/`;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const sourceGets = () => metricSum('sluice_s3_requests_total', { operation: 'get' });
 const misses = (reason: string) => metricSum('sluice_cache_bucket_misses_total', { reason });
-
-/** A reader in a child process (as a training script): sha256 of each file; bounded in time. */
-const READER = `
-const { createHash } = require('node:crypto');
-const fs = require('node:fs/promises');
-(async () => {
-  const out = {};
-  for (const f of JSON.parse(process.argv[1])) out[f] = createHash('sha256').update(await fs.readFile(f)).digest('hex');
-  process.stdout.write(JSON.stringify(out));
-})().catch((e) => { process.stderr.write(String(e && e.message || e)); process.exit(1); });
-`;
-function childRead(files: string[]): Promise<Record<string, string>> {
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, ['-e', READER, JSON.stringify(files)], { maxBuffer: 16 * MiB, timeout: 60_000 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`reader failed: ${stderr || err.message}`));
-      else resolve(JSON.parse(stdout) as Record<string, string>);
-    });
-  });
-}
 
 let s3: LocalS3;
 let objects: SeededObject[];
@@ -89,7 +70,7 @@ async function node(t: Test, name: string): Promise<number> {
   try {
     await m.listed;
     const files = objects.map((o) => path.join(mnt, o.key.slice(PREFIX.length)));
-    const got = await childRead(files);
+    const got = await childRead(files, 60_000);
     const bad = objects.filter((o, i) => got[files[i]!] !== o.sha256).map((o) => o.key);
     t.same(bad, [], `node ${name}: every file's sha256 matches (${objects.length} files)`);
   } finally {

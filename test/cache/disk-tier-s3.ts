@@ -11,6 +11,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { childRead } from '../helpers/child-read.js';
 import type { Test } from '../helpers/tap.js';
 
 import { DiskCache } from '../../src/cache/disk-cache.js';
@@ -41,25 +42,6 @@ const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 const metric = metricSum;
 const gets = () => metric('sluice_s3_requests_total', { operation: 'get' });
-
-/** A reader in a child process (as a training script): sha256 of each file; bounded in time. */
-const READER = `
-const { createHash } = require('node:crypto');
-const fs = require('node:fs/promises');
-(async () => {
-  const out = {};
-  for (const f of JSON.parse(process.argv[1])) out[f] = createHash('sha256').update(await fs.readFile(f)).digest('hex');
-  process.stdout.write(JSON.stringify(out));
-})().catch((e) => { process.stderr.write(String(e && e.message || e)); process.exit(1); });
-`;
-function childRead(files: string[]): Promise<Record<string, string>> {
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, ['-e', READER, JSON.stringify(files)], { maxBuffer: 16 * MiB, timeout: 120_000 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`reader failed: ${stderr || err.message}`));
-      else resolve(JSON.parse(stdout) as Record<string, string>);
-    });
-  });
-}
 
 /** Every object's cache file (data, not its .map sidecar) under a tier folder. */
 async function blockFiles(cacheDir: string): Promise<string[]> {
