@@ -40,7 +40,14 @@
  *     one file to the next, instead of ramping up from single small GETs at every file. A
  *     batch is issued when less than half a window is requested ahead of the reader, and
  *     covers up to end + window, as part-aligned parallel GETs within the in-flight
- *     budget; a batch the budget refuses is retried on the next read. Once the window is
+ *     budget; a batch the budget refuses is retried on the next read. After a whole batch,
+ *     the next one waits until the frontier has reached a block it had not reached then
+ *     (progressAt): the window grows with what the reader consumes, not with how many reads
+ *     it makes. A reader of 1 byte at a time (fio's ttfb job: O_DIRECT, 1 byte, 10 loops,
+ *     reaching offsets 0..9) used to grow the window at every read and have 75 MiB in
+ *     flight for its 10 bytes, the GETs' CPU delaying the reads (cache hits) that issued
+ *     them: now it has the first batch only. Reads of 128 KiB or more (the kernel's) cross
+ *     a block every read or two, so a streaming reader ramps as before. Once the window is
  *     at least a part, a batch ends on a part boundary, so read-ahead GETs are whole
  *     parts: one GET length recurs, and its buffers are recycled (block cache pool).
  *     Random reads fetch only the blocks they touch: no read-ahead of the window kind. A
@@ -216,6 +223,8 @@ export class ReadCursor {
   private undecided = false;
   /** Blocks before this byte offset were requested ahead (or demanded) by this cursor. */
   private aheadTo = 0;
+  /** No new batch until the frontier reaches this: the first byte past the block the frontier was in at the last whole batch (step 3). */
+  private progressAt = 0;
   /** Blocks before this index were offered to the cache's retire(). */
   private retiredTo = 0;
   /** This handle asked the channel's shared budget for a share (step 3): it goes on asking until it closes. */
@@ -429,6 +438,7 @@ export class ReadCursor {
         this.runStart = runStart;
         // Read-ahead starts at the run's start; blocks already resident or in flight are skipped.
         if (runStart === 0) this.aheadTo = 0;
+        this.progressAt = 0;
         // Only blocks read in this sequential run are retired, never earlier random reads'.
         this.retiredTo = Math.max(this.retiredTo, Math.floor(runStart / this.fetcher.blockSize));
       } else if (end > frontier!) {
@@ -457,7 +467,8 @@ export class ReadCursor {
     const frontier = this.frontier;
     if (this.closed || this.window === 0 || this.undecided || frontier === undefined) return undefined;
     const size = this.file.size;
-    const due = this.aheadTo >= size ? size + 1 : this.batchDueAt();
+    // A batch is due once the frontier reaches both batchDueAt() and progressAt (step 3).
+    const due = this.aheadTo >= size ? size + 1 : Math.max(this.batchDueAt(), this.progressAt);
     const bs = this.fetcher.blockSize;
     const start = Math.floor(frontier / bs) * bs;
     const stop = Math.min(due - 1, size, start + maxBytes);
@@ -534,6 +545,8 @@ export class ReadCursor {
     }
     if (this.window > cap) this.share!.wantMore();
     const w = (this.eff = Math.min(this.window, cap));
+    // The reader has not reached a new block since the last whole batch (step 3).
+    if (end < this.progressAt) return;
     let target = Math.min(size, end + w);
     if (w >= partSize) target = Math.min(size, Math.ceil(target / partSize) * partSize);
     if (target <= this.aheadTo) return;
@@ -545,6 +558,7 @@ export class ReadCursor {
     const next = this.fetcher.prefetch(this.file, firstBlock, lastBlock, 'sequential');
     this.aheadTo = Math.max(this.aheadTo, Math.min(size, next * bs));
     if (next > lastBlock) {
+      this.progressAt = (Math.floor((end - 1) / bs) + 1) * bs + 1;
       this.window = Math.min(this.window * RAMP_GROWTH, this.maxPrefetch);
       this.eff = Math.min(this.window, cap);
     }
