@@ -158,13 +158,33 @@ function classEnd(c: number): number {
  * digits far more often than by anything else. One character apart: keep `last`'s and
  * split the rest of `last` against the end of the space. A wrong guess only makes a part
  * empty or long (which is split again); the parts still partition the keys.
+ *
+ * With `first`, the page's first key: the page's keys share their head up to the place p
+ * where `first` and `last` differ, so the next pages most likely vary one place earlier
+ * (a page o0000..o0999 is followed by o1..., o2...). When that place, p - 1, comes at or after
+ * the first difference with `hi` (always, for an open end), the cut is the middle of that
+ * place's class after `last`'s character ("o5"), not a guess far out in the key space ("u"),
+ * which would cost a few near-empty pages per character before a cut lands among the keys.
  */
-export function midKey(last: string, hi: string | undefined): string | undefined {
+export function midKey(last: string, hi: string | undefined, first?: string): string | undefined {
   const a = Array.from(last, (c) => c.codePointAt(0)!);
   const b = hi === undefined ? undefined : Array.from(hi, (c) => c.codePointAt(0)!);
   let i = 0;
   while (b !== undefined && i < a.length && i < b.length && a[i] === b[i]) i++;
   if (hi !== undefined && compareKeys(last, hi) >= 0) return undefined;
+  if (first !== undefined && compareKeys(first, last) < 0) {
+    const f = Array.from(first, (c) => c.codePointAt(0)!);
+    let p = 0;
+    while (p < f.length && p < a.length && f[p] === a[p]) p++;
+    const q = p - 1;
+    if (q >= i && q < a.length) {
+      const x = a[q]!;
+      // hi caps this place only when it shares last's head up to it.
+      const y = q === i && b !== undefined && q < b.length ? b[q]! : 0x110000;
+      const up = Math.min(y, classEnd(x));
+      if (up - x >= 2) return String.fromCodePoint(...a.slice(0, q), (x + up) >>> 1);
+    }
+  }
   const head = a.slice(0, i);
   for (let open = b === undefined; ; open = true) {
     const y = open ? 0x110000 : b![i]!;
@@ -190,7 +210,7 @@ interface Range { lo: string; hi: string | undefined }
  * Step 2 for one range. After each page that did not finish the range, `split` may take
  * the rest's upper part (a worker is idle): the range then ends at the returned key.
  */
-async function listRange(prefix: string, r: Range, page: ListPageFn, emit: (objs: ObjectInfo[]) => Promise<void>, split: (last: string, hi: string | undefined) => string | undefined, signal?: AbortSignal): Promise<void> {
+async function listRange(prefix: string, r: Range, page: ListPageFn, emit: (objs: ObjectInfo[]) => Promise<void>, split: (last: string, hi: string | undefined, first?: string) => string | undefined, signal?: AbortSignal): Promise<void> {
   let token: string | undefined;
   for (;;) {
     if (signal?.aborted) throw new AbortedError();
@@ -210,7 +230,7 @@ async function listRange(prefix: string, r: Range, page: ListPageFn, emit: (objs
     if (r.hi !== undefined && last !== undefined && compareKeys(last, r.hi) >= 0) reachedEnd = true;
     if (keep.length > 0) await emit(keep);
     if (reachedEnd || pg.nextToken === undefined) return;
-    if (last !== undefined) r.hi = split(last, r.hi) ?? r.hi;
+    if (last !== undefined) r.hi = split(last, r.hi, pg.objects[0]?.key) ?? r.hi;
     token = pg.nextToken;
   }
 }
@@ -257,10 +277,10 @@ export async function* listAll(prefix: string, page: ListPageFn, opts: ListerOpt
   // listed by several workers. Ranges only ever split in two: they stay a partition.
   let idle: ((r: Range | undefined) => void)[] = [];
   let running = 0;
-  const split = (last: string, hi: string | undefined): string | undefined => {
+  const split = (last: string, hi: string | undefined, first?: string): string | undefined => {
     if (idle.length === 0 || stopped || !last.startsWith(prefix) || (hi !== undefined && !hi.startsWith(prefix))) return undefined;
     // Split what follows the prefix: every key starts with it, and so must the cut.
-    const rest = midKey(last.slice(prefix.length), hi?.slice(prefix.length));
+    const rest = midKey(last.slice(prefix.length), hi?.slice(prefix.length), first?.startsWith(prefix) ? first.slice(prefix.length) : undefined);
     if (rest === undefined) return undefined;
     const mid = prefix + rest;
     if (compareKeys(mid, last) <= 0 || (hi !== undefined && compareKeys(mid, hi) >= 0)) return undefined;

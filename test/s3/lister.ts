@@ -159,6 +159,16 @@ t.test('midKey is strictly between its bounds; justBefore is below its key', asy
   }), { numRuns: 3000 });
   fc.assert(fc.property(fc.string({ unit: ch, minLength: 1, maxLength: 6 }), (s) => compareKeys(justBefore(s), s) < 0), { numRuns: 2000 });
   t.equal(midKey('o0000999', 'o1'), 'o05', 'digits split within the digits');
+  // With the page's first key: cut where the next pages vary (one place before the page's own variation).
+  fc.assert(fc.property(fc.string({ unit: ch, maxLength: 6 }), fc.string({ unit: ch, maxLength: 6 }), fc.option(fc.string({ unit: ch, maxLength: 6 })), (a, b, hi) => {
+    const [first, last] = compareKeys(a, b) <= 0 ? [a, b] : [b, a];
+    const m = midKey(last, hi ?? undefined, first);
+    if (m === undefined) return hi !== null && (compareKeys(last, hi) >= 0 || hi === last + "\0");
+    return compareKeys(m, last) > 0 && (hi === null || compareKeys(m, hi) < 0);
+  }), { numRuns: 3000 });
+  t.equal(midKey('o0999', undefined, 'o0000'), 'o5', 'an open end: the middle of the place before the page varies, not a key far out');
+  t.equal(midKey('o1999', 'o5', 'o1000'), 'o3', 'a near end: the first difference with it');
+  t.equal(midKey('o0999', undefined), 'u', 'without the first key: the old guess (for comparison)');
   t.equal(justBefore('f05'), 'f04\u{10ffff}');
   t.pass('held');
 });
