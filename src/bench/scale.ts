@@ -13,13 +13,14 @@
  * The scenario file (bench/scenarios/scale.yaml) has `kind: scale`; see it for the fields.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../errors.js';
 import { ProcSampler, type ProcStats } from './proc-stats.js';
+import { readScenarioFile } from './scenarios.js';
 import { startSyntheticS3 } from './synthetic-s3.js';
 import { detachMount, mountAt } from '../fuse/mountpoint.js';
 
@@ -192,6 +193,6 @@ export function scaleTable(figures: ScaleFigure[]): string {
 }
 
 export async function loadScale(file: string): Promise<ScaleConfig | undefined> {
-  const text = await readFile(file, 'utf8');
+  const text = readScenarioFile(file);
   return isScaleFile(file, text) ? parseScale(file, text, process.cwd()) : undefined;
 }

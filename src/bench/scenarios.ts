@@ -370,10 +370,13 @@ export function withHttpsTwins(c: BenchConfig): BenchConfig {
   return { ...c, profiles, scenarios };
 }
 
-export function loadBenchConfig(file: string, opts: { quick?: boolean } = {}): BenchConfig {
-  let text: string;
-  try { text = readFileSync(file, 'utf8'); } catch (err) {
+/** A scenario file's text; one line naming the file when it cannot be read (every kind of scenario file). */
+export function readScenarioFile(file: string): string {
+  try { return readFileSync(file, 'utf8'); } catch (err) {
     throw new ConfigError(`cannot read scenario file ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { hint: 'Give the path of a YAML scenario file, e.g. bench/scenarios/default.yaml' });
   }
-  return parseBenchConfig(text, file, opts);
+}
+
+export function loadBenchConfig(file: string, opts: { quick?: boolean } = {}): BenchConfig {
+  return parseBenchConfig(readScenarioFile(file), file, opts);
 }
