@@ -2,7 +2,6 @@
  * FastFile end to end: the real S3 client against the local S3 server, the real core,
  * a real kernel mount. Every byte read through the mount is compared with its source.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
@@ -13,6 +12,7 @@ import { mountAt } from '../../src/fuse/mountpoint.js';
 import { generateBytes, seedDataset, sourceBytes, type SeededObject } from '../../src/local/dataset.js';
 import { startLocalS3 } from '../../src/local/s3-server.js';
 import { registry } from '../../src/metrics/metrics.js';
+import { childRead } from '../helpers/child-read.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
 
@@ -34,26 +34,6 @@ function rng(seed: number): () => number {
     x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
     return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
   };
-}
-
-/** A reader in a child process: sha256 of every file named in argv[1] (JSON), in that order. */
-const READER_SCRIPT = `
-const { createHash } = require('node:crypto');
-const fs = require('node:fs/promises');
-(async () => {
-  const out = {};
-  for (const f of JSON.parse(process.argv[1])) out[f] = createHash('sha256').update(await fs.readFile(f)).digest('hex');
-  process.stdout.write(JSON.stringify(out));
-})().catch((e) => { process.stderr.write(String(e && e.stack || e)); process.exit(1); });
-`;
-
-function childRead(files: string[]): Promise<Record<string, string>> {
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, ['-e', READER_SCRIPT, JSON.stringify(files)], { maxBuffer: 64 * MiB, timeout: 120_000 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`reader failed: ${stderr || err.message}`));
-      else resolve(JSON.parse(stdout) as Record<string, string>);
-    });
-  });
 }
 
 t.test('FastFile mount over the local S3 server', async (t) => {
