@@ -396,16 +396,7 @@ export interface CatalogEntries {
  * The columns a lookup needs (Catalog.columns()), as the FUSE thread reads them in place
  * (native/src/fuse_attrs.c "Catalog"): the sparse maps as (file, value) pairs sorted by file.
  */
-export interface CatalogColumns {
-  subStart: Uint32Array;
-  subCount: Uint32Array;
-  dirNames: Buffer;
-  dirNameEnd: Uint32Array;
-  fileStart: Float64Array;
-  names: Buffer;
-  nameEnd: Uint32Array | Float64Array;
-  size: Uint32Array;
-  mtime: Uint32Array;
+export interface CatalogColumns extends Pick<CatalogParts, 'subStart' | 'subCount' | 'dirNames' | 'dirNameEnd' | 'fileStart' | 'names' | 'nameEnd' | 'size' | 'mtime'> {
   bigSize: Float64Array;
   oddMtime: Float64Array;
 }
