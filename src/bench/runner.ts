@@ -318,19 +318,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
           const afterWarmUp = () => { serverCpu0 = cpuOf(serverPid); proxyCpu0 = cpuOf(proxy.pid); };
           const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${sc.dataset}/`, credentials: server.credentials, runDir, config, afterWarmUp, proxyStats: () => proxy.stats(), ...(caFile ? { caFile } : {}) };
           commands[target] ??= describeCommand(target, env);
-          let r: RunResult;
-          try {
-            r = await runOnce(sc, target, readers, objs, env, rep, stops);
-          } catch (err) {
-            r = { rep, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false, error: err instanceof Error ? err.message : String(err) };
-          } finally {
-            await rm(runDir, { recursive: true, force: true }).catch(() => {});
-          }
-          const sc1 = cpuOf(serverPid);
-          const pc1 = cpuOf(proxy.pid);
-          if (serverCpu0 !== undefined && sc1 !== undefined) r.serverCpuSeconds = sc1 - serverCpu0;
-          if (proxyCpu0 !== undefined && pc1 !== undefined) r.proxyCpuSeconds = pc1 - proxyCpu0;
-          if (r.spanStartMs !== undefined && r.spanEndMs !== undefined) r.machineBusyCores = meter.coresBusy(r.spanStartMs, r.spanEndMs);
+          const r = await measuredRun(rep, runDir, () => runOnce(sc, target, readers, objs, env, rep, stops), serverPid, proxy.pid, () => [serverCpu0, proxyCpu0], meter);
           fig.runs.push(r);
           o.log(`[${sc.name} ${profName} ${target} x${readers} rep ${rep + 1}/${config.repetitions}] ${r.error ? `FAILED: ${r.error}` : `${fmt(r.value)} ${unit}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}${r.truncated ? ' (time limit: partial)' : ''}${ttfbNote(r)}`}`);
         }
@@ -405,21 +393,8 @@ async function fioFigures(
       const env: TargetEnv = { endpoint: proxy.endpoint, bucket: config.bucket, prefix: `${job.dataset}/`, credentials, runDir, config, ...(caFile ? { caFile } : {}) };
       commands[target] ??= describeCommand(target, env);
       commands.fio ??= `fio --thread --output-format=json --output=RUN/JOB.json --directory=MNT --filename=OBJECT --readonly --eta=never RUN/JOB.fio (bench/fio/JOB.fio with size= the object's when larger, runtime=${sc.fio!.runtimeSeconds}s when time-based)`;
-      const serverCpu0 = cpuOf(serverPid);
-      const proxyCpu0 = cpuOf(proxy.pid);
-      let r: RunResult;
-      try {
-        r = await runFioOnce(sc, job, target as 'FastFile' | 's3fs' | 'rclone', obj, env, rep, stops);
-      } catch (err) {
-        r = { rep, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false, error: err instanceof Error ? err.message : String(err) };
-      } finally {
-        await rm(runDir, { recursive: true, force: true }).catch(() => {});
-      }
-      const sc1 = cpuOf(serverPid);
-      const pc1 = cpuOf(proxy.pid);
-      if (serverCpu0 !== undefined && sc1 !== undefined) r.serverCpuSeconds = sc1 - serverCpu0;
-      if (proxyCpu0 !== undefined && pc1 !== undefined) r.proxyCpuSeconds = pc1 - proxyCpu0;
-      if (r.spanStartMs !== undefined && r.spanEndMs !== undefined) r.machineBusyCores = meter.coresBusy(r.spanStartMs, r.spanEndMs);
+      const cpu0: [number | undefined, number | undefined] = [cpuOf(serverPid), cpuOf(proxy.pid)];
+      const r = await measuredRun(rep, runDir, () => runFioOnce(sc, job, target as 'FastFile' | 's3fs' | 'rclone', obj, env, rep, stops), serverPid, proxy.pid, () => cpu0, meter);
       fig.runs.push(r);
       o.log(`[${fig.scenario} ${profName} ${target} rep ${rep + 1}/${config.repetitions}] ${r.error ? `FAILED: ${r.error}` : `${fmt(r.value)} ${fig.unit}${r.cpuSeconds !== undefined && r.bytes > 0 && !latency ? `, ${(r.cpuSeconds / (r.bytes / 1e9)).toFixed(2)} CPU s/GB` : ''}${r.verified ? ', bytes verified' : `, ${r.mismatches} WRONG`}`}`);
     }
@@ -472,6 +447,32 @@ async function tierFigures(
     summarise(f);
     f.s3Gets = median(f.runs.map((r) => (r as TierRunResult).s3Gets));
   }
+}
+
+/**
+ * One run of a target: a failure becomes a failed RunResult, the run's folder is removed, and
+ * the server's and the proxy's CPU since `cpu0()` (read after the run: a warm-up may move it)
+ * and the machine's busy cores over the timed span are added.
+ */
+async function measuredRun(
+  rep: number, runDir: string, run: () => Promise<RunResult>, serverPid: number | undefined, proxyPid: number | undefined,
+  cpu0: () => [number | undefined, number | undefined], meter: BusyMeter,
+): Promise<RunResult> {
+  let r: RunResult;
+  try {
+    r = await run();
+  } catch (err) {
+    r = { rep, value: null, seconds: 0, bytes: 0, items: 0, verified: false, mismatches: 0, truncated: false, error: err instanceof Error ? err.message : String(err) };
+  } finally {
+    await rm(runDir, { recursive: true, force: true }).catch(() => {});
+  }
+  const [server0, proxy0] = cpu0();
+  const server1 = cpuOf(serverPid);
+  const proxy1 = cpuOf(proxyPid);
+  if (server0 !== undefined && server1 !== undefined) r.serverCpuSeconds = server1 - server0;
+  if (proxy0 !== undefined && proxy1 !== undefined) r.proxyCpuSeconds = proxy1 - proxy0;
+  if (r.spanStartMs !== undefined && r.spanEndMs !== undefined) r.machineBusyCores = meter.coresBusy(r.spanStartMs, r.spanEndMs);
+  return r;
 }
 
 function fmt(v: number | null): string {
