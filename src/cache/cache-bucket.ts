@@ -44,10 +44,10 @@ import {
   cacheBucketHitBytes, cacheBucketHits, cacheBucketMisses, cacheBucketPendingBytes, cacheBucketWrites, cacheBucketWrittenBytes,
 } from '../metrics/metrics.js';
 import { joinWriters } from '../s3/join-writers.js';
-import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
+import type { ObjectClient, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
 import { clientOptionsFrom, S3ObjectClient, type ClientCliOptions } from '../s3/s3-client.js';
 import { parseS3Uri } from '../s3/uri.js';
-import { mergeVersionPins } from '../s3/version-pins.js';
+import { BlockLayer } from './block-layer.js';
 import { tierNamespace, type DiskTierOptions } from './tiered-client.js';
 
 const MiB = 1024 * 1024;
@@ -112,9 +112,7 @@ export function decodeCacheObject(body: Buffer, identity: string, need: number):
   return n >= need ? data : 'short';
 }
 
-export class CacheBucketClient implements ObjectClient {
-  /** Version ids snapshots pinned: part of those objects' identity (as in the disk tier). */
-  private readonly versions = new Map<string, string>();
+export class CacheBucketClient extends BlockLayer {
   private readonly queue: { key: string; body: Buffer }[] = [];
   /** Cache keys queued or being PUT: a block read twice meanwhile is offered once. */
   private readonly pendingKeys = new Set<string>();
@@ -125,33 +123,14 @@ export class CacheBucketClient implements ObjectClient {
   private idle: (() => void)[] = [];
 
   constructor(
-    private readonly inner: ObjectClient,
+    inner: ObjectClient,
     private readonly store: CacheStore,
     /** PREFIX of --cache-bucket (ends with '/' or is empty). */
     private readonly prefix: string,
     /** Endpoint, region and bucket of the source (./tiered-client.ts tierNamespace). */
     private readonly ns: string,
-  ) {}
-
-  get bucket(): string {
-    return this.inner.bucket;
-  }
-
-  pinVersions(versions: ReadonlyMap<string, string>): void {
-    this.inner.pinVersions?.(versions); // first: it refuses a conflict before either takes a pin
-    mergeVersionPins(this.versions, versions, this.bucket);
-  }
-
-  list(prefix: string, opts?: ListOptions): AsyncIterable<ObjectInfo> {
-    return this.inner.list(prefix, opts);
-  }
-
-  head(key: string, opts?: RequestOptions): Promise<ObjectInfo> {
-    return this.inner.head(key, opts);
-  }
-
-  firstKeyUnder(prefix: string, opts?: RequestOptions): Promise<string | undefined> {
-    return this.inner.firstKeyUnder(prefix, opts);
+  ) {
+    super(inner);
   }
 
   /** The cache object key and the identity its header must carry, of block `index` of (key, etag). */

@@ -28,9 +28,9 @@
  * close() closes the inner client and lets go of the shared tier (the last user closes it).
  */
 import { endpointFromEnv, regionFromEnv } from '../s3/addressing.js';
-import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
+import type { ObjectClient, RangeOptions, StreamOptions } from '../s3/object-client.js';
 import { joinWriters } from '../s3/join-writers.js';
-import { mergeVersionPins } from '../s3/version-pins.js';
+import { BlockLayer } from './block-layer.js';
 import { DiskCache } from './disk-cache.js';
 import { type DiskBlockId, objectName, type WholeFile } from './tier-layout.js';
 import { tierAccess } from './tier-trust.js';
@@ -38,43 +38,20 @@ import { tierAccess } from './tier-trust.js';
 /** getStream() window: 8 MiB, the default --part-size (one window per Pipe / File mode part). */
 const STREAM_WINDOW = 8 * 1024 * 1024;
 
-export class TieredClient implements ObjectClient {
+export class TieredClient extends BlockLayer {
   constructor(
-    private readonly inner: ObjectClient,
+    inner: ObjectClient,
     readonly tier: DiskCache,
     /** Endpoint and bucket: where the objects live (part of every block's key). */
     private readonly ns: string,
     private readonly onClose: () => Promise<void> = async () => undefined,
-  ) {}
-
-  /** Version ids snapshots pinned (pinVersions, merged): part of the block keys of those objects. */
-  private readonly versions = new Map<string, string>();
-
-  get bucket(): string {
-    return this.inner.bucket;
-  }
-
-  /** Passes a snapshot's version pins to the inner client, and keys those objects' blocks by version too. */
-  pinVersions(versions: ReadonlyMap<string, string>): void {
-    this.inner.pinVersions?.(versions); // first: it refuses a conflict before either takes a pin
-    mergeVersionPins(this.versions, versions, this.bucket);
+  ) {
+    super(inner);
   }
 
   private blockId(key: string, etag: string, index: number): DiskBlockId {
     const versionId = this.versions.get(key);
     return versionId !== undefined ? { ns: this.ns, key, etag, versionId, index } : { ns: this.ns, key, etag, index };
-  }
-
-  list(prefix: string, opts?: ListOptions): AsyncIterable<ObjectInfo> {
-    return this.inner.list(prefix, opts);
-  }
-
-  head(key: string, opts?: RequestOptions): Promise<ObjectInfo> {
-    return this.inner.head(key, opts);
-  }
-
-  firstKeyUnder(prefix: string, opts?: RequestOptions): Promise<string | undefined> {
-    return this.inner.firstKeyUnder(prefix, opts);
   }
 
   /** Keeps an object's blocks from eviction while it is open (see DiskCache.pin). */
