@@ -269,6 +269,19 @@ export class BlockCache implements BlockStore {
     return out;
   }
 
+  /**
+   * Is block `index` of one object version fetched ahead of readers and not read yet (resident
+   * or in flight)? A read far behind a sequential reader's furthest read that lands on such a
+   * block is a late kernel readahead request, not a second pass (../prefetch/read-cursor.ts).
+   */
+  unreadAhead(key: string, etag: string, index: number): boolean {
+    const k = cacheKey(key, etag, index);
+    const r = this.resident.peek(k);
+    if (r) return r.kind !== undefined;
+    const f = this.inflight.get(k);
+    return f !== undefined && f.kind !== undefined && !f.used;
+  }
+
   /** Blocks `first`..`last` of one object version, those still resident, counted as read by reads answered elsewhere: as lookup() counts a block at its first read. */
   markRead(key: string, etag: string, first: number, last: number): void {
     for (let i = first; i <= last; i++) {

@@ -54,9 +54,10 @@
  *     random read of a file that fits the fill's threshold asks the random fill
  *     (./random-fill.ts) to fetch the rest of the file in the background, after its own
  *     blocks' GET has started; the cursor holds the fill's ticket until close(). A
- *     read that starts more than twice the reorder span behind the furthest read (a
- *     second pass: fio's time_based, or an epoch loop on one open handle; it may still be
- *     sequential, inside the run) asks for the fill too.
+ *     read that starts more than twice the reorder span behind the furthest read, on a
+ *     block that is not fetched-ahead-and-unread (a second pass: fio's time_based, or an
+ *     epoch loop on one open handle; it may still be sequential, inside the run; a late
+ *     kernel readahead request lands on unread blocks instead) asks for the fill too.
  *  4. Retire, while sequential: blocks more than R behind the
  *     read are dropped from the block cache (BlockCache.retire) once their whole GET is
  *     behind it. The kernel's page cache keeps what was read, and the recycled buffers
@@ -423,11 +424,15 @@ export class ReadCursor {
       sequential = position >= Math.min(this.runStart, frontier - this.spanBack) && position <= Math.max(frontier + this.spanAhead, this.aheadTo);
     }
     this.remember(end);
-    // Back more than twice the reorder span behind the furthest read: bytes read before, read
-    // again. Not the span alone: libfuse hands over kernel readahead requests up to 2.6 MiB
-    // behind the frontier (step 1), and a fill started by such a straggler in a first pass
-    // (fio seq_read on 1 GiB, decision 0033) competed with the read-ahead and kept every block.
-    this.reread = frontier !== undefined && position + 2 * this.spanBack < frontier;
+    // Back more than twice the reorder span behind the furthest read, onto a block no read has
+    // reached yet: bytes read before, read again. A straggler (a kernel readahead request that
+    // libfuse hands over late, step 1) lands on blocks the window fetched ahead and nobody read;
+    // the distance alone does not tell them apart: at read_ahead_kb 4096 the kernel keeps
+    // several 4 MiB windows queued and stragglers came 12 MiB behind the frontier, and a fill
+    // started by one in a first pass (fio seq_read on 1 GiB, decision 0033) competed with the
+    // read-ahead, kept every block and fetched the passed ones again.
+    this.reread = frontier !== undefined && position + 2 * this.spanBack < frontier
+      && !this.fetcher.cache.unreadAhead(this.file.key, this.file.etag, Math.floor(position / this.fetcher.blockSize));
     if (sequential) {
       this.stats.sequentialReads++;
       if (this.window === 0) {

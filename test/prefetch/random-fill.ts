@@ -355,3 +355,26 @@ t.test('keeps(): only a file whose fill completed and that is still whole', asyn
   t.notOk(s.fill.keeps(a), 'no longer whole: forgotten');
   c.close();
 });
+
+t.test('a late read far behind a sequential reader, on blocks fetched ahead and unread, is not a second pass', async (t) => {
+  // At read_ahead_kb 4096 the kernel queues several 4 MiB windows, and libfuse hands a
+  // request over up to 12 MiB after later ones: such a straggler must not start the fill.
+  const s = setup({ size: 16 * MiB });
+  const f = s.files[0]!;
+  const body = s.client.body(f.key);
+  const c = s.cursor(f);
+  const gap = 1 * MiB;
+  for (let pos = 0; pos < gap; pos += 128 * KiB) await readAt(c, pos, 128 * KiB);
+  for (let pos = gap + 128 * KiB; pos < 7 * MiB; pos += 128 * KiB) await readAt(c, pos, 128 * KiB);
+  t.ok(s.cache.unreadAhead(f.key, f.etag, gap / BLOCK), 'the skipped block was fetched ahead and is unread');
+  const late = await readAt(c, gap, 128 * KiB);
+  t.ok(late.equals(body.subarray(gap, gap + 128 * KiB)), 'exact bytes');
+  await drain(s.fill, s.client);
+  t.equal(s.fill.stats.started, 0, 'the late read started no fill');
+  t.equal(c.stats.randomReads, 0, 'and was sequential');
+  // The same distance back onto a block already read is a second pass.
+  await readAt(c, 0, 128 * KiB);
+  t.equal(s.fill.stats.started, 1, 'a read back over read bytes starts the fill');
+  c.close();
+  await drain(s.fill, s.client);
+});
