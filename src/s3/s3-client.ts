@@ -28,7 +28,7 @@ import { performance } from 'node:perf_hooks';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { Pool } from 'undici';
 import { OPTIONS, type Options } from '../config/options.js';
-import { AbortedError, AccessDeniedError, InvalidArgumentError, NoSuchKeyError, ObjectChangedError, S3Error } from '../errors.js';
+import { AbortedError, AccessDeniedError, InvalidArgumentError, MalformedReplyError, NoSuchKeyError, ObjectChangedError, S3Error } from '../errors.js';
 import { parseListObjectsV2 } from './list-parser.js';
 import { log, logOn } from '../log.js';
 import { logS3Request } from './request-log.js';
@@ -446,7 +446,16 @@ export class S3ObjectClient implements ObjectClient {
       if (q.continuationToken !== undefined) query['continuation-token'] = q.continuationToken;
       if (q.maxKeys !== undefined) query['max-keys'] = String(q.maxKeys);
       const reply = await this.withRetries('list', q.prefix, (s) => this.wireRequest('GET', 'list', undefined, query, MAX_LIST_BODY, s), signal, true);
-      const page = parseListObjectsV2(reply.body.toString('utf8'));
+      let page: ReturnType<typeof parseListObjectsV2>;
+      try {
+        page = parseListObjectsV2(reply.body.toString('utf8'));
+      } catch (err) {
+        // Which request, and what to check: the parser's own message names only the XML's fault.
+        if (!(err instanceof MalformedReplyError)) throw err;
+        throw new MalformedReplyError(`S3 listing of s3://${this.bucket}/${q.prefix} got a reply that is not a listing (${err.message})`, {
+          hint: 'Check that --endpoint is an S3 server and that no proxy in between alters replies',
+        });
+      }
       if (page.truncated && !page.nextToken) {
         throw new S3Error(`S3 listing of s3://${this.bucket}/${q.prefix} is truncated but has no continuation token`, 200, undefined);
       }

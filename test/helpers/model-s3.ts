@@ -36,6 +36,13 @@
  *   flood-1xx  a `102 Processing` every FLOOD_PERIOD_MS, never a final reply.
  * `counts` says how many times each fault fired; `gets` how many data GETs came in.
  *
+ * Listings and HEADs of the source bucket have their own queue (`metaInject`), so that a
+ * program can fault what a mount does at start-up (its listing) and on a lookup of a path it
+ * has not listed (HEAD), without touching data GETs: 503, 500, cut (headers and half the
+ * XML body, then FIN), reset (the same, then RST), stall (no answer), and trunc-xml (a listing
+ * whose XML ends early, framed right: a 200 with a complete Content-Length that a parser must
+ * refuse, never read as a shorter listing). `metaCounts` says how many fired.
+ *
  * The cache bucket (--cache-bucket, src/cache/cache-bucket.ts), when `cacheBucket` is named: a
  * second bucket of plain objects, no versions, answering whole-object GET and HEAD, and PUT (a
  * Content-Length body, after `100 Continue` when asked). It is not part of the reference model:
@@ -57,6 +64,8 @@ import { gzipSync } from 'node:zlib';
 
 export const FAULTS = ['503', '500', '403', '404', 'cut', 'reset', 'stall', 'stall-body', 'drip', 'dup-cl', 'bad-status', 'te-gzip', 'wrong-range', 'long', 'flood-1xx'] as const;
 export type Fault = (typeof FAULTS)[number];
+export const META_FAULTS = ['503', '500', 'cut', 'reset', 'stall', 'trunc-xml'] as const;
+export type MetaFault = (typeof META_FAULTS)[number];
 
 /** A drip sends this many bytes per piece: a few TCP segments, so a read waits on many of them. */
 const DRIP_PIECE = 16 * 1024;
@@ -101,7 +110,12 @@ export interface ModelS3 {
   inject(fault: Fault, n: number): void;
   /** Random faults with a seeded generator (undefined: none); pending `inject`s go first. */
   chaos(rates: ChaosRates | undefined, seed?: number): void;
-  /** Drops every pending fault. */
+  /** The next `n` listings or HEADs of the source bucket get `fault`. */
+  metaInject(fault: MetaFault, n: number): void;
+  /** Drops the metadata faults still queued. */
+  metaHeal(): void;
+  metaCounts: Record<string, number>;
+  /** Drops every pending fault (data and metadata). */
   heal(): void;
   counts: Record<string, number>;
   gets: number;
@@ -174,6 +188,8 @@ export async function startModelS3(bucket: string, cacheBucket = ''): Promise<Mo
   /** `cacheStale`: foreign bodies are this source object's blocks (its other versions'). */
   let staleOf: string | undefined;
   const pending: Fault[] = [];
+  const metaPending: MetaFault[] = [];
+  const metaCounts: Record<string, number> = {};
   let chaos: ChaosRates | undefined;
   let draw = rng(1);
   let versionSeed = 1;
@@ -299,6 +315,28 @@ export async function startModelS3(bucket: string, cacheBucket = ''): Promise<Mo
       + (truncated ? `<NextContinuationToken>${Buffer.from(last, 'utf8').toString('base64')}</NextContinuationToken>` : '')
       + contents.join('') + [...prefixes].map((p) => `<CommonPrefixes><Prefix>${esc(p)}</Prefix></CommonPrefixes>`).join('')
       + '</ListBucketResult>';
+  }
+
+  /**
+   * A listing or HEAD reply, unless a metadata fault is queued: then the fault instead (true).
+   * `body` is the reply's XML (a listing) or undefined (a HEAD: headers only).
+   */
+  function metaFault(sock: net.Socket, xml: string | undefined, done: () => void): boolean {
+    const fault = metaPending.shift();
+    if (fault === undefined) return false;
+    metaCounts[fault] = (metaCounts[fault] ?? 0) + 1;
+    if (fault === 'stall') return true;
+    if (fault === '503') { s3Error(sock, '503 Slow Down', 'SlowDown', done); return true; }
+    if (fault === '500') { s3Error(sock, '500 Internal Server Error', 'InternalError', done); return true; }
+    const body = Buffer.from(xml ?? '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>Cut</Code></Error>', 'utf8');
+    if (fault === 'trunc-xml') {
+      // A whole, well-framed 200 whose XML stops half-way (a HEAD has no body: it gets a cut instead).
+      if (xml !== undefined) { xmlReply(sock, '200 OK', xml.slice(0, Math.floor(xml.length / 2)), done); return true; }
+    }
+    write(sock, '200 OK', [['Content-Type', 'application/xml'], ['Content-Length', body.length], ['x-amz-request-id', 'model']], body.subarray(0, Math.floor(body.length / 2)));
+    if (fault === 'reset') sock.resetAndDestroy();
+    else sock.end();
+    return true;
   }
 
   function nextFault(): Fault | undefined {
@@ -430,10 +468,15 @@ export async function startModelS3(bucket: string, cacheBucket = ''): Promise<Mo
     if (cacheBucket !== '' && b === cacheBucket) return serveCache(sock, req, key, done);
     if (b !== bucket) return s3Error(sock, '404 Not Found', 'NoSuchBucket', done);
     if (key === '') {
-      if (req.method === 'GET' && req.query.get('list-type') === '2') return xmlReply(sock, '200 OK', list(req.query), done);
+      if (req.method === 'GET' && req.query.get('list-type') === '2') {
+        const xml = list(req.query);
+        if (metaFault(sock, xml, done)) return;
+        return xmlReply(sock, '200 OK', xml, done);
+      }
       if (req.method === 'HEAD') { write(sock, '200 OK', [['Content-Length', 0]]); return done(); }
       return s3Error(sock, '501 Not Implemented', 'NotImplemented', done);
     }
+    if (req.method === 'HEAD' && metaFault(sock, undefined, done)) return;
     if (!objects.has(key)) return s3Error(sock, '404 Not Found', 'NoSuchKey', done);
     if (req.method === 'GET') { model.gets++; model.onDataGet?.(model.gets, key); }
     // After onDataGet: an overwrite it makes is this GET's to see.
@@ -558,7 +601,10 @@ export async function startModelS3(bucket: string, cacheBucket = ''): Promise<Mo
     },
     inject(fault, n) { for (let i = 0; i < n; i++) pending.push(fault); },
     chaos(rates, seed = 1) { chaos = rates; draw = rng(seed); },
-    heal() { pending.length = 0; chaos = undefined; },
+    metaInject(fault, n) { for (let i = 0; i < n; i++) metaPending.push(fault); },
+    metaHeal() { metaPending.length = 0; },
+    metaCounts,
+    heal() { pending.length = 0; metaPending.length = 0; chaos = undefined; },
     cacheBucket,
     cacheCounts,
     cacheGets: 0,

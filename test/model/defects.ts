@@ -7,19 +7,12 @@ import t from 'tap';
 import '../helpers/exit-watch.js';
 import { DEFECT_PROGRAMS, runProgram, totals } from '../helpers/read-model.js';
 
-/**
- * Programs that fail on today's main through a defect the issue lists and another engineer is
- * fixing: marked todo (still run, still strict) until the fix is merged; remove the line then.
- */
-// Known and not fixable in the daemon (decision 0017): a read() that spans several FUSE
-// requests (pages, or --fuse-max-read chunks) when the object changes between them gets the
-// bytes of the requests answered before the change, then ESTALE at the next read; Linux
-// returns the partial count. Every byte returned is the old version's (checked), the file's
-// size is not shrunk (test/fuse/changed-object.ts). These stay strict and marked todo.
-const KNOWN: Record<string, string> = {
-  'short reads after an overwrite': 'issue 43 defect 0: a partial read when the object changes between the FUSE requests of one read() (decision 0017)',
-  'tier ranges after a failed run': 'issue 43 defect 0 shows first here (a partial read, decision 0017); defect 1 (wrong bytes) is fixed (test/cache/tiered-client.ts)',
-};
+// A read() that spans several FUSE requests when the object changes (or a request fails)
+// between them gets the bytes of the requests answered before, then an errno at the next
+// read: Linux returns the partial count (decision 0017). The model accepts exactly that:
+// on a page boundary, the size unchanged, a read at its end gives the next bytes or a caused
+// errno (read-model.ts, property "bytes"); the two programs written after it run strict.
+const KNOWN: Record<string, string> = {};
 
 for (const [name, prog] of Object.entries(DEFECT_PROGRAMS)) {
   t.test(name, KNOWN[name] !== undefined ? { todo: KNOWN[name] } : {}, async (t) => {

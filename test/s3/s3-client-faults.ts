@@ -8,7 +8,7 @@ import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
 import { seedDataset, sourceBytes, type SeededObject } from '../../src/local/dataset.js';
 import { createObjectClient, type S3ClientOptions } from '../../src/s3/s3-client.js';
 import type { ObjectClient } from '../../src/s3/object-client.js';
-import { AbortedError, EndpointUnreachableError, RetriesExhaustedError, TimeoutError } from '../../src/errors.js';
+import { AbortedError, EndpointUnreachableError, MalformedReplyError, RetriesExhaustedError, TimeoutError } from '../../src/errors.js';
 import { s3Retries } from '../../src/metrics/metrics.js';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.js';
 
@@ -159,4 +159,25 @@ t.test('an AbortSignal stops a stalled read with AbortedError', async (t) => {
   const p = c.getRange(objects[2]!.key, 0, 10, objects[2]!.etag, { signal: ctrl.signal });
   setTimeout(() => ctrl.abort(), 100);
   await t.rejects(p, AbortedError);
+});
+
+t.test('a listing reply that is not a listing names the listing and what to check, once (not retried)', async (t) => {
+  const { createServer } = await import('node:http');
+  let lists = 0;
+  const xml = '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>p/</Prefix><KeyCount>1</KeyCount><IsTruncated>false</IsTruncated><Contents><Key>p/a</Key><Size>1</Size></Contents></ListBucketResult>';
+  // Framed right (a whole Content-Length), the XML cut half-way: what a proxy that alters replies could send.
+  const server = createServer((req, res) => {
+    lists++;
+    const body = xml.slice(0, Math.floor(xml.length / 2));
+    res.writeHead(200, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(body) }).end(body);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const port = (server.address() as { port: number }).port;
+  const c = client({ endpoint: `http://127.0.0.1:${port}`, bucket: 'b' });
+  const err = await (async () => { try { for await (const _ of c.list('p/')) { /* none */ } return undefined; } catch (e) { return e as MalformedReplyError; } })();
+  t.ok(err instanceof MalformedReplyError, 'MalformedReplyError');
+  t.match(err?.message ?? '', /S3 listing of s3:\/\/b\/p\/ got a reply that is not a listing \(malformed XML/, 'names the listing and the XML fault');
+  t.match(err?.hint ?? '', /--endpoint/, 'and what to check');
+  t.equal(lists, 1, 'not retried: the server would send it again');
 });
