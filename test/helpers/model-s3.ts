@@ -112,6 +112,8 @@ export interface ModelS3 {
   chaos(rates: ChaosRates | undefined, seed?: number): void;
   /** The next `n` listings or HEADs of the source bucket get `fault`. */
   metaInject(fault: MetaFault, n: number): void;
+  /** The data-GET faults still queued (not met by a GET yet). */
+  pendingFaults(): Fault[];
   /** Drops the metadata faults still queued. */
   metaHeal(): void;
   metaCounts: Record<string, number>;
@@ -603,6 +605,7 @@ export async function startModelS3(bucket: string, cacheBucket = ''): Promise<Mo
     chaos(rates, seed = 1) { chaos = rates; draw = rng(seed); },
     metaInject(fault, n) { for (let i = 0; i < n; i++) metaPending.push(fault); },
     metaHeal() { metaPending.length = 0; },
+    pendingFaults() { return [...pending]; },
     metaCounts,
     heal() { pending.length = 0; metaPending.length = 0; chaos = undefined; },
     cacheBucket,

@@ -339,6 +339,8 @@ export async function runProgram(p: Program, log: (s: string) => void = () => un
     gen++;
     causes = new Set();
     if (p.chaos) for (const f of CHAOS_FAULTS) addCause(f);
+    // Faults queued before the restart that no GET has met yet are the new generation's to meet.
+    for (const f of server.pendingFaults()) addCause(f);
     for (const [slot, file] of files.entries()) if (file !== undefined) await openSlot(cur, slot, file);
   }
 
