@@ -97,7 +97,7 @@ export function markdownTable(res: BenchResults): string {
     lines.push(`| ${l.profile} | ${p.description.replace(/^[^:]*: /, '')} | ${l.mbps.toFixed(1)} MB/s | ${l.client ?? 'undici'}: ${l.connections} × ${l.partSize / MiB} MiB | ${busyCell(l.machineBusyCores, nproc)} | ${l.runs.every((r) => r.verified) ? 'verified' : 'WRONG'} |`);
   }
   lines.push('');
-  lines.push('| Scenario | Profile | Readers | Target | Figure (median) | × limit | Machine busy (cores) | sluice ÷ peer | Peak RSS | CPU s/GB | reader CPU s/GB | s3rver CPU s/GB | Bytes |');
+  lines.push(`| Scenario | Profile | Readers | Target | Figure (median) | × limit | Machine busy (cores) | sluice ÷ peer | Peak RSS | CPU s/GB | reader CPU s/GB | ${res.server === 'stored' ? 'stored server' : 's3rver'} CPU s/GB | Bytes |`);
   lines.push('|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|');
   for (const f of res.figures) {
     const g = group(res.figures, f);

@@ -2,7 +2,8 @@
  * Runs a scenario file end to end and returns every figure.
  *
  *  1. Start the local S3 server (s3rver, its own process) and seed each dataset
- *     once under its own prefix, straight to the server (no proxy).
+ *     once under its own prefix, straight to the server (no proxy). With `server: stored`,
+ *     a cheap server then serves those objects from memory (./stored-s3.ts) instead.
  *  2. Per latency profile, start the latency proxy in its own process and measure
  *     the link limit (raw parallel ranged GETs, limit.ts): one untimed warm-up,
  *     `repetitions` times, then once more before each throughput scenario, since
@@ -25,6 +26,7 @@ import { AbortedError } from '../errors.js';
 import { startLocalS3, type LocalS3 } from '../local/s3-server.js';
 import type { SeededObject } from '../local/dataset.js';
 import { seedBenchDataset } from './datasets.js';
+import { startStoredS3Process } from './stored-s3.js';
 import { describeProfile, type LatencyProfile, type LatencyProxyStats } from './latency-proxy.js';
 import { createRunCa, type RunCa } from './tls-ca.js';
 import { measureLimit, measureLimitCurl, type LimitResult } from './limit.js';
@@ -108,6 +110,8 @@ export interface BenchResults {
   startedAt: string;
   finishedAt: string;
   config: string;
+  /** The S3 server behind the proxies (BenchConfig.server); absent from older result files (s3rver). */
+  server?: 's3rver' | 'stored';
   /** `memory`: what first-touched memory costs here (./memory-probe.ts), measured before anything else runs; absent when the probe failed. */
   /** openssl: the version Node's TLS uses (HTTPS costs depend on it: BENCHMARKS.md "t11-growth"); absent from older result files. */
   machine: { nproc: number; memoryBytes: number; kernel: string; node: string; openssl?: string; cpu: string; memory?: MemoryProbe };
@@ -219,8 +223,8 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
   if (!meter.start()) o.log('/proc/stat cannot be read: no machine-busy figures');
   try {
     s3 = await startLocalS3({ dir: path.join(root, 's3rver') });
-    const server = s3;
-    const serverPid = findServerPid();
+    const local = s3;
+    let serverPid = findServerPid();
     await s3.createBucket(config.bucket);
 
     // 1. Datasets.
@@ -233,6 +237,16 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
       const bytes = objs.reduce((n, x) => n + x.size, 0);
       o.log(`seeded dataset ${name}: ${objs.length} objects, ${(bytes / 1e6).toFixed(1)} MB in ${((epochMs() - t0) / 1000).toFixed(1)} s`);
       checkAbort();
+    }
+    // `server: stored`: the proxies stand in front of the stored server (the same objects, from
+    // memory), whose CPU is then the one recorded as the server's; s3rver stays up, idle.
+    let server: { port: number; endpoint: string; credentials: LocalS3['credentials'] } = local;
+    if (config.server === 'stored') {
+      const stored = await startStoredS3Process(local.dir, config.bucket, Object.values(data).flat().map((x) => ({ key: x.key, etag: x.etag, size: x.size })));
+      stops.add(() => stored.stop());
+      server = { port: stored.port, endpoint: stored.endpoint, credentials: local.credentials };
+      serverPid = stored.pid;
+      o.log(`stored S3 server ${stored.endpoint}: the seeded objects from memory (scenario server: stored)`);
     }
 
     // 2. Proxies and limits.
@@ -342,7 +356,7 @@ export async function runBench(config: BenchConfig, o: RunnerOptions): Promise<B
     };
     const datasets = Object.fromEntries(Object.entries(data).map(([k, v]) => [k, { objects: v.length, bytes: v.reduce((n, x) => n + x.size, 0) }]));
     return {
-      startedAt, finishedAt: new Date().toISOString(), config: config.file, machine,
+      startedAt, finishedAt: new Date().toISOString(), config: config.file, server: config.server, machine,
       profiles: config.profiles.map((p) => ({ ...p, description: describeProfile(p) })),
       repetitions: config.repetitions, cacheBudgetBytes: config.sluice.cacheSize, datasets, commands, limits, figures, notes,
     };

@@ -106,6 +106,12 @@ export interface BenchConfig {
   file: string;
   repetitions: number;
   bucket: string;
+  /**
+   * The S3 server the profiles' proxies stand in front of: s3rver (default), or `stored`, the
+   * seeded objects served from memory by a server that costs almost no CPU per request
+   * (./stored-s3.ts), for small-file scenarios where s3rver's own CPU would be the bound.
+   */
+  server: 's3rver' | 'stored';
   profiles: LatencyProfile[];
   datasets: Record<string, DatasetSpec>;
   /** client: curl processes (the issue's yardstick) or one undici pool in the runner. */
@@ -351,6 +357,7 @@ export function parseBenchConfig(text: string, file: string, opts: { quick?: boo
     file,
     repetitions: quick ? 1 : num(file, d.repetitions, 'repetitions', 1, 100, 3),
     bucket: typeof d.bucket === 'string' && /^[a-z0-9.-]{3,63}$/.test(d.bucket) ? d.bucket : 'sluice-bench',
+    server: d.server === undefined || d.server === 's3rver' ? 's3rver' : d.server === 'stored' ? 'stored' : fail(file, 'server must be s3rver or stored', 'Set server: stored to serve the seeded objects from memory (cheap per request), or remove it for s3rver'),
     profiles, datasets, limit, sluice, peerArgs, scenarios,
     readerKeepBytes: size(file, d.readerKeep, 'readerKeep', READER_KEEP_DEFAULT),
   };

@@ -18,6 +18,11 @@
  * If-Match (412 on a mismatch), HEAD of the bucket, GetBucketLocation and GetBucketVersioning
  * (unversioned). Signatures are not checked. Writes are refused (501).
  *
+ * The same server also serves stored objects (`objects`, an ObjectTable such as
+ * ./stored-s3.ts's StoredObjects: keys, ETags and bytes held in memory), so a bench can
+ * read its real dataset through a server that costs almost no CPU per request (s3rver
+ * spends more per GET than the daemon it serves; real S3 costs the client machine nothing).
+ *
  * Throttling, for the lister's adaptation: `slowDownRate` answers that share of requests
  * (a deterministic sequence) with 503 SlowDown, and `maxInflight` answers every request
  * beyond that many in progress with 503 SlowDown, like a prefix S3 has not yet scaled.
@@ -38,6 +43,8 @@ export interface SyntheticLayout {
 }
 
 export interface SyntheticS3Options extends SyntheticLayout {
+  /** Objects to serve instead of the formula's (the layout fields are then ignored). */
+  objects?: ObjectTable;
   /** Bucket name served (any other is 404 NoSuchBucket). */
   bucket: string;
   /** Share (0..1) of requests answered with 503 SlowDown. */
@@ -64,8 +71,27 @@ const MAX_KEYS = 1000;
 /** One fixed modification time: the objects never change. */
 const LAST_MODIFIED = new Date(Date.UTC(2024, 0, 1));
 
+/**
+ * What the server serves: `total` objects in key order (UTF-8 bytes, as S3 sorts), by index,
+ * with the key questions of a listing answered over that order.
+ */
+export interface ObjectTable {
+  readonly total: number;
+  key(k: number): string;
+  size(k: number): number;
+  etag(k: number): string;
+  /** Bytes [start, end) of object k. */
+  bytes(k: number, start: number, end: number): Buffer;
+  /** First index whose key is > s (or >= s when `inclusive`). */
+  after(s: string, inclusive?: boolean): number;
+  /** First index at or after `from` whose key does not start with `p` (keys from `from` on start with p). */
+  pastPrefix(from: number, p: string): number;
+  /** The index of `key`, or undefined when no object has it. */
+  indexOf(key: string): number | undefined;
+}
+
 /** The formula behind the objects; exported for tests and the bench's byte checks. */
-export class SyntheticKeys {
+export class SyntheticKeys implements ObjectTable {
   readonly root: string;
   readonly total: number;
   readonly perFolder: number;
@@ -113,36 +139,38 @@ export class SyntheticKeys {
     return b;
   }
 
-  /** The first index in [from, total) where `pred` turns false (pred must be true then false). */
-  private searchFrom(from: number, pred: (key: string) => boolean): number {
-    let lo = from;
-    let hi = this.total;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (pred(this.key(mid))) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-  }
-
-  /** First index whose key is > s (or >= s when `inclusive`). */
   after(s: string, inclusive = false): number {
-    return this.searchFrom(0, (key) => (inclusive ? compareUtf8(key, s) < 0 : compareUtf8(key, s) <= 0));
+    return afterIn(this, s, inclusive);
   }
 
-  /** First index at or after `from` whose key does not start with `p` (keys from `from` on start with p). */
   pastPrefix(from: number, p: string): number {
-    return this.searchFrom(from, (key) => key.startsWith(p));
+    return searchFrom(this, from, (key) => key.startsWith(p));
   }
 
-  /** The index of `key`, or undefined when no object has it. */
   indexOf(key: string): number | undefined {
     const k = this.after(key, true);
     return k < this.total && this.key(k) === key ? k : undefined;
   }
 }
 
+/** The first index in [from, total) where `pred` turns false (pred must be true then false). */
+export function searchFrom(t: Pick<ObjectTable, 'total' | 'key'>, from: number, pred: (key: string) => boolean): number {
+  let lo = from;
+  let hi = t.total;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (pred(t.key(mid))) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+/** First index of `t` whose key is > s (or >= s when `inclusive`). */
+export function afterIn(t: Pick<ObjectTable, 'total' | 'key'>, s: string, inclusive = false): number {
+  return searchFrom(t, 0, (key) => (inclusive ? compareUtf8(key, s) < 0 : compareUtf8(key, s) <= 0));
+}
+
 /** S3's key order: UTF-8 bytes, i.e. code points (JS compares UTF-16 units). */
-function compareUtf8(a: string, b: string): number {
+export function compareUtf8(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
@@ -155,7 +183,7 @@ interface ListParams { prefix: string; delimiter: string; start: string | undefi
 interface ListResult { entries: ({ k: number } | { cp: string })[]; truncated: boolean; resumeAfter: string | undefined }
 
 /** One page: the entries after `start` under `prefix`, folders rolled up at `delimiter`. */
-export function listPage(keys: SyntheticKeys, p: ListParams): ListResult {
+export function listPage(keys: ObjectTable, p: ListParams): ListResult {
   let i = keys.after(p.prefix, true);
   if (p.start !== undefined && compareUtf8(p.start, p.prefix) >= 0) i = Math.max(i, keys.after(p.start));
   if (p.resume !== undefined) {
@@ -191,7 +219,7 @@ function decodeToken(t: string): string | undefined {
   return s.startsWith('after:') ? s.slice(6) : undefined;
 }
 
-function listXml(bucket: string, keys: SyntheticKeys, q: URLSearchParams, v2: boolean): { status: number; body: string } {
+function listXml(bucket: string, keys: ObjectTable, q: URLSearchParams, v2: boolean): { status: number; body: string } {
   const prefix = q.get('prefix') ?? '';
   const delimiter = q.get('delimiter') ?? '';
   const maxKeys = Math.min(MAX_KEYS, Math.max(0, Number(q.get('max-keys') ?? MAX_KEYS) || 0));
@@ -232,7 +260,7 @@ function errorXml(code: string, message: string): string {
 
 /** Starts the server; `close()` stops it (connections included). */
 export async function startSyntheticS3(o: SyntheticS3Options): Promise<SyntheticS3> {
-  const keys = new SyntheticKeys(o);
+  const keys: ObjectTable = o.objects ?? new SyntheticKeys(o);
   const counts: Record<string, number> = { list: 0, head: 0, get: 0, slowdown: 0, other: 0 };
   let inflight = 0;
   let peak = 0;

@@ -101,3 +101,10 @@ t.test('ttfb-large (issue 44): the first MiB of one 100 MB file, beside both pee
   t.equal(parseBenchConfig(smoke, 'smoke.yaml').scenarios.find((s) => s.kind === 'ttfb')!.readBytes, undefined, 'no readBytes: the whole file');
   t.throws(() => parseBenchConfig(smoke.replace('kind: ttfb,', 'kind: ttfb, readBytes: lots,'), 'smoke.yaml'), { name: 'ConfigError', message: /readBytes: "lots" is not a size/ });
 });
+
+t.test('server: s3rver by default, stored when asked (order-file.yaml asks); anything else named', async (t) => {
+  t.equal(parseBenchConfig(smoke, 'smoke.yaml').server, 's3rver');
+  t.equal(parseBenchConfig(`server: stored\n${smoke}`, 'smoke.yaml').server, 'stored');
+  t.equal(loadBenchConfig(path.join(ROOT, 'bench/scenarios/order-file.yaml')).server, 'stored');
+  t.throws(() => parseBenchConfig(`server: minio\n${smoke}`, 'x.yaml'), /x\.yaml: server must be s3rver or stored/);
+});
