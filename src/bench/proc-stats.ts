@@ -11,6 +11,7 @@
  * exits on its own (aws s3 cp) is sampled every SAMPLE_MS while it runs; its
  * figures then miss at most that much CPU time.
  */
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 
 /** USER_HZ is 100 on every Linux architecture Node runs on (the kernel ABI fixes it for /proc). */
@@ -89,4 +90,18 @@ export class ProcSampler {
     clearInterval(this.timer);
     return this.last;
   }
+}
+
+/** A child that ignores SIGTERM this long is SIGKILLed: 3 s, far more than a clean exit takes. */
+const STOP_GRACE_MS = 3000;
+
+/** Stops a helper child of the bench (a proxy, a server) that reads commands on stdin: stdin closed, SIGTERM, SIGKILL after STOP_GRACE_MS; resolves at its exit. */
+export function stopChild(child: ChildProcess): Promise<void> {
+  return new Promise<void>((res) => {
+    if (child.exitCode !== null || child.signalCode !== null) return res();
+    child.once('exit', () => res());
+    child.stdin?.end();
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS).unref();
+  });
 }

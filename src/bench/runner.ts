@@ -32,7 +32,7 @@ import { createRunCa, type RunCa } from './tls-ca.js';
 import { measureLimit, measureLimitCurl, type LimitResult } from './limit.js';
 import { describeMemoryProbe, probeMemory, type MemoryProbe } from './memory-probe.js';
 import { BusyMeter } from './machine-busy.js';
-import { childPids, cmdlineOf, readProcStats } from './proc-stats.js';
+import { childPids, cmdlineOf, readProcStats, stopChild } from './proc-stats.js';
 import { epochMs } from './read-plan.js';
 import { runOnce, type RunResult } from './run-once.js';
 import type { BenchConfig, ScenarioDef, TargetName } from './scenarios.js';
@@ -162,13 +162,7 @@ export function startProxyProcess(profile: LatencyProfile, targetPort: number, c
           endpoint: `${profile.https ? 'https' : 'http'}://127.0.0.1:${msg.port}`,
           pid: child.pid!,
           stats: () => new Promise<LatencyProxyStats>((res) => { waiting.push(res); child.stdin.write('stats\n'); }),
-          stop: () => new Promise<void>((res) => {
-            if (child.exitCode !== null) return res();
-            child.once('exit', () => res());
-            child.stdin.end();
-            child.kill('SIGTERM');
-            setTimeout(() => child.kill('SIGKILL'), 3000).unref();
-          }),
+          stop: () => stopChild(child),
         });
       }
     });

@@ -19,6 +19,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { stopChild } from './proc-stats.js';
 import { afterIn, compareUtf8, searchFrom, type ObjectTable } from './synthetic-s3.js';
 
 /**
@@ -85,13 +86,7 @@ export function startStoredS3Process(dir: string, bucket: string, objs: readonly
       const { port } = JSON.parse(out.slice(0, nl)) as { port: number };
       resolve({
         endpoint: `http://127.0.0.1:${port}`, port, pid: child.pid!,
-        stop: () => new Promise<void>((res) => {
-          if (child.exitCode !== null) return res();
-          child.once('exit', () => res());
-          child.stdin.end();
-          child.kill('SIGTERM');
-          setTimeout(() => child.kill('SIGKILL'), 3000).unref();
-        }),
+        stop: () => stopChild(child),
       });
     });
   });
