@@ -10,7 +10,10 @@
  *    file pinned to that ETag; else ENOENT. Answers are kept (single-flight per path) and
  *    a path's parent is looked up first, as the kernel does. This is how s3fs answers
  *    every lookup; it lets a training script open a known file before a large prefix
- *    is listed (time to first byte no longer includes the listing).
+ *    is listed (time to first byte no longer includes the listing). The listing of "key/"
+ *    asks for two keys: when the second shows that the first is a file and no folder
+ *    (rememberFiles), the lookup of that file, the kernel's next one when it walks to the
+ *    first file of a folder, is answered with no request (decision 0046).
  *  - readdir and statfs wait for the listing: a folder's names are never partial.
  *  - Such folders report st_nlink 1 ("count unknown", so find(1) does not assume leaves).
  *  - The listing yields to lookups: it sends its next page only once no lookup has been
