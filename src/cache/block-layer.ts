@@ -5,14 +5,19 @@
  * pins go to the inner client first (it refuses a key pinned to two versions before either
  * layer takes a pin) and are kept here too, since they are part of a block's identity.
  */
-import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
+import type { FirstObjects, ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../s3/object-client.js';
 import { mergeVersionPins } from '../s3/version-pins.js';
 
 export abstract class BlockLayer implements ObjectClient {
   /** Version ids snapshots pinned (pinVersions, merged): part of those objects' blocks' identity. */
   protected readonly versions = new Map<string, string>();
 
-  constructor(protected readonly inner: ObjectClient) {}
+  /** The inner client's, when it has one (an optional method stays optional through a layer). */
+  readonly firstObjectsUnder?: (prefix: string, opts?: RequestOptions) => Promise<FirstObjects>;
+
+  constructor(protected readonly inner: ObjectClient) {
+    if (inner.firstObjectsUnder) this.firstObjectsUnder = (prefix, opts) => inner.firstObjectsUnder!(prefix, opts);
+  }
 
   get bucket(): string {
     return this.inner.bucket;

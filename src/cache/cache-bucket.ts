@@ -37,7 +37,7 @@
  * close() waits (bounded by CLOSE_FLUSH_MS) for the PUTs already queued, then closes both clients.
  */
 import { createHash } from 'node:crypto';
-import { crc32c } from '@node-rs/crc32';
+import { crc32c } from './crc32c.js';
 import { BadUriError, InvalidArgumentError } from '../errors.js';
 import { log } from '../log.js';
 import {

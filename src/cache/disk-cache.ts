@@ -38,7 +38,7 @@
 import { existsSync, mkdirSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { rm, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { crc32c } from '@node-rs/crc32';
+import { crc32c } from './crc32c.js';
 import { InvalidArgumentError } from '../errors.js';
 import { log } from '../log.js';
 import { diskCacheCapacityBytes, diskCacheHits, diskCacheMisses, diskCacheReadBytes } from '../metrics/metrics.js';

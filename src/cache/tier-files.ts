@@ -23,7 +23,7 @@
  */
 import { closeSync, fstatSync, futimesSync, writeSync } from 'node:fs';
 import path from 'node:path';
-import { crc32c } from '@node-rs/crc32';
+import { crc32c } from './crc32c.js';
 import { LRUCache } from 'lru-cache';
 import { log } from '../log.js';
 import { diskCacheChecksumFailures, diskCacheHits, diskCacheReadBytes } from '../metrics/metrics.js';

@@ -46,7 +46,7 @@ import { closeSync, constants as fsc, fchmod, open, openSync, read, readSync, st
 import os from 'node:os';
 import path from 'node:path';
 import { getSystemErrorName } from 'node:util';
-import { crc32c } from '@node-rs/crc32';
+import { crc32c } from './crc32c.js';
 import { makeTierFolder, PRIVATE_FILE_MODE, type TierAccess } from './tier-trust.js';
 
 export const DISK_BLOCK_SIZE = 256 * 1024;

@@ -41,7 +41,7 @@
  * never waited for; a held caller buffer is released exactly once, when its job settles.
  */
 import { constants as fsc } from 'node:fs';
-import { crc32c } from '@node-rs/crc32';
+import { crc32c } from './crc32c.js';
 import { log } from '../log.js';
 import { diskCacheWriteSkipped, diskCacheWrittenBytes } from '../metrics/metrics.js';
 import type { TierWriteSmall } from '../native/addon.js';

@@ -10,7 +10,10 @@
  *    file pinned to that ETag; else ENOENT. Answers are kept (single-flight per path) and
  *    a path's parent is looked up first, as the kernel does. This is how s3fs answers
  *    every lookup; it lets a training script open a known file before a large prefix
- *    is listed (time to first byte no longer includes the listing).
+ *    is listed (time to first byte no longer includes the listing). The listing of "key/"
+ *    asks for two keys: when the second shows that the first is a file and no folder
+ *    (rememberFiles), the lookup of that file, the kernel's next one when it walks to the
+ *    first file of a folder, is answered with no request (decision 0046).
  *  - readdir and statfs wait for the listing: a folder's names are never partial.
  *  - Such folders report st_nlink 1 ("count unknown", so find(1) does not assume leaves).
  *  - The listing yields to lookups: it sends its next page only once no lookup has been
@@ -52,7 +55,8 @@ import { performance } from 'node:perf_hooks';
 import { AHEAD_SHARE, BlockCache } from '../cache/block-cache.js';
 import { OPTIONS } from '../config/options.js';
 import { AbortedError, BadHandleError, InvalidArgumentError, IsDirectoryError, NoSuchKeyError, NotDirectoryError, NotFoundError, ObjectArchivedError, ReadOnlyError } from '../errors.js';
-import { archivedAs } from '../s3/archive.js';
+import { archivedAs, needsProbe } from '../s3/archive.js';
+import { compareKeys } from '../s3/lister.js';
 import type { PruneFilter } from '../s3/object-client.js';
 import { channelObjects, earlyLookups, listingSeconds, openHandles, orderFileSkipped, readWait, servedBytes } from '../metrics/metrics.js';
 import { markFirstByte, markFirstFile } from '../metrics/milestones.js';
@@ -63,7 +67,7 @@ import { CrossFilePrefetcher } from '../prefetch/cross-file.js';
 import { InflightBudget } from '../prefetch/inflight-budget.js';
 import { RandomFill } from '../prefetch/random-fill.js';
 import { ReadCursor, type CursorStats, type ReadView } from '../prefetch/read-cursor.js';
-import type { ObjectClient, ObjectInfo } from '../s3/object-client.js';
+import type { FirstObjects, ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { Catalog, catalogOf, dirOfRef, dirRef, FolderFiles, isDirRef, type Ref } from './catalog.js';
 import { newDir, normalizePrefix, unsafeReason, type Node, type SkippedKey } from './tree.js';
 import { OrderFile, orderFileProblem } from './order-file.js';
@@ -325,6 +329,12 @@ export class SluiceFs implements FsCore {
   /** Lookups answered before the listing completed, by path (dropped once it completes). */
   private readonly early = new Map<string, Node>();
   private readonly probes = new Map<string, Promise<Entry>>();
+  /**
+   * Files a folder probe's two-key listing showed to be files and no folders (see
+   * rememberFiles), by key: a later probe of one is answered from here, without a request
+   * (dropped once the listing completes).
+   */
+  private readonly seenFiles = new Map<string, ObjectInfo>();
   /** Stands in for the root, and for the parent of early files, until the tree exists. */
   private readonly earlyRoot = newDir('', undefined);
   private readonly stop = new AbortController();
@@ -454,6 +464,7 @@ export class SluiceFs implements FsCore {
     if (this.opts.tierFiles && this.opts.openDirect) this.rows = new Int32Array(cat.fileCount).fill(-1);
     this.cat = cat;
     this.early.clear();
+    this.seenFiles.clear();
     listingSeconds.set({ channel: this.channel }, (performance.now() - t0) / 1000);
   }
 
@@ -908,12 +919,24 @@ export class SluiceFs implements FsCore {
     if (filter && !filter.couldMatchUnder(`${key}/`) && !filter.matches(key)) throw new NotFoundError(path);
     const signal = this.stop.signal;
     const count = (result: string) => earlyLookups.inc({ channel: this.channel, result });
+    // The parent's probe listed this key as a file with no key under "key/" (the kernel looks
+    // a path up one folder at a time, so the first file of a folder costs no round trip).
+    const seen = this.seenFiles.get(key);
+    if (seen !== undefined && (!filter || filter.matches(key))) {
+      const node: Node = { kind: 'file', name, info: seen, parent: this.earlyRoot, index: -1 };
+      count('file');
+      this.early.set(path, node);
+      return node;
+    }
     let under: string | undefined;
     let info: ObjectInfo | undefined;
+    const client = this.opts.client;
     this.lookupsInFlight++;
     try {
       [under, info] = await Promise.all([
-        this.opts.client.firstKeyUnder(`${key}/`, { signal }),
+        client.firstObjectsUnder && !this.opts.versions
+          ? client.firstObjectsUnder(`${key}/`, { signal }).then((first) => { this.rememberFiles(first); return first.objects[0]?.key; })
+          : client.firstKeyUnder(`${key}/`, { signal }),
         this.opts.client.head(key, { signal }).catch((err: unknown) => {
           if (err instanceof NoSuchKeyError) return undefined;
           throw err;
@@ -946,6 +969,25 @@ export class SluiceFs implements FsCore {
     count(node.kind === 'dir' ? 'folder' : 'file');
     this.early.set(path, node);
     return node;
+  }
+
+  /**
+   * Keeps the first of a folder probe's two keys as a known file when the listing shows it
+   * is no folder: no key starts with "first/". Keys under "first/" sort right after it, save
+   * keys between that differ from it at its end by a byte below "/" ("a.x" between "a" and
+   * "a/b"); so the second key decides unless it sorts before "first/" (then nothing is kept
+   * and the file's own probe asks S3, as before). Same answer as that probe's HEAD and
+   * one-key listing, pinned to the ETag listed a moment before (the listed view pins listed
+   * ETags too). Not for objects whose class needs a HEAD to tell a restore (archive.ts).
+   */
+  private rememberFiles(first: FirstObjects): void {
+    const [a, b] = first.objects;
+    if (a === undefined || this.cat || needsProbe(a) || unsafeReason(a.key.slice(this.prefix.length))) return;
+    const folderPrefix = `${a.key}/`;
+    const noFolder = b === undefined
+      ? first.complete
+      : !b.key.startsWith(folderPrefix) && compareKeys(b.key, folderPrefix) > 0;
+    if (noFolder) this.seenFiles.set(a.key, a);
   }
 
   private checkOpen(): void {

@@ -25,8 +25,7 @@ import type { Options } from '../config/options.js';
 import { SluiceFs } from '../fs/core.js';
 import { InvalidArgumentError } from '../errors.js';
 import { log } from '../log.js';
-import { withCacheBucket } from '../cache/cache-bucket.js';
-import { TieredClient, withDiskTier } from '../cache/tiered-client.js';
+import type { TieredClient } from '../cache/tiered-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import type { ObjectInfo } from '../s3/object-client.js';
 import { restoreHint } from '../errors.js';
@@ -110,8 +109,18 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
 
   // With --cache-dir, reads go through the disk tier, under the memory block cache; with
   // --cache-bucket, through the cache bucket under the disk tier (src/cache/cache-bucket.ts).
+  // Their modules (~90 KB of the bundle, compiled at every start on Node 20) are loaded
+  // only when asked for: a plain mount's first byte waits for neither (decision 0046).
   const s3 = createObjectClient(clientOptionsFrom(bucket, o));
-  const client = await (async () => withDiskTier(withCacheBucket(s3, o, prefix), o))().catch(async (err: unknown) => {
+  let tiered: TieredClient | undefined;
+  const client = await (async () => {
+    const below = o.cacheBucket ? (await import('../cache/cache-bucket.js')).withCacheBucket(s3, o, prefix) : s3;
+    if (!o.cacheDir) return below;
+    const { TieredClient: Tiered, withDiskTier } = await import('../cache/tiered-client.js');
+    const c = await withDiskTier(below, o);
+    if (c instanceof Tiered) tiered = c;
+    return c;
+  })().catch(async (err: unknown) => {
     await s3.close().catch(() => undefined);
     throw err;
   });
@@ -142,7 +151,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       ...(o.orderFile !== undefined ? { orderFile: o.orderFile, mountpoint } : {}),
       ...(o.randomFillMaxSize !== undefined ? { randomFillMaxSize: o.randomFillMaxSize } : {}), maxConnections: o.maxConnections,
       owner: { uid: o.uid, gid: o.gid, fileMode: o.fileMode, dirMode: o.dirMode },
-      ...(client instanceof TieredClient ? { pinObject: (key: string, etag: string, size: number) => client.pin(key, etag, size), openDirect: (key: string, etag: string, size: number) => client.openWhole(key, etag, size), tierFiles: client.tierFiles() } : {}),
+      ...(tiered ? { pinObject: (key: string, etag: string, size: number) => tiered!.pin(key, etag, size), openDirect: (key: string, etag: string, size: number) => tiered!.openWhole(key, etag, size), tierFiles: tiered.tierFiles() } : {}),
       // 0 leaves the kernel's value, 128 KiB: within the cursor's own tolerances.
       kernelReadahead: o.readAheadKb * 1024,
       // SLUICE_NO_SHARE=1: every sequential reader's window grows to --max-prefetch on its own (comparisons).

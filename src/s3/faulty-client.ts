@@ -8,7 +8,7 @@
  * strike after `afterBytes` bytes, like a connection that breaks mid-body after retries
  * ran out. Every call is counted in `calls`. Nothing here is used in production code.
  */
-import type { ListOptions, ObjectClient, ObjectInfo, RequestOptions, StreamOptions } from './object-client.js';
+import type { FirstObjects, ListOptions, ObjectClient, ObjectInfo, RequestOptions, StreamOptions } from './object-client.js';
 
 export type FaultyOperation = 'list' | 'head' | 'getRange' | 'getStream';
 
@@ -22,7 +22,15 @@ export class FaultyClient implements ObjectClient {
   readonly calls: Record<FaultyOperation, number> = { list: 0, head: 0, getRange: 0, getStream: 0 };
   private readonly faults: Record<FaultyOperation, Fault[]> = { list: [], head: [], getRange: [], getStream: [] };
 
-  constructor(readonly inner: ObjectClient) {}
+  constructor(readonly inner: ObjectClient) {
+    if (inner.firstObjectsUnder) {
+      this.firstObjectsUnder = async (prefix, opts) => {
+        const f = this.take('list');
+        if (f) throw f.error();
+        return inner.firstObjectsUnder!(prefix, opts);
+      };
+    }
+  }
 
   get bucket(): string {
     return this.inner.bucket;
@@ -64,6 +72,9 @@ export class FaultyClient implements ObjectClient {
     if (f) throw f.error();
     return this.inner.firstKeyUnder(prefix, opts);
   }
+
+  /** The inner client's, when it has one; a 'list' fault fails it as it fails firstKeyUnder. */
+  readonly firstObjectsUnder?: (prefix: string, opts?: RequestOptions) => Promise<FirstObjects>;
 
   async getRange(key: string, start: number, endExclusive: number, etag: string, opts?: RequestOptions): Promise<Buffer> {
     const f = this.take('getRange');

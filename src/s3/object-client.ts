@@ -39,6 +39,12 @@ export interface ObjectInfo {
   versionId?: string;
 }
 
+/** firstObjectsUnder()'s answer: at most two objects, in S3's order; `complete` when no key under the prefix was left out. */
+export interface FirstObjects {
+  objects: ObjectInfo[];
+  complete: boolean;
+}
+
 export interface RequestOptions {
   signal?: AbortSignal;
 }
@@ -111,6 +117,13 @@ export interface ObjectClient {
   head(key: string, opts?: RequestOptions): Promise<ObjectInfo>;
   /** The first key (in S3's order) that starts with `prefix`, or undefined: one listing of at most one key. */
   firstKeyUnder(prefix: string, opts?: RequestOptions): Promise<string | undefined>;
+  /**
+   * Optional (issue 44): the first two objects (in S3's order) whose keys start with `prefix`,
+   * from one listing of at most two keys, and whether that listing showed every such key.
+   * A folder probe uses it in place of firstKeyUnder: the first key's size and ETag answer a
+   * later lookup of that file without a request (src/fs/core.ts, decision 0046).
+   */
+  firstObjectsUnder?(prefix: string, opts?: RequestOptions): Promise<FirstObjects>;
   getRange(key: string, start: number, endExclusive: number, etag: string, opts?: RangeOptions): Promise<Buffer>;
   getStream(key: string, etag: string, opts?: StreamOptions): AsyncIterable<Buffer>;
   /**

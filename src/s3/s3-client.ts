@@ -36,7 +36,7 @@ import { s3FirstByteSeconds, s3InflightRequests, s3Requests, s3Retries, s3Reques
 import { addressingFor, DEFAULT_REGION, endpointFromEnv, parseEndpoint, pathStyleFor, regionFromEnv, type Addressing } from './addressing.js';
 import { checkProfile } from './profile.js';
 import { compareKeys, listAll, listPruned, type ListPage, type ListPageFn, type ListQuery } from './lister.js';
-import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
+import type { FirstObjects, ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from './object-client.js';
 import { normalizeEtag, RangeReader, UNREACHABLE_MAX_ATTEMPTS } from './range-reader.js';
 import { ConcurrencyLimiter, LimiterTimeout, type Slot } from './concurrency-limiter.js';
 import type { Reachability } from './outage.js';
@@ -676,6 +676,12 @@ export class S3ObjectClient implements ObjectClient {
 
   async firstKeyUnder(prefix: string, opts: RequestOptions = {}): Promise<string | undefined> {
     return (await this.listPage({ prefix, maxKeys: 1 }, opts.signal)).objects[0]?.key;
+  }
+
+  /** Two keys, not one: the second tells whether the first is also a folder (core.ts); same one request. */
+  async firstObjectsUnder(prefix: string, opts: RequestOptions = {}): Promise<FirstObjects> {
+    const page = await this.listPage({ prefix, maxKeys: 2 }, opts.signal);
+    return { objects: page.objects.slice(0, 2), complete: page.nextToken === undefined };
   }
 
   async getRange(key: string, start: number, endExclusive: number, etag: string, opts: RangeOptions = {}): Promise<Buffer> {

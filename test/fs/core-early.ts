@@ -121,6 +121,37 @@ t.test('one HEAD per path, however many lookups wait for it', async (t) => {
   t.equal(client.heads, 1, 'the answer is kept');
 });
 
+t.test('the first file of a folder is answered from its folder\'s probe, unless it may be a folder too', async (t) => {
+  const { client, release } = heldClient();
+  client.put('ds/f/a', Buffer.from('a file\n')); // the first key under f/, and no key under f/a/
+  client.put('ds/f/b', Buffer.from('b'));
+  client.put('ds/g/a', Buffer.from('g'));        // g/a is also a folder: g/a/b is the next key
+  client.put('ds/g/a/b', Buffer.from('gb'));
+  client.put('ds/h/a', Buffer.from('h'));        // h/a.x sorts between h/a and h/a/b: undecided
+  client.put('ds/h/a.x', Buffer.from('hx'));
+  client.put('ds/h/a/b', Buffer.from('hb'));
+  client.put('ds/i/only', Buffer.from('i'));     // the only key under i/
+  const fs = SluiceFs.start(opts(client));
+  t.teardown(async () => { release(); await fs.close(); });
+  for (const dir of ['/f', '/g', '/h', '/i']) t.equal((await fs.getattr(dir)).mode, 0o40555, `${dir} is a folder`);
+  const heads = client.heads;
+  const probes = client.probes;
+  const fa = await fs.getattr('/f/a');
+  t.equal(fa.size, 7, 'f/a: size from the folder\'s listing');
+  t.equal((await fs.getattr('/i/only')).size, 1);
+  t.equal(client.heads, heads, '...without a HEAD');
+  t.equal(client.probes, probes, '...or a listing');
+  t.equal((await fs.getattr('/g/a')).mode, 0o40555, 'g/a is a folder (the folder wins)');
+  t.equal((await fs.getattr('/h/a')).mode, 0o40555, 'h/a is a folder (its own probe asked)');
+  t.equal((await fs.getattr('/f/b')).size, 1, 'a second file is looked up as before');
+  t.ok(client.heads >= heads + 3, 'g/a, h/a and f/b were asked of S3');
+  const fh = await fs.open('/f/a', 0);
+  const dst = Buffer.alloc(16);
+  const n = await fs.read(fh, dst, 16, 0);
+  t.equal(dst.subarray(0, n).toString(), 'a file\n', 'and reads exactly');
+  await fs.release(fh);
+});
+
 t.test('an early file is pinned to the version its HEAD saw', async (t) => {
   const { client, release } = heldClient();
   const fs = SluiceFs.start(opts(client));

@@ -14,7 +14,7 @@
  */
 import { createHash } from 'node:crypto';
 import { NoSuchKeyError, ObjectChangedError, S3Error } from '../../src/errors.js';
-import type { ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../../src/s3/object-client.js';
+import type { FirstObjects, ListOptions, ObjectClient, ObjectInfo, RangeOptions, RequestOptions, StreamOptions } from '../../src/s3/object-client.js';
 import { compareKeys } from '../../src/s3/lister.js';
 
 interface Stored {
@@ -114,6 +114,14 @@ export class FakeObjectClient implements ObjectClient {
   async firstKeyUnder(prefix: string, _opts?: RequestOptions): Promise<string | undefined> {
     this.probes++;
     return [...this.objects.keys()].filter((k) => k.startsWith(prefix)).sort(compareKeys)[0];
+  }
+
+  /** As S3Client's (two keys, in S3's order); counted in `probes` as firstKeyUnder is. */
+  async firstObjectsUnder(prefix: string, _opts?: RequestOptions): Promise<FirstObjects> {
+    this.probes++;
+    const keys = [...this.objects.keys()].filter((k) => k.startsWith(prefix)).sort(compareKeys);
+    const objects = keys.slice(0, 2).map((key) => { const o = this.objects.get(key)!; return { key, size: o.body.length, etag: o.etag, lastModified: o.lastModified }; });
+    return { objects, complete: keys.length <= 2 };
   }
 
   async head(key: string, _opts?: RequestOptions): Promise<ObjectInfo> {

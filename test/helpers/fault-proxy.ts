@@ -12,7 +12,7 @@
  *                 body, then close the connection cleanly (FIN);
  *   down          stop listening (connections are refused) until set({ down: false });
  *   holdListings  hold every flat listing request (ListObjectsV2 without a delimiter and
- *                 not max-keys=1) until set({ holdListings: false }): a listing that is
+ *                 not a lookup's max-keys=1 or 2) until set({ holdListings: false }): a listing that is
  *                 slow after its first, folder-level (delimiter) pages.
  * Mid-body faults only hit requests with a Range header, i.e. the data path, so that
  * listings and HEADs made by a test's setup are not disturbed. `counts` records how many
@@ -33,7 +33,7 @@ export interface Faults {
   stall: number;
   /** Refuse connections. */
   down: boolean;
-  /** Hold flat listings (no delimiter, not max-keys=1) until cleared. */
+  /** Hold flat listings (no delimiter, not a lookup's max-keys=1 or 2) until cleared. */
   holdListings: boolean;
   // ---- issue 15 ----
   /** Answer every ListObjectsV2 with 403 AccessDenied (a run that must not list). */
@@ -87,7 +87,7 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     const reqBody = await readAll(req);
     if (faults.latencyMs > 0) await new Promise((r) => setTimeout(r, faults.latencyMs));
     const url = new URL(req.url ?? '/', 'http://x');
-    if (faults.holdListings && url.searchParams.get('list-type') === '2' && !url.searchParams.has('delimiter') && url.searchParams.get('max-keys') !== '1') {
+    if (faults.holdListings && url.searchParams.get('list-type') === '2' && !url.searchParams.has('delimiter') && !['1', '2'].includes(url.searchParams.get('max-keys') ?? '')) {
       counts.heldListings!++;
       await new Promise<void>((r) => held.push(r));
     }
