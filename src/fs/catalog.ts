@@ -25,7 +25,9 @@
  * folders, sorts files into folder ranges with a stable counting sort (objects that arrive in
  * S3 key order, as a listing or snapshot does, are already name-sorted within each folder, so
  * only a folder that arrived out of order is sorted by comparison), drops shadowed and repeated
- * files, and copies each array once into its final order and size.
+ * files, and copies each array once into its final order and size (or hands out a view of it
+ * when the order is already final). addBytes() takes a snapshot line's bytes without making a
+ * string per object (decision 0044).
  */
 import type { ObjectBytes, ObjectInfo } from '../s3/object-client.js';
 import { compareCodePoints, NAME_MAX, normalizePrefix, PATH_MAX, unsafeReason, type SkippedKey } from './tree.js';

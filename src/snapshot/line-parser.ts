@@ -13,6 +13,9 @@
  * then parses the line with JSON.parse and checks it as before, so every line the fast path
  * declines gets exactly the old result or the old error, and every line it accepts is one
  * JSON.parse reads as the same record (test/snapshot/line-parser.ts checks both by property).
+ * parseObjectBytes (decision 0044) is the same match for a reader that keeps no object: it
+ * gives byte ranges, ms and a class from CLASSES in one reused ObjectBytes, and declines what
+ * it cannot give that way (an escaped key, an odd time or class, a rare field).
  */
 import type { ObjectBytes, ObjectInfo } from '../s3/object-client.js';
 
