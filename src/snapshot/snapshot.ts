@@ -19,7 +19,7 @@
  *
  * Cost: writing hashes and (optionally) deflates each line once; reading inflates and hashes
  * each line once and parses it from its bytes (src/snapshot/line-parser.ts; JSON.parse for a
- * line of another shape): about 1 CPU s per million keys as objects, 0.5 as bytes handed to
+ * line of another shape): about 1.3 CPU s per million keys as objects, 0.5-0.8 as bytes handed to
  * `onBytes` (a FastFile mount's catalog, decision 0044).
  * Both stream (issue 43): a reader holds one read chunk and one line (scanSnapshot), a
  * writer one chunk of lines (writeSnapshotStream), so a file of any count passes through
