@@ -25,10 +25,12 @@
  * folders, sorts files into folder ranges with a stable counting sort (objects that arrive in
  * S3 key order, as a listing or snapshot does, are already name-sorted within each folder, so
  * only a folder that arrived out of order is sorted by comparison), drops shadowed and repeated
- * files, and copies each array once into its final order and size.
+ * files, and copies each array once into its final order and size (or hands out a view of it
+ * when the order is already final). addBytes() takes a snapshot line's bytes without making a
+ * string per object (decision 0044).
  */
-import type { ObjectInfo } from '../s3/object-client.js';
-import { compareCodePoints, normalizePrefix, unsafeReason, type SkippedKey } from './tree.js';
+import type { ObjectBytes, ObjectInfo } from '../s3/object-client.js';
+import { compareCodePoints, NAME_MAX, normalizePrefix, PATH_MAX, unsafeReason, type SkippedKey } from './tree.js';
 
 /** Sentinel of a Uint32 column: the value is in the column's sparse map (it does not fit, or is not the usual shape). */
 const OTHER = 0xffffffff;
@@ -38,6 +40,8 @@ const ETAG_OTHER = 0xffff;
 const MD5_ETAG = /^"([0-9a-f]{32})(?:-([1-9][0-9]{0,3}|10000))?"$/;
 /** First capacity of the growable columns: small listings stay small. */
 const FIRST_CAPACITY = 1024;
+/** Largest first capacity taken from a caller's guess (CatalogBuilder's `expected`): 64 M files, ~3 GiB of address space; past it the columns double. */
+const MAX_FIRST_CAPACITY = 64 * 1024 * 1024;
 
 /** A reference to an entry: a file index (>= 0), or a folder d as -(d + 1) (the root is -1). */
 export type Ref = number;
@@ -60,24 +64,28 @@ class Column<T extends Uint32Array | Uint16Array | Uint8Array | Float64Array> {
     }
     this.a[this.length++] = v;
   }
-  /** The first `n` values in `order` (all when order is undefined), in an array of exactly that size. */
+  /**
+   * The first `n` values in `order`, in an array of exactly that size; without an order, the
+   * first `n` as a view of the column itself: no copy, and the pages past them, never
+   * written, are never resident (decision 0044).
+   */
   take(order: Uint32Array | undefined, n = this.length): T {
+    if (!order) return this.a.subarray(0, n) as T;
     const out = this.make(n);
-    if (!order) out.set(this.a.subarray(0, n));
-    else for (let i = 0; i < n; i++) out[i] = this.a[order[i]!]!;
+    for (let i = 0; i < n; i++) out[i] = this.a[order[i]!]!;
     return out;
   }
 }
-const u32 = () => new Column(new Uint32Array(FIRST_CAPACITY), (n) => new Uint32Array(n));
+const u32 = (n: number) => new Column(new Uint32Array(n), (m) => new Uint32Array(m));
 
 /** A folder while building. */
 interface DirTmp {
   name: string;
   parent: number;
   children: number[];
-  /** Files added to it, and whether they came in name order (else finish() sorts them). */
+  /** Files added to it, the last one's index (-1: none), and whether they came in name order (else finish() sorts them). */
   files: number;
-  lastName: string | undefined;
+  lastFile: number;
   unsorted: boolean;
   /** The final number (breadth-first), set by finish(). */
   final: number;
@@ -85,19 +93,19 @@ interface DirTmp {
 
 export class CatalogBuilder {
   private readonly pre: string;
-  private readonly dirs: DirTmp[] = [{ name: '', parent: -1, children: [], files: 0, lastName: undefined, unsorted: false, final: 0 }];
+  private readonly dirs: DirTmp[] = [{ name: '', parent: -1, children: [], files: 0, lastFile: -1, unsorted: false, final: 0 }];
   private readonly dirByPath = new Map<string, number>([['', 0]]);
   private readonly skipped: SkippedKey[] = [];
-  private names = Buffer.allocUnsafe(64 * 1024);
+  private names: Buffer;
   private namesAt = 0;
-  private readonly nameEnd = new Column(new Float64Array(FIRST_CAPACITY), (n) => new Float64Array(n));
-  private readonly dir = u32();
-  private readonly size = u32();
-  private readonly mtime = u32();
+  private readonly nameEnd: Column<Float64Array>;
+  private readonly dir: Column<Uint32Array>;
+  private readonly size: Column<Uint32Array>;
+  private readonly mtime: Column<Uint32Array>;
   /** 16 bytes per file: the MD5 of an S3-shaped ETag (zeros for another). */
-  private md5 = Buffer.alloc(16 * FIRST_CAPACITY);
-  private readonly parts = new Column(new Uint16Array(FIRST_CAPACITY), (n) => new Uint16Array(n));
-  private readonly cls = new Column(new Uint8Array(FIRST_CAPACITY), (n) => new Uint8Array(n));
+  private md5: Buffer;
+  private readonly parts: Column<Uint16Array>;
+  private readonly cls: Column<Uint8Array>;
   private readonly classes: (string | undefined)[] = [undefined, 'STANDARD'];
   private readonly classIndex = new Map<string | undefined, number>([[undefined, 0], ['STANDARD', 1]]);
   private readonly bigSize = new Map<number, number>();
@@ -106,9 +114,36 @@ export class CatalogBuilder {
   private readonly extras = new Map<number, Extras>();
   private lastDirPath: string | undefined;
   private lastDir = 0;
+  /** The prefix as UTF-8 (addBytes). */
+  private readonly preBytes: Buffer;
+  /**
+   * addBytes' last folder: its path's bytes [0, bDirLen) of bDirBuf (bDirLen -1: the root, no
+   * "/" in the key), why its path is unsafe (unsafeReason, asked once per folder), and its
+   * number once a file of it was kept (-1 before).
+   */
+  private bDirBuf = Buffer.alloc(256);
+  private bDirLen = -2;
+  private bDirWhy: string | undefined;
+  private bDir = -1;
 
-  constructor(prefix: string) {
+  /**
+   * `expected`: about how many files will come (src/snapshot/dataset.ts guesses it from a snapshot's size):
+   * the columns start that large instead of doubling up to it (each doubling copies the column
+   * and touches fresh pages: ~1 s of 10 M objects' build, decision 0044). Pages never written
+   * are never resident, so a guess above the count costs address space, not memory.
+   */
+  constructor(prefix: string, expected = 0) {
     this.pre = normalizePrefix(prefix);
+    this.preBytes = Buffer.from(this.pre);
+    const n = Math.max(FIRST_CAPACITY, Math.min(Math.ceil(expected), MAX_FIRST_CAPACITY));
+    this.names = Buffer.allocUnsafe(Math.max(64 * 1024, 8 * n));
+    this.nameEnd = new Column(new Float64Array(n), (m) => new Float64Array(m));
+    this.dir = u32(n);
+    this.size = u32(n);
+    this.mtime = u32(n);
+    this.md5 = Buffer.alloc(16 * n);
+    this.parts = new Column(new Uint16Array(n), (m) => new Uint16Array(m));
+    this.cls = new Column(new Uint8Array(n), (m) => new Uint8Array(m));
   }
 
   /** The folder at `path` ('' is the root; 'a/b'), made with its parents when missing. */
@@ -118,7 +153,7 @@ export class CatalogBuilder {
     const cut = path.lastIndexOf('/');
     const parent = this.ensureDir(cut < 0 ? '' : path.slice(0, cut));
     const d = this.dirs.length;
-    this.dirs.push({ name: path.slice(cut + 1), parent, children: [], files: 0, lastName: undefined, unsorted: false, final: -1 });
+    this.dirs.push({ name: path.slice(cut + 1), parent, children: [], files: 0, lastFile: -1, unsorted: false, final: -1 });
     this.dirs[parent]!.children.push(d);
     this.dirByPath.set(path, d);
     return d;
@@ -148,54 +183,18 @@ export class CatalogBuilder {
       d = this.lastDir = this.ensureDir(dirPath);
       this.lastDirPath = dirPath;
     }
-    const dt = this.dirs[d]!;
-    if (dt.lastName !== undefined && !dt.unsorted) {
-      // A repeat too goes the sorted way: a folder of the same name must win over every copy.
-      if (compareCodePoints(dt.lastName, name) >= 0) dt.unsorted = true;
-    }
-    dt.lastName = name;
-    dt.files++;
-    const i = this.dir.length;
-    this.dir.push(d);
     const len = Buffer.byteLength(name);
-    if (this.namesAt + len > this.names.length) {
-      const more = Buffer.allocUnsafe(Math.max(2 * this.names.length, this.namesAt + len));
-      this.names.copy(more, 0, 0, this.namesAt);
-      this.names = more;
-    }
-    this.namesAt += this.names.write(name, this.namesAt);
-    this.nameEnd.push(this.namesAt);
-    if (info.size < OTHER) this.size.push(info.size);
-    else {
-      this.size.push(OTHER);
-      this.bigSize.set(i, info.size);
-    }
-    const ms = info.lastModified.getTime();
-    if (ms % 1000 === 0 && ms >= 0 && ms / 1000 < OTHER) this.mtime.push(ms / 1000);
-    else {
-      this.mtime.push(OTHER);
-      this.oddMtime.set(i, ms);
-    }
+    this.roomForName(len);
+    this.names.write(name, this.namesAt);
+    const i = this.file(d, len, info.size, info.lastModified.getTime(), info.storageClass);
     const m = MD5_ETAG.exec(info.etag);
-    if (16 * (i + 1) > this.md5.length) {
-      const more = Buffer.alloc(2 * this.md5.length);
-      this.md5.copy(more);
-      this.md5 = more;
-    }
-    if (m) this.md5.write(m[1]!, 16 * i, 16, 'hex');
-    if (m) this.parts.push(m[2] === undefined ? 0 : Number(m[2]));
-    else {
+    if (m) {
+      this.md5.write(m[1]!, 16 * i, 16, 'hex');
+      this.parts.push(m[2] === undefined ? 0 : Number(m[2]));
+    } else {
       this.parts.push(ETAG_OTHER);
       this.oddEtag.set(i, info.etag);
     }
-    let c = this.classIndex.get(info.storageClass);
-    if (c === undefined) {
-      if (this.classes.length > 255) throw new RangeError('more than 255 storage classes in one listing');
-      c = this.classes.length;
-      this.classes.push(info.storageClass);
-      this.classIndex.set(info.storageClass, c);
-    }
-    this.cls.push(c);
     if (info.versionId !== undefined || info.archiveStatus !== undefined || info.restored !== undefined) {
       const x: Extras = {};
       if (info.versionId !== undefined) x.versionId = info.versionId;
@@ -203,6 +202,112 @@ export class CatalogBuilder {
       if (info.restored !== undefined) x.restored = info.restored;
       this.extras.set(i, x);
     }
+  }
+
+  /** Room in `names` for `len` more bytes. */
+  private roomForName(len: number): void {
+    if (this.namesAt + len > this.names.length) {
+      const more = Buffer.allocUnsafe(Math.max(2 * this.names.length, this.namesAt + len));
+      this.names.copy(more, 0, 0, this.namesAt);
+      this.names = more;
+    }
+  }
+
+  /**
+   * Appends a file of folder d whose name (`len` bytes) is already written at namesAt; returns
+   * its index. The ETag's part count is the caller's to push (its 16 MD5 bytes have room).
+   */
+  private file(d: number, len: number, size: number, ms: number, storageClass: string | undefined): number {
+    const i = this.dir.length;
+    const from = this.namesAt;
+    this.namesAt += len;
+    this.nameEnd.push(this.namesAt);
+    const dt = this.dirs[d]!;
+    if (dt.lastFile >= 0 && !dt.unsorted) {
+      // Names in code point order, which is UTF-8 byte order. A repeat too goes the sorted
+      // way: a folder of the same name must win over every copy.
+      const j = dt.lastFile;
+      if (compareBytes(this.names, j === 0 ? 0 : this.nameEnd.a[j - 1]!, this.nameEnd.a[j]!, this.names, from, this.namesAt) >= 0) dt.unsorted = true;
+    }
+    dt.lastFile = i;
+    dt.files++;
+    this.dir.push(d);
+    if (size < OTHER) this.size.push(size);
+    else {
+      this.size.push(OTHER);
+      this.bigSize.set(i, size);
+    }
+    if (ms % 1000 === 0 && ms >= 0 && ms / 1000 < OTHER) this.mtime.push(ms / 1000);
+    else {
+      this.mtime.push(OTHER);
+      this.oddMtime.set(i, ms);
+    }
+    if (16 * (i + 1) > this.md5.length) {
+      const more = Buffer.alloc(2 * this.md5.length);
+      this.md5.copy(more);
+      this.md5 = more;
+    }
+    let c = this.classIndex.get(storageClass);
+    if (c === undefined) {
+      if (this.classes.length > 255) throw new RangeError('more than 255 storage classes in one listing');
+      c = this.classes.length;
+      this.classes.push(storageClass);
+      this.classIndex.set(storageClass, c);
+    }
+    this.cls.push(c);
+    return i;
+  }
+
+  /**
+   * add() for an object read as the bytes of a snapshot line (decision 0044): the same result,
+   * without a string per object. The key is ASCII (ObjectBytes), so its bytes are its UTF-8 and
+   * unsafeReason() can only object to lengths and to empty, "." and ".." segments: the folder's
+   * path is checked once per folder (keys come grouped by folder), the name and the length per
+   * file, and a key that fails goes through unsafeReason() itself for the reason. The name is
+   * copied into the name table, the ETag's hex decoded into the MD5 column.
+   */
+  addBytes(o: ObjectBytes): void {
+    const buf = o.buf;
+    const ks = o.keyStart;
+    const pl = this.preBytes.length;
+    if (o.keyEnd - ks < pl || compareBytes(buf, ks, ks + pl, this.preBytes, 0, pl) !== 0) return;
+    const rs = ks + pl;
+    let re = o.keyEnd;
+    if (re === rs) return; // the prefix's own folder marker
+    if (buf[re - 1] === SLASH) {
+      // A folder marker (rare): as add() does.
+      const rel = buf.toString('latin1', rs, re - 1);
+      const why = unsafeReason(rel);
+      if (why) this.skipped.push({ key: buf.toString('latin1', ks, o.keyEnd), reason: why });
+      else this.ensureDir(rel);
+      return;
+    }
+    let cut = re - 1;
+    while (cut >= rs && buf[cut] !== SLASH) cut--;
+    const dirLen = cut < rs ? -1 : cut - rs;
+    if (dirLen !== this.bDirLen || (dirLen > 0 && compareBytes(buf, rs, cut, this.bDirBuf, 0, dirLen) !== 0)) {
+      if (dirLen > this.bDirBuf.length) this.bDirBuf = Buffer.alloc(2 * dirLen);
+      if (dirLen > 0) buf.copy(this.bDirBuf, 0, rs, cut);
+      this.bDirLen = dirLen;
+      this.bDirWhy = dirLen < 0 ? undefined : unsafeReason(buf.toString('latin1', rs, cut));
+      this.bDir = -1;
+    }
+    const ns = cut + 1;
+    const len = re - ns;
+    if (this.bDirWhy !== undefined || re - rs > PATH_MAX || len === 0 || len > NAME_MAX || (buf[ns] === DOT && (len === 1 || (len === 2 && buf[ns + 1] === DOT)))) {
+      const why = unsafeReason(buf.toString('latin1', rs, re));
+      if (why) {
+        this.skipped.push({ key: buf.toString('latin1', ks, o.keyEnd), reason: why });
+        return;
+      }
+    }
+    if (this.bDir < 0) this.bDir = this.ensureDir(dirLen < 0 ? '' : this.bDirBuf.toString('latin1', 0, dirLen));
+    this.roomForName(len);
+    copyBytes(buf, ns, re, this.names, this.namesAt);
+    const i = this.file(this.bDir, len, o.size, o.mtimeMs, o.storageClass);
+    const parts = md5Etag(buf, o.etagStart, o.etagEnd, this.md5, 16 * i);
+    this.parts.push(parts);
+    if (parts === ETAG_OTHER) this.oddEtag.set(i, JSON.parse(`"${buf.toString('latin1', o.etagStart, o.etagEnd)}"`) as string);
   }
 
   /** The catalog; the builder must not be used after. */
@@ -239,16 +344,29 @@ export class CatalogBuilder {
     // Files into folder ranges: a stable counting sort by final folder number.
     const n = this.dir.length;
     const dirOf = this.dir.a;
+    const finalOf = new Uint32Array(dirs.length);
+    for (let d = 0; d < dirs.length; d++) finalOf[d] = dirs[d]!.final;
     const counts = new Float64Array(D + 1);
-    for (let i = 0; i < n; i++) counts[dirs[dirOf[i]!]!.final + 1]!++;
-    for (let k = 0; k < D; k++) counts[k + 1]! += counts[k]!;
-    const at = counts.slice(0, D);
-    const perm = new Uint32Array(n);
-    let identity = true;
+    // Files that came grouped by folder in folder order (a snapshot's, a listing's) sort to themselves.
+    let inOrder = true;
+    let last = 0;
     for (let i = 0; i < n; i++) {
-      const p = at[dirs[dirOf[i]!]!.final]!++;
-      perm[p] = i;
-      if (p !== i) identity = false;
+      const f = finalOf[dirOf[i]!]!;
+      counts[f + 1]!++;
+      if (f < last) inOrder = false;
+      last = f;
+    }
+    for (let k = 0; k < D; k++) counts[k + 1]! += counts[k]!;
+    const perm = new Uint32Array(n);
+    let identity = inOrder;
+    if (inOrder) for (let i = 0; i < n; i++) perm[i] = i;
+    else {
+      const at = counts.slice(0, D);
+      for (let i = 0; i < n; i++) {
+        const p = at[finalOf[dirOf[i]!]!]!++;
+        perm[p] = i;
+        if (p !== i) identity = false;
+      }
     }
     const nameOf = (i: number) => this.names.toString('utf8', i === 0 ? 0 : this.nameEnd.a[i - 1]!, this.nameEnd.a[i]!);
     const keyOf = (i: number) => `${this.pre}${dirPathOf(dirs, dirOf[i]!)}${nameOf(i)}`;
@@ -313,8 +431,11 @@ export class CatalogBuilder {
     let names: Buffer;
     let ends: Uint32Array | Float64Array;
     if (!final) {
-      names = Buffer.from(this.names.subarray(0, this.namesAt));
-      ends = this.namesAt < OTHER ? Uint32Array.from(this.nameEnd.a.subarray(0, n)) : this.nameEnd.take(undefined);
+      names = this.names.subarray(0, this.namesAt); // a view, as take() gives
+      if (this.namesAt < OTHER) {
+        ends = new Uint32Array(n);
+        ends.set(this.nameEnd.a.subarray(0, n));
+      } else ends = this.nameEnd.take(undefined);
     } else {
       let total = 0;
       for (let i = 0; i < N; i++) {
@@ -330,9 +451,11 @@ export class CatalogBuilder {
         ends[i] = w;
       }
     }
-    const md5 = Buffer.allocUnsafe(16 * N);
-    if (!final) this.md5.copy(md5, 0, 0, 16 * N);
-    else for (let i = 0; i < N; i++) this.md5.copy(md5, 16 * i, 16 * src(i), 16 * src(i) + 16);
+    let md5 = this.md5.subarray(0, 16 * N);
+    if (final) {
+      md5 = Buffer.allocUnsafe(16 * N);
+      for (let i = 0; i < N; i++) this.md5.copy(md5, 16 * i, 16 * src(i), 16 * src(i) + 16);
+    }
     const remap = <V>(m: Map<number, V>): Map<number, V> => {
       if (!final || m.size === 0) return m;
       const back = new Map<number, number>();
@@ -352,6 +475,71 @@ export class CatalogBuilder {
       extras: remap(this.extras), skipped: this.skipped, totalBytes,
     });
   }
+}
+
+/**
+ * Bytes [as, ae) of a against [bs, be) of b, as Buffer.compare orders them (-1, 0, 1). A loop:
+ * names and folder paths are a few bytes, where Buffer#compare's argument checks cost more than
+ * the comparison (measured: ~0.7 µs a call, decision 0044).
+ */
+function compareBytes(a: Buffer, as: number, ae: number, b: Buffer, bs: number, be: number): number {
+  const n = Math.min(ae - as, be - bs);
+  for (let k = 0; k < n; k++) {
+    const x = a[as + k]!;
+    const y = b[bs + k]!;
+    if (x !== y) return x < y ? -1 : 1;
+  }
+  const d = (ae - as) - (be - bs);
+  return d < 0 ? -1 : d > 0 ? 1 : 0;
+}
+
+/** Bytes [s, e) of src to dst at `at`: a loop for short runs (Buffer#copy's checks cost more), copy() past 32 bytes. */
+function copyBytes(src: Buffer, s: number, e: number, dst: Buffer, at: number): void {
+  if (e - s > 32) src.copy(dst, at, s, e);
+  else for (let k = s; k < e; k++) dst[at++] = src[k]!;
+}
+
+const SLASH = 0x2f;
+const DOT = 0x2e;
+const BACKSLASH = 0x5c;
+const QUOTE = 0x22;
+/** Value of an ASCII byte as a lowercase hex digit, or -1. */
+const HEX = new Int8Array(256).fill(-1);
+for (let c = 0; c < 16; c++) HEX['0123456789abcdef'.charCodeAt(c)] = c;
+
+/**
+ * An ETag's JSON text at bytes [s, e) of buf that MD5_ETAG would accept once unescaped
+ * (\"32 lowercase hex\" or \"hex-N\" with N of 1..10,000, no leading zero): its 16 bytes
+ * written at md5[at..at+16), and its part count (0 for none) returned; ETAG_OTHER for any other
+ * text (its 16 bytes then zeros, as add() leaves them: the sparse map holds the ETag).
+ */
+function md5Etag(buf: Buffer, s: number, e: number, md5: Buffer, at: number): number {
+  const parts = md5Parts(buf, s, e, md5, at);
+  if (parts === ETAG_OTHER) md5.fill(0, at, at + 16);
+  return parts;
+}
+
+function md5Parts(buf: Buffer, s: number, e: number, md5: Buffer, at: number): number {
+  const n = e - s;
+  if (n < 36 || buf[s] !== BACKSLASH || buf[s + 1] !== QUOTE || buf[e - 2] !== BACKSLASH || buf[e - 1] !== QUOTE) return ETAG_OTHER;
+  for (let k = 0; k < 16; k++) {
+    const hi = HEX[buf[s + 2 + 2 * k]!]!;
+    const lo = HEX[buf[s + 3 + 2 * k]!]!;
+    if (hi < 0 || lo < 0) return ETAG_OTHER;
+    md5[at + k] = (hi << 4) | lo;
+  }
+  if (n === 36) return 0;
+  // "-N": 1 to 5 digits, the first not 0, at most 10,000.
+  const ds = s + 35;
+  const de = e - 2;
+  if (buf[s + 34] !== 0x2d || de - ds < 1 || de - ds > 5 || buf[ds] === 0x30) return ETAG_OTHER;
+  let parts = 0;
+  for (let p = ds; p < de; p++) {
+    const c = buf[p]! - 0x30;
+    if (c < 0 || c > 9) return ETAG_OTHER;
+    parts = parts * 10 + c;
+  }
+  return parts <= 10000 ? parts : ETAG_OTHER;
 }
 
 /** A folder's path below the prefix while building, with a trailing "/" ('' for the root). */

@@ -92,7 +92,7 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
   const o = opts.options;
   // A snapshot goes straight into the catalog as it is read (issue 46): no object of it is kept on the way.
   let builder: CatalogBuilder | undefined;
-  const ds = await openDataset(opts.uri, opts.dataset ?? { skipArchived: false }, opts.channel ?? 'fastfile', (prefix) => (builder = new CatalogBuilder(prefix)));
+  const ds = await openDataset(opts.uri, opts.dataset ?? { skipArchived: false }, opts.channel ?? 'fastfile', (prefix, expected) => (builder = new CatalogBuilder(prefix, expected)));
   const catalog = ds.streamed && builder ? builder.finish() : undefined;
   builder = undefined;
   const { bucket, prefix } = ds;

@@ -45,6 +45,28 @@ export interface FirstObjects {
   complete: boolean;
 }
 
+/**
+ * An object as the bytes of a snapshot line (issue 46, decision 0044): what a reader that keeps
+ * no object (the FastFile catalog) needs, without a string or a Date per object. Filled in
+ * place by src/snapshot/line-parser.ts parseObjectBytes() for one line at a time: the fields
+ * are valid until the next line. Only objects with none of the rare fields (versionId,
+ * archiveStatus, restored) come this way.
+ */
+export interface ObjectBytes {
+  /** The line's bytes. */
+  buf: Buffer;
+  /** The key: bytes [keyStart, keyEnd) of buf, printable ASCII, no escape (so its UTF-8 and its JSON text are the same). */
+  keyStart: number;
+  keyEnd: number;
+  size: number;
+  /** The ETag's JSON text (inside the line's quotes, escapes as written): bytes [etagStart, etagEnd). */
+  etagStart: number;
+  etagEnd: number;
+  /** lastModified in ms since the epoch. */
+  mtimeMs: number;
+  storageClass: string;
+}
+
 export interface RequestOptions {
   signal?: AbortSignal;
 }

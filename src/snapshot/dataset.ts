@@ -11,12 +11,13 @@
  *     metrics that name the snapshot. The caller decides what archived objects mean for its
  *     mode: Pipe and File refuse to start (ArchivedObjectsError), FastFile shows them.
  */
+import { open } from 'node:fs/promises';
 import { ArchivedObjectsError } from '../errors.js';
 import { log } from '../log.js';
 import { archivedObjects, archivedSkipped, snapshotInfo, snapshotObjects } from '../metrics/metrics.js';
-import { archivedAs, needsProbe, partitionArchived, PROBE_MAX, probeArchived } from '../s3/archive.js';
+import { ARCHIVED_CLASSES, archivedAs, needsProbe, partitionArchived, PROBE_MAX, probeArchived } from '../s3/archive.js';
 import { KeyFilter } from '../s3/filters.js';
-import type { ListOptions, ObjectClient, ObjectInfo } from '../s3/object-client.js';
+import type { ListOptions, ObjectBytes, ObjectClient, ObjectInfo } from '../s3/object-client.js';
 import { parseS3Uri } from '../s3/uri.js';
 import { SnapshotSpill } from './spill.js';
 import { checkSnapshotUri, readSnapshot, scanSnapshot, snapshotId, writeSnapshot, writeSnapshotStream, type Snapshot, type SnapshotHeader, type SnapshotTrailer } from './snapshot.js';
@@ -47,7 +48,13 @@ export interface Dataset {
  * snapshot's prefix is known, then given each object the filter keeps, archived ones left out
  * with --skip-archived. The caller drops what it built when openDataset() throws.
  */
-export type StreamTo = (prefix: string) => { add(o: ObjectInfo): void };
+export type StreamTo = (prefix: string, expected: number) => StreamSink;
+
+/** A sink for a streamed snapshot; `addBytes`, when given, takes the objects read as bytes (decision 0044) that need no check here. */
+export interface StreamSink {
+  add(o: ObjectInfo): void;
+  addBytes?(o: ObjectBytes): void;
+}
 
 /** What settle() would have found in a streamed snapshot. */
 export interface Streamed {
@@ -62,6 +69,30 @@ export interface Streamed {
   versions: Map<string, string>;
 }
 
+/**
+ * Bytes of a snapshot line, for a guess of the object count from the file's size: an object
+ * line is at least ~95 bytes, a synthetic one ~147, real ones with longer keys more; 128
+ * guesses at most ~1.5 times too many (address space, not memory: StreamTo's `expected`).
+ */
+const LINE_BYTES_GUESS = 128;
+
+/** About how many objects a plain snapshot holds (its size / LINE_BYTES_GUESS); 0 for gzip (unknown) or when the file cannot be read (the scan reports that). */
+async function expectedObjects(file: string): Promise<number> {
+  try {
+    const fh = await open(file, 'r');
+    try {
+      const magic = Buffer.alloc(2);
+      const { bytesRead } = await fh.read(magic, 0, 2, 0);
+      if (bytesRead === 2 && magic[0] === 0x1f && magic[1] === 0x8b) return 0;
+      return Math.floor((await fh.stat()).size / LINE_BYTES_GUESS);
+    } finally {
+      await fh.close();
+    }
+  } catch {
+    return 0;
+  }
+}
+
 /** Step 1. `uri` may be undefined when a snapshot is given (its URI is used). */
 export async function openDataset(uri: string | undefined, opts: DatasetOptions, channel: string, stream?: StreamTo): Promise<Dataset> {
   let snapshot: Snapshot | undefined;
@@ -70,15 +101,20 @@ export async function openDataset(uri: string | undefined, opts: DatasetOptions,
     // Steps 1 to 3 as the file is read: no object is kept here.
     const file = opts.snapshot;
     const s: Streamed = { kept: 0, archived: [], classes: [], skippedArchived: 0, versions: new Map() };
-    let sink: ReturnType<StreamTo> | undefined;
+    let sink: StreamSink | undefined;
     let keep: ((key: string) => boolean) | undefined;
+    /** Whether objects read as bytes go straight to the sink: without a filter (it matches key strings). */
+    let asBytes = false;
     const open = (header: SnapshotHeader) => {
       const u = checkSnapshotUri({ file, header }, uri);
       const { prefix } = parseS3Uri(u);
       const f = opts.filter && opts.filter.length > 0 ? new KeyFilter(opts.filter, prefix) : undefined;
       keep = f ? (k) => f.matches(k) : () => true;
-      return stream(prefix);
+      const out = stream(prefix, expected);
+      asBytes = f === undefined && out.addBytes !== undefined;
+      return out;
     };
+    const expected = await expectedObjects(file);
     const scan = await scanSnapshot(file, (o, header) => {
       sink ??= open(header);
       if (!keep!(o.key)) return;
@@ -94,6 +130,16 @@ export async function openDataset(uri: string | undefined, opts: DatasetOptions,
       if (o.versionId !== undefined) s.versions.set(o.key, o.versionId);
       s.kept++;
       sink.add(o);
+    }, {
+      // A line read as bytes has no version id, archive tier or restore (parseObjectBytes), so
+      // its archive state is its class's: an archived class goes the object way above.
+      onBytes: (o, header) => {
+        sink ??= open(header);
+        if (!asBytes || ARCHIVED_CLASSES.has(o.storageClass)) return false;
+        s.kept++;
+        sink.addBytes!(o);
+        return true;
+      },
     });
     sink ??= open(scan.header);
     snapshot = { file, header: scan.header, objects: [], trailer: scan.trailer };

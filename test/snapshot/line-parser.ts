@@ -9,8 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import t from 'tap';
-import type { ObjectInfo } from '../../src/s3/object-client.js';
-import { parseObjectLine } from '../../src/snapshot/line-parser.js';
+import type { ObjectBytes, ObjectInfo } from '../../src/s3/object-client.js';
+import { parseObjectBytes, parseObjectLine } from '../../src/snapshot/line-parser.js';
+import { compareKeys } from '../../src/s3/lister.js';
 import { objectLine, scanSnapshot } from '../../src/snapshot/snapshot.js';
 
 const HEADER = JSON.stringify({ sluiceSnapshot: 1, uri: 's3://b/p/', bucket: 'b', prefix: 'p/', createdAt: '2026-12-07T00:00:00.000Z', listing: { filters: [], skipArchived: false } });
@@ -103,4 +104,88 @@ t.test('a scan gives the same objects or the same SnapshotError with and without
     return a === b;
   }), { numRuns: 400 });
   t.ok(refused > 20 && refused < 400, `${refused} of 400 files refused (both ways alike)`);
+});
+
+/** A line of the common shape (a short ASCII key, an MD5 ETag, a time the shortcut reads), mutated or not: most go the bytes way. */
+const simpleLine = fc.record({ k: fc.stringMatching(/^[a-c/.]{0,4}[a-z0-9]{0,6}$/), ms: fc.integer({ min: 0, max: 2 ** 40 }), etag: fc.constantFrom('"0123456789abcdef0123456789abcdef"', '"0123456789abcdef0123456789abcdef-12"', 'W/"x"', '"a\\"b"'), cls: fc.constantFrom('STANDARD', 'GLACIER', 'REDUCED_REDUNDANCY') })
+  .map(({ k, ms, etag, cls }) => objectLine({ key: `p/${k}`, size: 3, etag, lastModified: new Date(ms), storageClass: cls }));
+const simple = fc.oneof({ weight: 6, arbitrary: simpleLine }, { weight: 1, arbitrary: fc.tuple(simpleLine, fc.nat(), fc.constantFrom('"', '\\', '}', ',', '0', 'é', '\u0000')).map(([l, at, c]) => { const i = at % l.length; return l.slice(0, i) + c + l.slice(i + 1); }) });
+
+/** An ObjectBytes as the ObjectInfo it stands for (the fields scanSnapshot's object path would give). */
+const fromBytes = (o: ObjectBytes): ObjectInfo => ({
+  key: o.buf.toString('latin1', o.keyStart, o.keyEnd), size: o.size, etag: JSON.parse(`"${o.buf.toString('latin1', o.etagStart, o.etagEnd)}"`) as string,
+  lastModified: new Date(o.mtimeMs), storageClass: o.storageClass,
+});
+const blank = (): ObjectBytes => ({ buf: Buffer.alloc(0), keyStart: 0, keyEnd: 0, size: 0, etagStart: 0, etagEnd: 0, mtimeMs: 0, storageClass: '' });
+
+t.test('parseObjectBytes (decision 0044): a line it accepts is the record JSON.parse reads, with none of the rare fields', async (t) => {
+  let accepted = 0;
+  fc.assert(fc.property(fc.oneof(simple, objectArb.map(objectLine), mutated), (line) => {
+    const b = Buffer.from(`xx${line}yy`, 'utf8');
+    const o = blank();
+    if (!parseObjectBytes(b, 2, b.length - 2, o)) return true;
+    accepted++;
+    const ref = reference(line);
+    return ref !== undefined && ref.versionId === undefined && ref.archiveStatus === undefined && ref.restored === undefined && plain(fromBytes(o)) === plain(ref)
+      && fast(line) !== undefined;
+  }), { numRuns: 20_000 });
+  t.ok(accepted > 2000, `${accepted} lines read as bytes`);
+});
+
+t.test('parseObjectBytes: times of one hour in a row (its shortcut) read as new Date() reads them', async (t) => {
+  const hours = [Date.UTC(2024, 0, 1, 5), Date.UTC(1969, 11, 31, 23), Date.UTC(100, 0, 1, 0), Date.UTC(2026, 1, 28, 23), Date.UTC(9999, 11, 28, 23)];
+  let declined = 0;
+  fc.assert(fc.property(fc.array(fc.tuple(fc.constantFrom(...hours), fc.nat({ max: 3_600_000 + 5000 }), fc.constantFrom('', '', '', ':60.', ':61.', 'T24:')), { minLength: 1, maxLength: 30 }), (times) => {
+    for (const [h, off, bad] of times) {
+      const iso = new Date(h + off).toISOString();
+      // A minute or second out of range, or hour 24: new Date() refuses or rolls over; the parser must decline.
+      const text = bad === '' ? iso : bad.startsWith('T') ? iso.replace(/T\d\d:/, bad) : iso.replace(/:\d\d\./, bad);
+      const line = `{"key":"p/a","size":1,"etag":"\\"e\\"","lastModified":"${text}","storageClass":"STANDARD"}`;
+      const b = Buffer.from(line);
+      const o = blank();
+      if (!parseObjectBytes(b, 0, b.length, o)) {
+        declined++;
+        if (bad === '' && new Date(h + off).getUTCDate() <= 28) return false;
+        continue;
+      }
+      if (bad !== '' || o.mtimeMs !== new Date(text).getTime()) return false;
+    }
+    return true;
+  }), { numRuns: 2000 });
+  t.ok(declined > 100, `${declined} bad times declined`);
+});
+
+t.test('a scan with onBytes gives the same objects or the same SnapshotError as without the fast parser', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'line-bytes-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const outcome = async (file: string, how: 'ref' | 'bytes', decline: (i: number) => boolean) => {
+    const got: string[] = [];
+    let i = 0;
+    try {
+      if (how === 'ref') await scanSnapshot(file, (o) => { got.push(plain(o)!); }, { fastLines: false });
+      else await scanSnapshot(file, (o) => { got.push(plain(o)!); }, { onBytes: (o) => { if (decline(i++)) return false; got.push(plain(fromBytes(o))!); return true; } });
+      return `ok ${got.join('\n')}`;
+    } catch (err) {
+      return `${(err as Error).constructor.name}: ${(err as Error).message}`;
+    }
+  };
+  let n = 0;
+  let refused = 0;
+  let bytesRead = 0;
+  await fc.assert(fc.asyncProperty(fc.array(fc.oneof({ weight: 8, arbitrary: simple }, { weight: 1, arbitrary: objectArb.map(objectLine) }, { weight: 1, arbitrary: mutated }), { minLength: 1, maxLength: 6 }), fc.nat(), fc.boolean(), async (lines, seed, inOrder) => {
+    // Most files in S3 order, so that a scan reaches more than its first lines.
+    if (inOrder) lines.sort((x, y) => compareKeys(reference(x)?.key ?? '', reference(y)?.key ?? ''));
+    const text = [HEADER, ...lines].map((l) => `${l}\n`).join('');
+    const sha256 = createHash('sha256').update(text).digest('hex');
+    const bytes = lines.map(reference).reduce((s, o) => s + (o?.size ?? 0), 0);
+    const file = path.join(dir, `s${n++}.snap`);
+    await writeFile(file, `${text}${JSON.stringify({ end: { objects: lines.length, bytes, sha256 } })}\n`);
+    const a = await outcome(file, 'ref', () => false);
+    const b = await outcome(file, 'bytes', (i) => { bytesRead++; return ((seed >> (i % 30)) & 1) === 1; });
+    if (!a.startsWith('ok')) refused++;
+    await rm(file);
+    return a === b;
+  }), { numRuns: 500 });
+  t.ok(refused > 20 && refused < 500, `${refused} of 500 files refused (both ways alike)`);
+  t.ok(bytesRead > 300, `${bytesRead} lines offered as bytes`);
 });
