@@ -68,7 +68,7 @@ import { InflightBudget } from '../prefetch/inflight-budget.js';
 import { RandomFill } from '../prefetch/random-fill.js';
 import { ReadCursor, type CursorStats, type ReadView } from '../prefetch/read-cursor.js';
 import type { FirstObjects, ObjectClient, ObjectInfo } from '../s3/object-client.js';
-import { Catalog, catalogOf, dirOfRef, dirRef, FolderFiles, isDirRef, type Ref } from './catalog.js';
+import { Catalog, CatalogBuilder, dirOfRef, dirRef, FolderFiles, isDirRef, type Ref } from './catalog.js';
 import { newDir, normalizePrefix, unsafeReason, type Node, type SkippedKey } from './tree.js';
 import { OrderFile, orderFileProblem } from './order-file.js';
 import type { Attr, BlockLease, CatalogView, DirEntries, FsCore, StatFs, TierOpensOf } from './types.js';
@@ -135,6 +135,12 @@ export interface SluiceFsOptions {
   versions?: boolean;
   /** Called with the listed objects before the view is built; returns the objects to show (archived probe, --skip-archived, --snapshot-out). */
   onListing?: (objects: ObjectInfo[]) => Promise<ObjectInfo[]>;
+  /**
+   * With onListing: the objects it must see (archive classes); every other object goes into the
+   * view as it is listed, so a listing of 10 M objects never holds 10 M ObjectInfos (issue 46:
+   * ~800 bytes each). Absent: onListing sees every object.
+   */
+  holdBack?: (o: ObjectInfo) => boolean;
 }
 
 export interface ReadOptions {
@@ -438,7 +444,13 @@ export class SluiceFs implements FsCore {
 
   private async runListing(answered: () => void): Promise<void> {
     const t0 = performance.now();
-    const objects: ObjectInfo[] = [];
+    // Objects go into the catalog's compact columns as they come; only those onListing must
+    // see (holdBack) wait in `held` for the listing's end.
+    const builder = new CatalogBuilder(this.prefix);
+    const held: ObjectInfo[] = [];
+    const onListing = this.opts.onListing;
+    const hold = onListing ? (this.opts.holdBack ?? (() => true)) : () => false;
+    const take = (o: ObjectInfo) => { if (hold(o)) held.push(o); else builder.add(o); };
     const beforeRequest = () => this.afterLookups();
     const filter = this.opts.filter;
     // A loop, never push(...listing): a spread passes every element as an argument on the
@@ -448,16 +460,17 @@ export class SluiceFs implements FsCore {
       this.installCatalog(this.opts.catalog, t0);
       return;
     }
-    if (this.opts.listing) for (const o of this.opts.listing) objects.push(o);
+    if (this.opts.listing) for (const o of this.opts.listing) take(o);
     else {
       for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered, ...(filter ? { filter } : {}), ...(this.opts.versions ? { versions: true } : {}) })) {
-        if (!filter || filter.matches(o.key)) objects.push(o);
+        if (!filter || filter.matches(o.key)) take(o);
       }
     }
     answered(); // also for a client that does not report pages (onPage is optional)
-    const shown = this.opts.onListing ? await this.opts.onListing(objects) : objects;
+    // The catalog takes objects in any order (./catalog.ts), so the held ones may come last.
+    for (const o of onListing ? await onListing(held) : held) builder.add(o);
     // The caller logs skippedKeys (src/fuse/fastfile.ts): the core stays free of I/O policy.
-    this.installCatalog(catalogOf(shown, this.prefix), t0);
+    this.installCatalog(builder.finish(), t0);
   }
 
   private installCatalog(cat: Catalog, t0: number): void {

@@ -28,6 +28,7 @@ import { log } from '../log.js';
 import type { TieredClient } from '../cache/tiered-client.js';
 import { clientOptionsFrom, createObjectClient } from '../s3/s3-client.js';
 import type { ObjectInfo } from '../s3/object-client.js';
+import { archivedAs, needsProbe } from '../s3/archive.js';
 import { restoreHint } from '../errors.js';
 import { listOptionsFor, openDataset, settle, settleStreamed, snapshotObjectsFor, type DatasetOptions } from '../snapshot/dataset.js';
 import { CatalogBuilder } from '../fs/catalog.js';
@@ -141,8 +142,11 @@ export async function mountFastFile(opts: MountFastFileOptions): Promise<FastFil
       return settled.objects;
     };
     if (catalog) warnArchived(settleStreamed(ds, client));
+    // A live listing not saved as a snapshot: settle() needs to see only the objects of archive
+    // classes (probe, --skip-archived); the rest go straight into the catalog.
+    const holdBack = !ds.snapshot && ds.opts.snapshotOut === undefined ? (o: ObjectInfo) => needsProbe(o) || archivedAs(o) !== undefined : undefined;
     const fs = SluiceFs.start({
-      client, prefix, onListing,
+      client, prefix, onListing, ...(holdBack ? { holdBack } : {}),
       ...(catalog ? { catalog } : ds.snapshot ? { listing: snapshotObjectsFor(ds, client) } : {}),
       ...listOptionsFor(ds),
       ...(opts.channel !== undefined ? { channel: opts.channel } : {}),

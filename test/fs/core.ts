@@ -273,3 +273,25 @@ t.test('large files of a folder read one after another: the next file starts at 
   await fs.release(c.fh);
   t.same(await readAll(fs, '/big/c.bin'), client.body('ds/big/c.bin'), 'bytes');
 });
+
+t.test('holdBack: onListing sees only the held objects, the rest go into the view as listed, and the view is the same', async (t) => {
+  const held: string[][] = [];
+  const views: string[][] = [];
+  for (const holdBack of [undefined, (o: { key: string }) => o.key.endsWith('.txt')]) {
+    const client = new FakeObjectClient();
+    seed(client);
+    const fs = await SluiceFs.create(opts(client, {
+      onListing: async (objects) => { held.push(objects.map((o) => o.key).sort()); return objects.filter((o) => o.key !== 'ds/sub/y.txt'); },
+      ...(holdBack ? { holdBack } : {}),
+    }));
+    const names: string[] = [];
+    for (const dir of ['/', '/sub', '/sub/deeper', '/clash', '/empty']) names.push(...(await fs.readdir(dir)).map((n) => `${dir}:${n}`));
+    views.push(names.sort());
+    t.same(fs.skippedKeys.map((s) => s.key).sort(), ['ds/bad//name', 'ds/clash'], 'the same keys skipped');
+    await fs.close();
+  }
+  t.same(held[0], ['ds/a.bin', 'ds/bad//name', 'ds/clash', 'ds/clash/inner', 'ds/empty/', 'ds/sub/deeper/z', 'ds/sub/x.txt', 'ds/sub/y.txt'], 'without holdBack: every object');
+  t.same(held[1], ['ds/sub/x.txt', 'ds/sub/y.txt'], 'with holdBack: only the held ones');
+  t.same(views[1], views[0], 'the same view, what onListing dropped left out in both');
+  t.notOk(views[0]!.includes('/sub:y.txt'));
+});
