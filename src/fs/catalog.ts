@@ -29,6 +29,7 @@
  * when the order is already final). addBytes() takes a snapshot line's bytes without making a
  * string per object (decision 0044).
  */
+import { compareBytes, copyBytes } from '../bytes.js';
 import type { ObjectBytes, ObjectInfo } from '../s3/object-client.js';
 import { compareCodePoints, NAME_MAX, normalizePrefix, PATH_MAX, unsafeReason, type SkippedKey } from './tree.js';
 
@@ -477,27 +478,6 @@ export class CatalogBuilder {
   }
 }
 
-/**
- * Bytes [as, ae) of a against [bs, be) of b, as Buffer.compare orders them (-1, 0, 1). A loop:
- * names and folder paths are a few bytes, where Buffer#compare's argument checks cost more than
- * the comparison (measured: ~0.7 µs a call, decision 0044).
- */
-function compareBytes(a: Buffer, as: number, ae: number, b: Buffer, bs: number, be: number): number {
-  const n = Math.min(ae - as, be - bs);
-  for (let k = 0; k < n; k++) {
-    const x = a[as + k]!;
-    const y = b[bs + k]!;
-    if (x !== y) return x < y ? -1 : 1;
-  }
-  const d = (ae - as) - (be - bs);
-  return d < 0 ? -1 : d > 0 ? 1 : 0;
-}
-
-/** Bytes [s, e) of src to dst at `at`: a loop for short runs (Buffer#copy's checks cost more), copy() past 32 bytes. */
-function copyBytes(src: Buffer, s: number, e: number, dst: Buffer, at: number): void {
-  if (e - s > 32) src.copy(dst, at, s, e);
-  else for (let k = s; k < e; k++) dst[at++] = src[k]!;
-}
 
 const SLASH = 0x2f;
 const DOT = 0x2e;

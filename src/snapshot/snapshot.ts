@@ -33,6 +33,7 @@ import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { SnapshotError } from '../errors.js';
+import { compareBytes } from '../bytes.js';
 import { compareKeys } from '../s3/lister.js';
 import type { ObjectBytes, ObjectInfo } from '../s3/object-client.js';
 import { parseObjectBytes, parseObjectLine } from './line-parser.js';
@@ -362,10 +363,10 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, heade
       const ks = ob.keyStart;
       const ke = ob.keyEnd;
       // Keys in S3 order: ASCII bytes compare as compareKeys compares their strings.
-      const c = prevFromBytes ? -compareAscii(prevBuf, prevAt, prevEnd, buf, ks, ke) : prevKey !== undefined ? -compareKeys(prevKey, buf.toString('latin1', ks, ke)) : 1;
+      const c = prevFromBytes ? -compareBytes(prevBuf, prevAt, prevEnd, buf, ks, ke) : prevKey !== undefined ? -compareKeys(prevKey, buf.toString('latin1', ks, ke)) : 1;
       if (c <= 0) bad(file, `line ${n}: keys are not in S3 order or repeat (${JSON.stringify(buf.toString('latin1', ks, ke))})`);
       prefixBytes ??= Buffer.from(header!.prefix);
-      if (ke - ks < prefixBytes.length || compareAscii(buf, ks, ks + prefixBytes.length, prefixBytes, 0, prefixBytes.length) !== 0) outside(buf.toString('latin1', ks, ke), n);
+      if (ke - ks < prefixBytes.length || compareBytes(buf, ks, ks + prefixBytes.length, prefixBytes, 0, prefixBytes.length) !== 0) outside(buf.toString('latin1', ks, ke), n);
       prevBuf = buf;
       prevAt = ks;
       prevEnd = ke;
@@ -437,17 +438,6 @@ export async function scanSnapshot(file: string, onObject: (o: ObjectInfo, heade
 
 const NL_BUF = Buffer.from([NL]);
 
-/** Bytes [as, ae) of a against [bs, be) of b (-1, 0, 1): a loop, as keys are short and Buffer#compare's checks cost more than the comparison. */
-function compareAscii(a: Buffer, as: number, ae: number, b: Buffer, bs: number, be: number): number {
-  const n = Math.min(ae - as, be - bs);
-  for (let k = 0; k < n; k++) {
-    const x = a[as + k]!;
-    const y = b[bs + k]!;
-    if (x !== y) return x < y ? -1 : 1;
-  }
-  const d = (ae - as) - (be - bs);
-  return d < 0 ? -1 : d > 0 ? 1 : 0;
-}
 
 function checkHeader(file: string, h: unknown): SnapshotHeader {
   if (!isRecord(h) || h.sluiceSnapshot === undefined) bad(file, 'is not a sluice snapshot (line 1 is no header)');
