@@ -9,10 +9,11 @@ import { createRequire } from 'node:module';
 
 type Crc32c = (input: Uint8Array | string, initialState?: number | null) => number;
 
+const require = createRequire(import.meta.url);
 let impl: Crc32c | undefined;
 
 /** The CRC-32C of `input`, continuing from `initialState` when given (as @node-rs/crc32's crc32c). */
 export function crc32c(input: Uint8Array | string, initialState?: number): number {
-  impl ??= (createRequire(import.meta.url)('@node-rs/crc32') as { crc32c: Crc32c }).crc32c;
+  impl ??= (require('@node-rs/crc32') as { crc32c: Crc32c }).crc32c;
   return impl(input, initialState);
 }
