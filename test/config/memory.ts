@@ -94,7 +94,9 @@ t.test('a mount inside a 2 GiB memory cgroup sizes its cache from 2 GiB, not fro
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     t.teardown(() => { child.kill('SIGKILL'); return exited; });
     const deadline = Date.now() + 60_000;
-    while (!/^ready /m.test(io.out) && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    // The memory plan is logged just after "ready" goes to stdout (src/commands/mount.ts), on
+    // stderr: wait for both, or a loaded machine reads stderr before the line is there.
+    while (!(/^ready /m.test(io.out) && io.err.includes('"memoryLimit"')) && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     return { child, io, exited };
   };
   const first = await mountInCgroup([]);
