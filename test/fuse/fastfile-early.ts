@@ -15,9 +15,8 @@ import { mountFastFile, type FastFileMount } from '../../src/fuse/fastfile.js';
 import { mountAt } from '../../src/fuse/mountpoint.js';
 import { seedDataset } from '../../src/local/dataset.js';
 import { startLocalS3 } from '../../src/local/s3-server.js';
-import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { localS3BehindProxy, testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
 
 const BUCKET = 'early';
 const PREFIX = 'data/';
@@ -29,13 +28,8 @@ const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 t.test('a known file reads exactly while the listing is held; ls waits for the listing', async (t) => {
-  const s3 = await startLocalS3();
-  t.teardown(() => s3.stop());
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket(BUCKET);
+  const { s3, proxy } = await localS3BehindProxy(t, BUCKET);
   const objects = await seedDataset(s3, BUCKET, PREFIX, { smallFiles: { count: 40, size: 30_000, folders: 4 }, largeFiles: { count: 1, size: 3 * 1024 * 1024 } });
-  const proxy = await startFaultProxy(s3.port);
-  t.teardown(() => proxy.close());
   proxy.set({ holdListings: true });
 
   const dir = await tempMountpoint(t, 'early');

@@ -13,10 +13,8 @@ import path from 'node:path';
 import t from 'tap';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
 import { uploadLayout } from '../../src/local/dataset.js';
-import { startLocalS3 } from '../../src/local/s3-server.js';
-import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { localS3BehindProxy, testMountOptions } from '../helpers/mount-options.js';
 
 const MiB = 1024 * 1024;
 const BUCKET = 'fetchbound';
@@ -27,15 +25,10 @@ const LARGE_EVERY = 4;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 t.test('one pass over a folder fetches at most 1.1x what it reads, whatever the cache size', async (t) => {
-  const s3 = await startLocalS3();
-  t.teardown(() => s3.stop());
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket(BUCKET);
+  const { s3, proxy } = await localS3BehindProxy(t, BUCKET);
   const layout = Array.from({ length: FILES }, (_, i) => ({ key: `${PREFIX}f${String(i).padStart(4, '0')}.bin`, size: i % LARGE_EVERY === 1 ? 4 * MiB : 40_000 }));
   const objects = await uploadLayout(s3, BUCKET, layout, 11);
   const total = objects.reduce((n, o) => n + o.size, 0);
-  const proxy = await startFaultProxy(s3.port);
-  t.teardown(() => proxy.close());
 
   // [cache, part]: the issue's 16 MiB cache with 8 MiB parts (2 parts), and smaller and larger caches of 2 MiB parts.
   for (const [cacheSize, partSize] of [[16 * MiB, 8 * MiB], [8 * MiB, 2 * MiB], [32 * MiB, 2 * MiB]] as const) {

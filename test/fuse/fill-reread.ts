@@ -14,10 +14,8 @@ import { open } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
-import { startLocalS3 } from '../../src/local/s3-server.js';
-import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { localS3BehindProxy, testMountOptions } from '../helpers/mount-options.js';
 
 const MiB = 1024 * 1024;
 const BUCKET = 'fillreread';
@@ -37,16 +35,11 @@ async function until(cond: () => boolean, ms = 20_000): Promise<boolean> {
 }
 
 t.test('a file read at random is filled once; random and sequential re-reads make no GET; close stops a fill', async (t) => {
-  const s3 = await startLocalS3();
-  t.teardown(() => s3.stop());
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket(BUCKET);
+  const { s3, proxy } = await localS3BehindProxy(t, BUCKET);
   const body = randomBytes(SIZE);
   await s3.putObject(BUCKET, 'data/a.bin', body);
   await s3.putObject(BUCKET, 'data/b.bin', body);
   await s3.putObject(BUCKET, 'data/c.bin', body);
-  const proxy = await startFaultProxy(s3.port);
-  t.teardown(() => proxy.close());
   const dir = await tempMountpoint(t, 'fill');
   const m = await mountFastFile({
     uri: `s3://${BUCKET}/data/`, mountpoint: dir,

@@ -12,11 +12,9 @@ import path from 'node:path';
 import t from 'tap';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
 import { seedDataset, sourceBytes } from '../../src/local/dataset.js';
-import { startLocalS3 } from '../../src/local/s3-server.js';
 import { FIRST_WINDOW } from '../../src/prefetch/read-cursor.js';
-import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { localS3BehindProxy, testMountOptions } from '../helpers/mount-options.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -30,13 +28,8 @@ const BLOCK = 256 * KiB;
 const LATENCY_MS = 25;
 
 t.test('1-byte O_DIRECT reads of a cold large file: one small first GET, one first window, re-reads are hits', async (t) => {
-  const s3 = await startLocalS3();
-  t.teardown(() => s3.stop());
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket(BUCKET);
+  const { s3, proxy } = await localS3BehindProxy(t, BUCKET);
   const [obj] = await seedDataset(s3, BUCKET, PREFIX, { largeFiles: { count: 1, size: SIZE } });
-  const proxy = await startFaultProxy(s3.port);
-  t.teardown(() => proxy.close());
   proxy.set({ latencyMs: LATENCY_MS });
   const objectPath = `/${BUCKET}/${obj!.key}`;
   const source = sourceBytes(obj!, 0, 16);

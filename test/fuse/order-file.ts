@@ -17,11 +17,9 @@ import { InvalidArgumentError } from '../../src/errors.js';
 import { shuffled } from '../../src/channels/shuffle.js';
 import { mountFastFile, type FastFileMount } from '../../src/fuse/fastfile.js';
 import { uploadLayout, type SeededObject } from '../../src/local/dataset.js';
-import { startLocalS3 } from '../../src/local/s3-server.js';
-import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { tempMountpoint } from '../helpers/fuse.js';
 import { metricSum } from '../helpers/metrics.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { localS3BehindProxy, testMountOptions } from '../helpers/mount-options.js';
 import { until } from '../helpers/poll.js';
 import '../helpers/exit-watch.js';
 
@@ -32,14 +30,9 @@ const FILES = 48;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 t.test('prefetch follows the order file', async (t) => {
-  const s3 = await startLocalS3();
-  t.teardown(() => s3.stop());
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket(BUCKET);
+  const { s3, proxy } = await localS3BehindProxy(t, BUCKET);
   const layout = Array.from({ length: FILES }, (_, i) => ({ key: `${PREFIX}${i % 2 === 0 ? 'a' : 'b'}/f${String(i).padStart(3, '0')}.bin`, size: 20_000 }));
   const objects = await uploadLayout(s3, BUCKET, layout, 5);
-  const proxy = await startFaultProxy(s3.port);
-  t.teardown(() => proxy.close());
   proxy.set({ latencyMs: 25 });
   const work = await mkdtemp(path.join(os.tmpdir(), 'sluice-test-order-'));
   t.teardown(() => rm(work, { recursive: true, force: true }));

@@ -14,10 +14,8 @@ import { skip } from '../helpers/tap.js';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
 import { getReadaheadKb } from '../../src/fuse/readahead.js';
 import { seedDataset } from '../../src/local/dataset.js';
-import { startLocalS3 } from '../../src/local/s3-server.js';
-import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { localS3BehindProxy, testMountOptions } from '../helpers/mount-options.js';
 
 const MiB = 1024 * 1024;
 const BUCKET = 'seqgets';
@@ -40,13 +38,8 @@ function catSha(file: string): Promise<string> {
 }
 
 t.test('cat of a large file uses part-sized GETs at read_ahead_kb 128, 1024 and 4096', async (t) => {
-  const s3 = await startLocalS3();
-  t.teardown(() => s3.stop());
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket(BUCKET);
+  const { s3, proxy } = await localS3BehindProxy(t, BUCKET);
   const [obj] = await seedDataset(s3, BUCKET, PREFIX, { largeFiles: { count: 1, size: SIZE } });
-  const proxy = await startFaultProxy(s3.port);
-  t.teardown(() => proxy.close());
   const objectPath = `/${BUCKET}/${obj!.key}`;
 
   for (const kb of [128, 1024, 4096]) {

@@ -5,6 +5,8 @@
  */
 import { parseOptions } from '../../src/config/options.js';
 import { FASTFILE_OPTION_NAMES, type FastFileOptions } from '../../src/fuse/fastfile.js';
+import { startLocalS3, type LocalS3 } from '../../src/local/s3-server.js';
+import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
 
 const MiB = 1024 * 1024;
 
@@ -26,4 +28,19 @@ export function useLocalCredentials(creds: { accessKeyId: string; secretAccessKe
   process.env.AWS_SECRET_ACCESS_KEY = creds.secretAccessKey;
   delete process.env.AWS_SESSION_TOKEN;
   delete process.env.AWS_PROFILE;
+}
+
+/**
+ * A local S3 server with `bucket` made, its credentials in the environment, and a
+ * request-counting fault proxy in front of it (mount through `proxy.endpoint`; seed through
+ * `s3`, which the proxy never sees); both stopped in `t`'s teardown.
+ */
+export async function localS3BehindProxy(t: { teardown(fn: () => unknown): void }, bucket: string): Promise<{ s3: LocalS3; proxy: FaultProxy }> {
+  const s3 = await startLocalS3();
+  t.teardown(() => s3.stop());
+  useLocalCredentials(s3.credentials);
+  await s3.createBucket(bucket);
+  const proxy = await startFaultProxy(s3.port);
+  t.teardown(() => proxy.close());
+  return { s3, proxy };
 }

@@ -14,13 +14,11 @@ import { open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
 import { seedDataset, sourceBytes } from '../../src/local/dataset.js';
-import { startLocalS3 } from '../../src/local/s3-server.js';
 import { parseExposition, sumOf } from '../../src/metrics/exposition.js';
 import { channelRates, channelTotals, type ChannelTotals } from '../../src/metrics/figures.js';
 import { registry } from '../../src/metrics/metrics.js';
-import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { localS3BehindProxy, testMountOptions } from '../helpers/mount-options.js';
 
 const MiB = 1024 * 1024;
 const CHANNEL = 'starve';
@@ -68,14 +66,9 @@ async function readDirect(file: string, size: number): Promise<Buffer> {
 }
 
 t.test('starvation rises with S3 latency, vanishes when cached; counters match the bytes read', async (t) => {
-  const s3 = await startLocalS3();
-  t.teardown(() => s3.stop());
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket('starve');
+  const { s3, proxy } = await localS3BehindProxy(t, 'starve');
   const objects = await seedDataset(s3, 'starve', 'ds/', { smallFiles: { count: 3 * FILES_PER_PHASE, size: 300_000, folders: 1 }, seed: 11 });
   objects.sort((a, b) => a.key.localeCompare(b.key));
-  const proxy = await startFaultProxy(s3.port);
-  t.teardown(() => proxy.close());
 
   const dir = await tempMountpoint(t, 'starve');
   // No cross-file prefetch: each file's first read must wait for its own GET.

@@ -11,16 +11,14 @@ import t from 'tap';
 import { run as snapshotCommand } from '../../src/commands/snapshot.js';
 import { mountFastFile } from '../../src/fuse/fastfile.js';
 import { generateBytes } from '../../src/local/dataset.js';
-import { startLocalS3 } from '../../src/local/s3-server.js';
 import { registry } from '../../src/metrics/metrics.js';
 import { startSummary } from '../../src/metrics/summary.js';
 import { readSnapshot } from '../../src/snapshot/snapshot.js';
 import { listChannel } from '../../src/channels/sources.js';
 import { ArchivedObjectsError, ObjectChangedError } from '../../src/errors.js';
 import { clientOptionsFrom, createObjectClient } from '../../src/s3/s3-client.js';
-import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { tempMountpoint } from '../helpers/fuse.js';
-import { testMountOptions, useLocalCredentials } from '../helpers/mount-options.js';
+import { localS3BehindProxy, testMountOptions } from '../helpers/mount-options.js';
 
 const BUCKET = 'snap';
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -32,12 +30,7 @@ async function metric(name: string, labels: string): Promise<number | undefined>
 }
 
 t.test('snapshots, archived objects and partition filters over s3rver', async (t) => {
-  const s3 = await startLocalS3();
-  t.teardown(() => s3.stop());
-  useLocalCredentials(s3.credentials);
-  await s3.createBucket(BUCKET);
-  const proxy = await startFaultProxy(s3.port);
-  t.teardown(() => proxy.close());
+  const { s3, proxy } = await localS3BehindProxy(t, BUCKET);
   const bodies = new Map<string, Buffer>();
   const put = async (key: string, size: number, seed = 1) => {
     const b = generateBytes(key, size, seed);
