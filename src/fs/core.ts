@@ -444,6 +444,11 @@ export class SluiceFs implements FsCore {
 
   private async runListing(answered: () => void): Promise<void> {
     const t0 = performance.now();
+    if (this.opts.catalog) {
+      answered();
+      this.installCatalog(this.opts.catalog, t0);
+      return;
+    }
     // Objects go into the catalog's compact columns as they come; only those onListing must
     // see (holdBack) wait in `held` for the listing's end.
     const builder = new CatalogBuilder(this.prefix);
@@ -453,13 +458,6 @@ export class SluiceFs implements FsCore {
     const take = (o: ObjectInfo) => { if (hold(o)) held.push(o); else builder.add(o); };
     const beforeRequest = () => this.afterLookups();
     const filter = this.opts.filter;
-    // A loop, never push(...listing): a spread passes every element as an argument on the
-    // stack and overflows it past ~120 k objects (issue 46: a 1 M-object snapshot crashed).
-    if (this.opts.catalog) {
-      answered();
-      this.installCatalog(this.opts.catalog, t0);
-      return;
-    }
     if (this.opts.listing) for (const o of this.opts.listing) take(o);
     else {
       for await (const o of this.opts.client.list(this.prefix, { signal: this.stop.signal, beforeRequest, onPage: answered, ...(filter ? { filter } : {}), ...(this.opts.versions ? { versions: true } : {}) })) {
